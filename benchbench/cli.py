@@ -1,0 +1,77 @@
+"""Command-line parsing: one sub-command per verb, each handed to commands.py. No logic here.
+
+Exit codes: 0 all probes ok or skipped; 1 some probe failed (results still written); 2 bad
+usage or input (one line on stderr); 130 interrupted by SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from benchbench import __version__, commands
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line, no usage dump: scripts and CI logs read the last line.
+        self.exit(EXIT_USAGE, f"benchbench: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="benchbench", description="Measure what limits deep-learning training on "
+                                                "this machine, and write a report.")
+    p.add_argument("--version", action="version", version=f"benchbench {__version__}")
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    r = sub.add_parser("run", help="measure and write a run folder (results.json, report.md)")
+    r.add_argument("--out", metavar="DIR",
+                   help="new or empty folder for the run (default runs/<UTC time>-<host>/)")
+    r.add_argument("--quick", action="store_true",
+                   help="small sizes and a shared time budget: a smoke test in about a minute")
+    r.add_argument("--only", metavar="A,B", help="run only these probes")
+    r.add_argument("--skip", metavar="A,B", help="do not run these probes")
+    r.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                   help="where the workload probes run (default auto: cuda when present)")
+    r.add_argument("--config", metavar="FILE.toml", help="a TOML file: [run] and [probe] tables")
+    r.add_argument("--set", action="append", metavar="PROBE.FIELD=VALUE",
+                   help="override one probe config field; repeatable; lists comma-separated; "
+                        "sizes in bytes or K/M/G/T (IEC)")
+    r.add_argument("--label", metavar="TEXT", help="a name for this run in reports and compare")
+    r.add_argument("--repeats", type=int, metavar="N",
+                   help="fewest timed samples per measurement (default 5, 3 with --quick)")
+    r.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="seconds per probe (default 60; --quick shares 45 s among the probes)")
+    r.set_defaults(func=commands.run)
+
+    rep = sub.add_parser("report", help="re-render report.md from a saved results.json")
+    rep.add_argument("results", metavar="RESULTS.json", help="a results.json or a run folder")
+    rep.add_argument("--out", metavar="DIR", help="where to write (default: beside the results)")
+    rep.set_defaults(func=commands.report)
+
+    ls = sub.add_parser("list", help="every probe, its resource, and whether it would run here")
+    ls.add_argument("--fields", action="store_true", help="also list each probe's config fields")
+    ls.set_defaults(func=commands.list_probes)
+
+    e = sub.add_parser("env", help="print the read-only environment snapshot")
+    e.add_argument("--json", action="store_true", help="as JSON")
+    e.set_defaults(func=commands.env)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except commands.UsageError as exc:
+        print(f"benchbench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("benchbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

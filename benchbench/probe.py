@@ -1,0 +1,93 @@
+"""The probe-side API: what a probe is told (ProbeContext) and what it hands back (ProbeOutput).
+
+A probe module exposes `run(ctx, cfg) -> ProbeOutput`. It times its operations through
+`ctx.time_op`, which calibrates, warms up, samples and respects the time budget, and it builds
+measurements with `throughput`. It raises ProbeSkipped when it cannot measure anything here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchbench.results import Measurement
+from benchbench.sampling import Budget, RepeatPolicy, collect
+from benchbench.stats import median
+from benchbench.timing import Clock, Timer, calibrate_inner, timer_for
+
+
+class ProbeSkipped(Exception):
+    """Raised by a probe that cannot run here; the message completes 'skipped, because …'."""
+
+
+@dataclass
+class ProbeOutput:
+    measurements: list[Measurement]
+    resource: str | None = None  # overrides the spec's resource for this device
+    params: dict[str, Any] = field(default_factory=dict)  # auto fields as resolved
+    notes: list[str] = field(default_factory=list)  # partial skips, each "x skipped, because …"
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Seconds per single call for each timed sample, and how they were taken."""
+
+    per_call_s: list[float]
+    inner: int
+    warmup_runs: int
+    stop: str
+
+    def context(self) -> dict[str, Any]:
+        return {"calls_per_sample": self.inner, "warmup_runs": self.warmup_runs,
+                "stopped_by": self.stop}
+
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ProbeContext:
+    """What the runner tells a probe. Passed explicitly; there are no globals."""
+
+    device: str  # "cpu" or "cuda"
+    quick: bool
+    policy: RepeatPolicy
+    budget: Budget
+    facts: dict[str, Any]  # device facts gathered by environment.torch_facts()
+    progress: Progress = lambda desc, done, total: None  # noqa: E731
+    clock: Clock = time.perf_counter
+
+    def time_op(self, fn: Callable[[], Any], device: str, items_left: int,
+                min_sample_s: float, timer: Timer | None = None) -> Timed:
+        """Warm up and time `fn` on `device` ('cpu' or 'cuda:N') within this probe's budget."""
+        timer = timer or timer_for(device)
+        deadline = self.budget.deadline(items_left)
+        inner = calibrate_inner(timer, fn, min_sample_s)
+        result = collect(lambda: timer(fn, inner), self.policy, deadline, self.clock)
+        return Timed([s / inner for s in result.samples], inner, result.warmup_runs, result.stop)
+
+
+def throughput(metric: str, key: dict[str, Any], timed: Timed, work_per_call: float,
+               unit: str, context: dict[str, Any] | None = None) -> Measurement:
+    """A rate measurement (work per second), one sample per timed sample, median as value."""
+    samples = [work_per_call / t for t in timed.per_call_s if t > 0]
+    if not samples:
+        raise RuntimeError(f"{metric}: every sample took zero time; the timer is broken")
+    return Measurement(
+        metric=metric, key=key, value=median(samples), unit=unit, statistic="median",
+        samples=samples, higher_is_better=True, context={**timed.context(), **(context or {})},
+    )
+
+
+def peak_of(metric: str, key: dict[str, Any], per_size: list[Measurement],
+            size_field: str, unit: str) -> Measurement:
+    """The best of several per-size medians: statistic 'max' over those medians."""
+    best = max(per_size, key=lambda m: m.value)
+    return Measurement(
+        metric=metric, key=key, value=best.value, unit=unit, statistic="max",
+        samples=[m.value for m in per_size], higher_is_better=True,
+        context={f"best_{size_field}": best.key[size_field],
+                 size_field: [m.key[size_field] for m in per_size]},
+    )

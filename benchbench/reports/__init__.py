@@ -1,0 +1,1 @@
+"""Renderers: they read a RunResult (or its JSON) and never measure anything."""

@@ -1,0 +1,63 @@
+"""Human units for display: SI-base values in, 'GB/s', 'TFLOP/s', 'MiB' strings out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_IEC = [(1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"), (1, "B")]
+
+
+def _sig(x: float) -> str:
+    """Three significant digits, no exponent."""
+    if x == 0:
+        return "0"
+    digits = max(0, 2 - int(f"{abs(x):e}".split("e")[1]))
+    return f"{x:.{digits}f}"
+
+
+def si(value: float, unit: str) -> str:
+    """1.23e12 FLOP/s -> '1.23 TFLOP/s'. Bandwidth uses decimal GB (1e9), as vendors do."""
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{_sig(value / scale)} {prefix}{unit}"
+    return f"{_sig(value)} {unit}"
+
+
+def iec(n: float) -> str:
+    """Buffer and memory sizes in binary units: 268435456 -> '256 MiB'."""
+    for scale, name in _IEC:
+        if abs(n) >= scale:
+            v = n / scale
+            return f"{v:.0f} {name}" if v == int(v) else f"{_sig(v)} {name}"
+    return f"{n:.0f} B"
+
+
+def seconds(s: float) -> str:
+    if s >= 1:
+        return f"{_sig(s)} s"
+    if s >= 1e-3:
+        return f"{_sig(s * 1e3)} ms"
+    return f"{_sig(s * 1e6)} µs"
+
+
+def value(v: float, unit: str) -> str:
+    if unit == "B":
+        return iec(v)
+    if unit == "s":
+        return seconds(v)
+    if unit == "ratio":
+        return f"{v * 100:.1f}%"
+    if unit == "count":
+        return f"{v:g}"
+    return si(v, unit)
+
+
+def percent(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def key_value(name: str, v: Any) -> str:
+    if name.endswith("size_bytes") or name == "size_bytes":
+        return iec(v)
+    return str(v)

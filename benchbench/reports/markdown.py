@@ -1,0 +1,158 @@
+"""Render a RunResult as report.md: environment, one table per probe, skips and warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench import analysis
+from benchbench.reports import format as fmt
+from benchbench.results import Measurement, ProbeResult, RunResult
+from benchbench.stats import UNSTABLE_CV, summarize
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def esc(cell: str) -> str:
+        return str(cell).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _yes_no(v: Any) -> str:
+    return "?" if v is None else ("on" if v else "off")
+
+
+def environment_section(env: dict[str, Any]) -> list[str]:
+    host = env.get("host", {})
+    ver = env.get("versions", {})
+    tch = env.get("torch", {}) or {}
+    rows = [
+        ["Host", f"{host.get('hostname')} — {host.get('os')}"],
+        ["CPU", f"{host.get('cpu_model')}: {host.get('cores_physical')} physical / "
+                f"{host.get('cores_logical')} logical / {host.get('cores_usable')} usable cores, "
+                f"{host.get('numa_nodes')} NUMA node(s), last-level cache "
+                f"{fmt.iec(host['llc_bytes']) if host.get('llc_bytes') else '?'}"],
+        ["RAM", fmt.iec(host.get("memory_total") or 0)],
+    ]
+    gpus = env.get("gpus", [])
+    if not gpus:
+        rows.append(["GPUs", f"none ({env.get('gpus_reason') or 'no reason recorded'})"])
+    for g in gpus:
+        link = (f"PCIe Gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')} now, "
+                f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')} max"
+                if g.get("pcie_gen_max") else "PCIe link unknown")
+        extra = (f"persistence {_yes_no(g.get('persistence_mode'))}, "
+                 f"ECC {_yes_no(g.get('ecc_current'))}, power limit {g.get('power_limit')} W"
+                 if "persistence_mode" in g else "facts from torch (NVML unavailable)")
+        others = g.get("other_processes") or []
+        busy = f", **{len(others)} other process(es) on it**" if others else ""
+        rows.append([f"GPU {g.get('index')}",
+                     f"{g.get('name')}, {fmt.iec(g.get('memory_total') or 0)}, {link}, "
+                     f"{extra}{busy}"])
+    if env.get("driver"):
+        rows.append(["Driver", f"{env.get('driver')} (CUDA driver {env.get('cuda_driver')})"])
+    rows.append(["Software", f"Python {ver.get('python')}, torch {ver.get('torch')} "
+                             f"(CUDA {tch.get('torch_cuda')}, cuDNN {tch.get('cudnn')}, "
+                             f"NCCL {tch.get('nccl')}), torchvision {ver.get('torchvision')}, "
+                             f"DALI {ver.get('nvidia_dali') or 'not installed'}, "
+                             f"fio {ver.get('fio') or 'not installed'}"])
+    st = env.get("storage", {})
+    if st:
+        rows.append(["Output storage", f"{st.get('path')} on {st.get('fstype')} "
+                                       f"({st.get('device')})"])
+    return ["## Environment", ""] + _table(["", ""], rows)
+
+
+def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
+                      ) -> tuple[list[str], list[list[str]]]:
+    key_names = list(dict.fromkeys(k for m in ms for k in m.key))
+    with_ref = any(analysis.reference(run, pr.name, m) for m in ms)
+    all_median = all(m.statistic == "median" for m in ms)
+    header = key_names + ["value", "statistic", "IQR" if all_median else "basis", "CV", "n"]
+    if with_ref:
+        header.append("of reference")
+    rows = []
+    for m in ms:
+        s = summarize(m.samples)
+        row = [fmt.key_value(k, m.key.get(k, "")) for k in key_names]
+        if m.statistic == "median":
+            spread = [f"{fmt.value(s.q1, m.unit)} – {fmt.value(s.q3, m.unit)}",
+                      fmt.percent(s.cv) + (" ⚠" if s.unstable else "")]
+        else:  # the best of several medians: their spread says nothing about noise
+            best = next((f"{k.removeprefix('best_')}={fmt.key_value(k[5:], v)}"
+                         for k, v in m.context.items() if k.startswith("best_")), "")
+            spread = [f"{m.statistic} of {s.n}, at {best}" if best else m.statistic, "—"]
+        row += [f"**{fmt.value(m.value, m.unit)}**", m.statistic, *spread, str(s.n)]
+        if with_ref:
+            ref = analysis.reference(run, pr.name, m)
+            row.append(f"{fmt.percent(m.value / ref[0])} of {ref[1]} "
+                       f"({fmt.value(ref[0], m.unit)})" if ref else "")
+        rows.append(row)
+    return header, rows
+
+
+def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
+    out = [f"## {pr.name} ({pr.resource})", ""]
+    if pr.status != "ok":
+        return out + [f"**{pr.status}**, because {pr.reason}", ""]
+    if pr.reason:
+        out += [f"Partly skipped: {pr.reason}.", ""]
+    by_metric: dict[str, list[Measurement]] = {}
+    for m in pr.measurements:
+        by_metric.setdefault(m.metric, []).append(m)
+    # Summaries (statistic "max" over sizes) first: they are what a reader looks for.
+    for metric in sorted(by_metric, key=lambda k: by_metric[k][0].statistic != "max"):
+        header, rows = _measurement_rows(run, pr, by_metric[metric])
+        out += [f"**{metric}**", ""] + _table(header, rows)
+    for row in analysis.gpu_spread(run, pr.name, "peak_flops", "dtype"):
+        flag = " ⚠ 5% or more: check cooling, power caps and links" if row["warn"] else ""
+        out.append(f"- {row['dtype']}: slowest GPU {row['slowest_device']} at "
+                   f"{fmt.value(row['slowest_value'], row['unit'])}, spread "
+                   f"{fmt.percent(row['spread'])}{flag}")
+    return out + [""]
+
+
+def _warnings(run: RunResult) -> list[str]:
+    lines = []
+    for pr in run.probes:
+        for m in pr.measurements:
+            if m.statistic != "median" or len(m.samples) < 2:
+                continue
+            s = summarize(m.samples)
+            if s.unstable:
+                key = ", ".join(f"{k}={fmt.key_value(k, v)}" for k, v in m.key.items())
+                lines.append(f"- {pr.name} {m.metric} ({key}): CV {fmt.percent(s.cv)} over "
+                             f"{s.n} samples, above {fmt.percent(UNSTABLE_CV)}; the machine "
+                             "was busy or the clocks moved. Re-run before trusting it.")
+    return lines
+
+
+def render(run: RunResult) -> str:
+    title = run.label or run.environment.get("host", {}).get("hostname", "run")
+    cfg = run.config
+    out = [
+        f"# benchbench report: {title}", "",
+        f"Run {run.started_at} → {run.finished_at or 'unfinished'}, benchbench "
+        f"{run.tool.get('version')}, device {cfg.get('device_resolved', cfg.get('device'))}"
+        f"{', quick' if cfg.get('quick') else ''}. Bandwidths in decimal units (1 GB/s = 10⁹ "
+        "B/s); sizes in binary units (1 MiB = 2²⁰ B). Each value is the median of its samples "
+        "unless its statistic says otherwise; IQR is the middle half of the samples.", "",
+    ]
+    out += environment_section(run.environment)
+    out += ["## Probes", ""] + _table(
+        ["probe", "resource", "status", "time", "note"],
+        [[p.name, p.resource, p.status,
+          fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—", p.reason or ""]
+         for p in run.probes])
+    for pr in run.probes:
+        if pr.status == "ok":
+            out += _probe_section(run, pr)
+    skipped = [p for p in run.probes if p.status != "ok"]
+    if skipped:
+        out += ["## Skipped and failed", ""]
+        out += [f"- {p.name}: {p.status}, because {p.reason}" for p in skipped] + [""]
+    warnings = _warnings(run)
+    out += ["## Stability warnings", ""] + (warnings or ["None: every median's CV is at most "
+                                                          f"{fmt.percent(UNSTABLE_CV)}."]) + [""]
+    return "\n".join(out)

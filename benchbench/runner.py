@@ -1,0 +1,180 @@
+"""Run the selected probes, each isolated, within time budgets, saving results after each one.
+
+The parent process never imports torch or touches CUDA: device facts and probes run in worker
+processes (see isolation.py). results.json is rewritten atomically after every probe, so a
+crash, Ctrl-C or SIGTERM keeps everything that finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import socket
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from benchbench import __version__, results
+from benchbench.config import RunConfig, build_probe_config
+from benchbench.isolation import Cancelled, Isolator
+from benchbench.registry import ProbeSpec, Registry
+from benchbench.results import Measurement, ProbeResult, RunResult
+from benchbench.worker import ProbeJob
+
+# Under --quick the probes that run share this many seconds (the whole `run --quick` must stay
+# within 90 s on a 2-core box, with worker start-up and reporting on top).
+QUICK_TOTAL_S = 45.0
+DEFAULT_PROBE_S = 60.0
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def probe_budget(n_running: int, quick: bool, time_budget: float | None) -> float:
+    """Seconds each probe may spend: --time-budget, else a share of the quick total, else 60."""
+    if time_budget:
+        return float(time_budget)
+    if quick:
+        return QUICK_TOTAL_S / max(1, n_running)
+    return DEFAULT_PROBE_S
+
+
+def hard_limit(budget_s: float) -> float:
+    """When a probe overruns this, it is stopped: its budget is soft, this is not."""
+    return max(3 * budget_s, budget_s + 60)
+
+
+def default_out_dir(now: datetime | None = None) -> Path:
+    now = now or datetime.now(timezone.utc)
+    return Path("runs") / f"{now.strftime('%Y%m%dT%H%M%SZ')}-{socket.gethostname()}"
+
+
+class Display(Protocol):
+    def start_probe(self, name: str, index: int, count: int) -> None: ...
+    def update(self, desc: str, done: int, total: int) -> None: ...
+    def end_probe(self, result: ProbeResult) -> None: ...
+
+
+class SilentDisplay:
+    def start_probe(self, name: str, index: int, count: int) -> None: ...
+    def update(self, desc: str, done: int, total: int) -> None: ...
+    def end_probe(self, result: ProbeResult) -> None: ...
+
+
+def resolve_device(requested: str, facts: dict[str, Any]) -> str:
+    if requested == "auto":
+        return "cuda" if facts.get("cuda_available") else "cpu"
+    return requested
+
+
+class StopFlag:
+    """Set by SIGINT or SIGTERM (Slurm and CI send SIGTERM); the runner checks it."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+    def __call__(self) -> bool:
+        return self.signal_name is not None
+
+    def install(self) -> Callable[[], None]:
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum: int, frame: Any) -> None:
+            self.signal_name = signal.Signals(signum).name
+
+        for s in old:
+            signal.signal(s, handler)
+        return lambda: [signal.signal(s, h) for s, h in old.items()]  # type: ignore[func-returns-value]
+
+
+class Runner:
+    def __init__(self, registry: Registry, cfg: RunConfig, out_dir: Path, argv: list[str],
+                 facts: dict[str, Any], environment: dict[str, Any], isolator: Isolator,
+                 display: Display | None = None, stop: StopFlag | None = None) -> None:
+        self.registry = registry
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.facts = facts
+        self.isolator = isolator
+        self.display = display or SilentDisplay()
+        self.stop = stop or StopFlag()
+        self.device = resolve_device(cfg.device, facts)
+        self.run = RunResult(
+            tool={"name": "benchbench", "version": __version__},
+            label=cfg.label, started_at=utc_now(), environment=environment,
+            config={**cfg.to_dict(), "device_resolved": self.device}, argv=argv,
+        )
+
+    @property
+    def results_path(self) -> Path:
+        return self.out_dir / "results.json"
+
+    def selected(self) -> list[ProbeSpec]:
+        return [s for s in self.registry
+                if (not self.cfg.only or s.name in self.cfg.only) and s.name not in self.cfg.skip]
+
+    def execute(self) -> int:
+        specs = self.selected()
+        no_gpu = self.facts.get("no_gpu_reason")
+        skip = {s.name: s.skip_reason(self.device, no_gpu) for s in specs}
+        budget = probe_budget(sum(1 for s in specs if skip[s.name] is None), self.cfg.quick,
+                              self.cfg.time_budget)
+        results.save(self.run, self.results_path)
+        interrupted = False
+        for i, spec in enumerate(specs):
+            self.display.start_probe(spec.name, i, len(specs))
+            started, t0 = utc_now(), time.monotonic()
+            if skip[spec.name] is not None:
+                pr = ProbeResult(spec.name, "skipped", spec.resource(self.device),
+                                 reason=skip[spec.name], started_at=started, duration_s=0.0)
+            else:
+                try:
+                    pr = self._run_one(spec, budget, started)
+                except Cancelled:
+                    interrupted = True
+                    pr = ProbeResult(spec.name, "failed", spec.resource(self.device),
+                                     reason=f"interrupted by {self.stop.signal_name} before it "
+                                            "finished", started_at=started)
+            pr.duration_s = round(time.monotonic() - t0, 3)
+            self.run.probes.append(pr)
+            results.save(self.run, self.results_path)
+            self.display.end_probe(pr)
+            if interrupted:
+                break
+        self.run.finished_at = utc_now()
+        results.save(self.run, self.results_path)
+        if interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_FAILED if any(p.status == "failed" for p in self.run.probes) else EXIT_OK
+
+    def probe_config(self, spec: ProbeSpec) -> Any:
+        values = {**spec.defaults(self.device, self.cfg.quick),
+                  **self.cfg.overrides.get(spec.name, {})}
+        return build_probe_config(spec.config_cls, values, spec.name)
+
+    def _run_one(self, spec: ProbeSpec, budget: float, started: str) -> ProbeResult:
+        cfg = self.probe_config(spec)
+        job = ProbeJob(name=spec.name, impl=spec.impl, device=self.device,
+                       quick=self.cfg.quick,
+                       min_repeats=self.cfg.repeats or (3 if self.cfg.quick else 5),
+                       budget_s=budget, config=cfg, facts=self.facts)
+        params = dataclasses.asdict(cfg)
+        outcome = self.isolator.call("benchbench.worker:run_probe", job,
+                                     on_progress=self.display.update,
+                                     timeout_s=hard_limit(budget), should_stop=self.stop)
+        resource = spec.resource(self.device)
+        if not outcome.ok:
+            if outcome.detail:
+                (self.out_dir / f"{spec.name}.traceback.txt").write_text(outcome.detail)
+            return ProbeResult(spec.name, "failed", resource, reason=outcome.error,
+                               params=params, started_at=started)
+        body = outcome.value
+        return ProbeResult(
+            spec.name, body["status"], body["resource"] or resource, reason=body["reason"],
+            params={**params, **body["params"]}, started_at=started,
+            measurements=[Measurement(**m) for m in body["measurements"]],
+        )

@@ -1,0 +1,82 @@
+"""Warm-up, then timed repeats until the spread is small enough or the time budget runs out.
+
+The clock is injected, so the policy is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from benchbench.stats import cv
+from benchbench.timing import Clock
+
+
+@dataclass(frozen=True)
+class RepeatPolicy:
+    min_repeats: int = 5
+    max_repeats: int = 50
+    target_cv: float = 0.02
+    warmup_s: float = 0.5
+    warmup_min: int = 1  # warm-up calls made even when the budget is already spent
+
+    def __post_init__(self) -> None:
+        if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
+            raise ValueError("need 1 <= min_repeats <= max_repeats")
+
+
+@dataclass
+class Budget:
+    """A probe's time budget, shared out among the measurements it still has to make."""
+
+    total_s: float
+    clock: Clock = time.perf_counter
+    start: float = field(default=-1.0)
+
+    def __post_init__(self) -> None:
+        if self.start < 0:
+            self.start = self.clock()
+
+    def remaining(self) -> float:
+        return max(0.0, self.total_s - (self.clock() - self.start))
+
+    def deadline(self, items_left: int) -> float:
+        """Deadline for the next measurement when `items_left` (including it) remain."""
+        return self.clock() + self.remaining() / max(1, items_left)
+
+
+@dataclass(frozen=True)
+class SampleSet:
+    samples: list[float]
+    warmup_runs: int
+    stop: str  # why sampling stopped: "target_cv", "budget" or "max_repeats"
+
+
+def collect(sample: Callable[[], float], policy: RepeatPolicy, deadline: float,
+            clock: Clock = time.perf_counter) -> SampleSet:
+    """Warm up, then call `sample` (which returns one timed value) until a stop condition.
+
+    At least policy.min_repeats samples are always taken, even past the deadline: a median of
+    fewer is not worth reporting.
+    """
+    t0 = clock()
+    warmups = 0
+    while warmups < policy.warmup_min or (
+        clock() - t0 < policy.warmup_s and clock() < deadline
+    ):
+        sample()
+        warmups += 1
+    samples: list[float] = []
+    stop = "max_repeats"
+    while len(samples) < policy.max_repeats:
+        samples.append(sample())
+        if len(samples) < policy.min_repeats:
+            continue
+        if cv(samples) <= policy.target_cv:
+            stop = "target_cv"
+            break
+        if clock() >= deadline:
+            stop = "budget"
+            break
+    return SampleSet(samples=samples, warmup_runs=warmups, stop=stop)

@@ -1,0 +1,65 @@
+"""Entry points that run inside an isolated worker process: gather device facts, run a probe.
+
+Each is called as fn(payload, progress) by isolation.Isolator and returns plain data that
+pickles back to the parent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.config import ProbeConfig
+from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped, Progress
+from benchbench.sampling import Budget, RepeatPolicy
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """Everything a worker needs to run one probe."""
+
+    name: str
+    impl: str
+    device: str
+    quick: bool
+    min_repeats: int
+    budget_s: float
+    config: ProbeConfig
+    facts: dict[str, Any]
+
+
+def collect_facts(payload: Any, progress: Progress) -> dict[str, Any]:
+    from benchbench.environment import torch_facts
+
+    return torch_facts()
+
+
+def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
+    """Run one probe; returns {'status', 'reason', 'resource', 'params', 'measurements'}."""
+    cfg = job.config
+    policy = RepeatPolicy(
+        min_repeats=job.min_repeats,
+        max_repeats=max(cfg.max_repeats, job.min_repeats),
+        target_cv=cfg.target_cv,
+        warmup_s=cfg.warmup_s or 0.0,
+    )
+    ctx = ProbeContext(device=job.device, quick=job.quick, policy=policy,
+                       budget=Budget(job.budget_s), facts=job.facts, progress=progress)
+    module = importlib.import_module(job.impl)
+    try:
+        out: ProbeOutput = module.run(ctx, cfg)
+    except ProbeSkipped as exc:
+        return {"status": "skipped", "reason": str(exc), "resource": None, "params": {},
+                "measurements": []}
+    if not out.measurements:
+        return {"status": "skipped", "reason": "; ".join(out.notes) or "nothing was measured",
+                "resource": out.resource, "params": out.params, "measurements": []}
+    return {
+        "status": "ok",
+        "reason": "; ".join(out.notes) or None,
+        "resource": out.resource,
+        "params": out.params,
+        "measurements": [dataclasses.asdict(m) for m in out.measurements],
+    }

@@ -1,0 +1,71 @@
+"""Probes that run on the accelerator or the CPU: their specs and device defaults.
+
+This module stays light (no torch): the specs are read by `list` and by the runner's parent
+process. Each probe's implementation lives in its own module and is imported in the worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.config import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig
+from benchbench.registry import ProbeSpec
+
+MiB = 1024**2
+
+
+def _sampling_defaults(device: str, quick: bool) -> dict[str, Any]:
+    # GPU samples of ~20 ms are far above event resolution (~0.5 us); CPU samples are longer
+    # because perf_counter around a Python loop carries scheduler noise on small boxes.
+    if device == "cuda":
+        return {"warmup_s": 0.2 if quick else 0.5, "min_sample_s": 0.02}
+    return {"warmup_s": 0.1 if quick else 0.3, "min_sample_s": 0.02 if quick else 0.05}
+
+
+def _matmul_defaults(device: str, quick: bool) -> dict[str, Any]:
+    if device == "cuda":
+        # 16384 is needed to saturate H100/H200-class tensor cores for fp32; 4096 suffices for
+        # smaller parts, so the sweep shows where each GPU reaches its plateau.
+        sizes = (4096, 8192) if quick else (2048, 4096, 8192, 16384)
+        dtypes = ("fp32", "tf32", "bf16", "fp16")
+    else:
+        sizes = (256, 512) if quick else (256, 512, 1024, 2048)
+        dtypes = ("fp32", "bf16")
+    return {**_sampling_defaults(device, quick), "sizes": sizes, "dtypes": dtypes}
+
+
+def _copy_defaults(device: str, quick: bool) -> dict[str, Any]:
+    sizes = (1 * MiB, 16 * MiB, 256 * MiB) if quick else tuple(MiB * 4**i for i in range(6))
+    return {**_sampling_defaults(device, quick), "sizes": sizes}
+
+
+SPECS = (
+    ProbeSpec(
+        name="matmul",
+        description="dense matrix-multiply throughput per dtype (FLOP/s), every GPU or the CPU",
+        config_cls=MatmulConfig,
+        impl="benchbench.workloads.matmul",
+        gpu_resource="gpu_compute",
+        cpu_resource="cpu_compute",
+        defaults=_matmul_defaults,
+    ),
+    ProbeSpec(
+        name="memory_bandwidth",
+        description="copy bandwidth of GPU memory and host memory (bytes read + written)",
+        config_cls=MemoryBandwidthConfig,
+        impl="benchbench.workloads.memory_bandwidth",
+        gpu_resource="gpu_memory",
+        cpu_resource="host_memory",
+        defaults=_sampling_defaults,
+    ),
+    ProbeSpec(
+        name="host_device_copy",
+        description="host<->device copy bandwidth over PCIe, pinned and pageable, per GPU",
+        config_cls=HostDeviceCopyConfig,
+        impl="benchbench.workloads.host_device_copy",
+        gpu_resource="host_device_link",
+        cpu_resource="host_device_link",
+        requires_gpu=True,
+        defaults=_copy_defaults,
+    ),
+)

@@ -1,0 +1,59 @@
+"""Helpers shared by the workload probes: which GPUs to use, OOM detection, budget checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.probe import ProbeContext, ProbeSkipped
+
+
+def gpu_indices(ctx: ProbeContext, requested: tuple[int, ...] | None) -> list[int]:
+    """The GPU indices a probe should measure: the requested ones, or every visible GPU."""
+    count = int(ctx.facts.get("cuda_device_count", 0))
+    if count == 0:
+        raise ProbeSkipped("no CUDA GPU is visible to torch")
+    if requested is None:
+        return list(range(count))
+    missing = [i for i in requested if not 0 <= i < count]
+    if missing:
+        raise ValueError(f"devices {missing} do not exist; this machine has GPUs 0..{count - 1}")
+    return list(requested)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for a CUDA or host allocation failure (torch raises several kinds)."""
+    import torch
+
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
+    return isinstance(exc, oom_type) or "out of memory" in str(exc).lower()
+
+
+def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool:
+    """Whether a measurement whose single call takes est_call_s fits its share of the budget.
+
+    It needs about min_repeats timed calls plus calibration and warm-up (two more); a 2x slack
+    keeps estimates from dropping sizes that would just fit.
+    """
+    share = ctx.budget.remaining() / max(1, items_left)
+    return est_call_s * (ctx.policy.min_repeats + 2) <= 2 * share
+
+
+_BLOCK = 16 * 1024**2
+
+
+def random_bytes(size: int, device: str) -> Any:
+    """A uint8 buffer of random bytes, every page touched.
+
+    A 16 MiB random block is tiled over the buffer: random data (never zeros, which some
+    hardware compresses or skips) without spending a minute in the RNG for gigabytes.
+    """
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(size)
+    block = torch.randint(0, 256, (min(size, _BLOCK),), dtype=torch.uint8, device=device,
+                          generator=gen)
+    buf = torch.empty(size, dtype=torch.uint8, device=device)
+    whole = size // block.numel() * block.numel()
+    buf[:whole].view(-1, block.numel()).copy_(block.expand(whole // block.numel(), -1))
+    buf[whole:] = block[: size - whole]
+    return buf

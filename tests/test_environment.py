@@ -1,0 +1,79 @@
+from benchbench import environment
+from fake_nvml import FakeNvml
+
+
+def test_gpu_snapshot_replays_recorded_nvml():
+    nvml = FakeNvml()
+    info, reason = environment.gpu_snapshot(nvml)
+    assert reason is None
+    assert info["driver"] == "550.54.15" and info["cuda_driver"] == "12.4"
+    g0, g1 = info["gpus"]
+    assert g0["name"] == "NVIDIA H100 80GB HBM3"
+    assert g0["pci_bus_id"] == "00000000:18:00.0"  # bytes decoded
+    assert g0["capability"] == "9.0"
+    assert (g0["pcie_gen_current"], g0["pcie_gen_max"], g0["pcie_width_max"]) == (5, 5, 16)
+    assert g0["persistence_mode"] is True and g0["ecc_current"] is True
+    assert g0["sm_clock_max"] == 1980e6  # Hz, not MHz
+    assert g0["power_limit"] == 700.0  # W, not mW
+    assert g0["numa_node"] == 0
+    assert g0["cpu_affinity"] == list(range(16))
+    assert g0["other_processes"] == []
+    # idle link trained down, ECC query unsupported, a foreign process holding memory
+    assert g1["pcie_gen_current"] == 1
+    assert g1["ecc_current"] is None and g1["persistence_mode"] is False
+    assert g1["cpu_affinity"] == list(range(16, 32))
+    assert g1["other_processes"] == [{"pid": 4242, "memory_used": 1 << 30}]
+    assert nvml.calls == ["shutdown"]
+
+
+def test_gpu_snapshot_without_nvml_gives_reason():
+    info, reason = environment.gpu_snapshot(
+        FakeNvml(fail_init=RuntimeError("NVML Shared Library Not Found")))
+    assert info == {"gpus": []}
+    assert reason == "NVML unavailable: NVML Shared Library Not Found"
+
+
+def test_snapshot_falls_back_to_torch_gpus(monkeypatch):
+    monkeypatch.setattr(environment, "gpu_snapshot", lambda: ({"gpus": []}, "NVML unavailable"))
+    facts = {"cuda_available": True, "gpus": [{"index": 0, "name": "NVIDIA L4"}]}
+    env = environment.snapshot(".", facts)
+    assert env["gpus"] == facts["gpus"]
+    assert "torch.cuda" in env["gpus_reason"]
+
+
+def test_snapshot_on_this_machine(tmp_path):
+    env = environment.snapshot(tmp_path, {"cuda_available": False, "gpus": []})
+    host = env["host"]
+    assert host["cores_usable"] >= 1 and host["memory_total"] > 0
+    assert env["storage"]["path"] == str(tmp_path.resolve())
+    assert env["storage"]["fstype"]
+
+
+def test_cgroup_limits(tmp_path):
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert environment.cgroup_cpu_limit(tmp_path) is None
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert environment.cgroup_cpu_limit(tmp_path) == 1.5
+    assert environment.usable_cores(tmp_path) <= 2
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert environment.cgroup_cpu_limit(v1) is None
+
+
+def test_llc_sums_unique_last_level_caches(tmp_path):
+    for cpu, shared in [(0, "0-1"), (1, "0-1"), (2, "2-3"), (3, "2-3")]:
+        for idx, (level, size, sh) in enumerate([(2, "512K", str(cpu)), (3, "32768K", shared)]):
+            d = tmp_path / f"cpu{cpu}" / "cache" / f"index{idx}"
+            d.mkdir(parents=True)
+            (d / "level").write_text(f"{level}\n")
+            (d / "size").write_text(f"{size}\n")
+            (d / "shared_cpu_list").write_text(f"{sh}\n")
+    assert environment.llc_bytes(tmp_path) == 2 * 32 * 1024**2
+
+
+def test_cudnn_version_format():
+    assert environment.cudnn_version(8902) == "8.9.2"
+    assert environment.cudnn_version(90100) == "9.1.0"
+    assert environment.cudnn_version(None) is None

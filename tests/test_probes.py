@@ -1,0 +1,108 @@
+"""The workload probes, run in-process on tiny sizes (real torch on the CPU; GPU where present)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from benchbench.config import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig  # noqa: E402
+from benchbench.environment import torch_facts  # noqa: E402
+from benchbench.probe import ProbeContext, ProbeSkipped  # noqa: E402
+from benchbench.results import UNITS  # noqa: E402
+from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.workloads import host_device_copy, matmul, memory_bandwidth  # noqa: E402
+from benchbench.workloads._devices import random_bytes  # noqa: E402
+
+
+def ctx(device="cpu", budget=5.0, facts=None):
+    seen = []
+    c = ProbeContext(device=device, quick=True,
+                     policy=RepeatPolicy(min_repeats=3, max_repeats=6, target_cv=0.5,
+                                         warmup_s=0.0),
+                     budget=Budget(budget), facts=facts or torch_facts(),
+                     progress=lambda *a: seen.append(a))
+    return c, seen
+
+
+def test_matmul_cpu_measures_flops_per_dtype_and_size():
+    c, seen = ctx()
+    cfg = MatmulConfig(sizes=(64, 128), dtypes=("fp32", "bf16", "tf32"), min_sample_s=0.005)
+    out = matmul.run(c, cfg)
+    flops = [m for m in out.measurements if m.metric == "flops"]
+    assert {(m.key["dtype"], m.key["size"]) for m in flops} == {
+        ("fp32", 64), ("fp32", 128), ("bf16", 64), ("bf16", 128)}
+    for m in flops:
+        assert m.unit == "FLOP/s" and m.statistic == "median" and len(m.samples) >= 3
+        assert m.value > 1e6  # even a slow CPU does a MFLOP/s
+        assert m.context["calls_per_sample"] >= 1
+    peaks = [m for m in out.measurements if m.metric == "peak_flops"]
+    assert len(peaks) == 2
+    for p in peaks:
+        assert p.statistic == "max" and p.value == max(p.samples)
+    assert any("tf32 on cpu skipped, because" in n for n in out.notes)
+    assert seen and seen[-1][0] == "done"
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_matmul_drops_sizes_that_cannot_fit_the_budget():
+    c, _ = ctx(budget=0.3)
+    out = matmul.run(c, MatmulConfig(sizes=(32, 4096), dtypes=("bf16",), min_sample_s=0.001))
+    assert [m.key["size"] for m in out.measurements if m.metric == "flops"] == [32]
+    assert any("n=4096" in n and "beyond its time budget" in n for n in out.notes)
+
+
+def test_memory_bandwidth_host_buffer_is_4x_llc():
+    facts = {**torch_facts(), "host_llc_bytes": 4 << 20}  # pretend a 4 MiB LLC: fast test
+    c, _ = ctx(facts=facts)
+    out = memory_bandwidth.run(c, MemoryBandwidthConfig(min_sample_s=0.005))
+    (m,) = out.measurements
+    assert m.key == {"memory": "host", "size_bytes": 256 << 20}  # quick default, >= 4x LLC
+    assert m.unit == "B/s" and m.value > 1e8
+    assert m.context["resource"] == "host_memory"
+
+
+def test_memory_bandwidth_warns_when_buffer_is_too_small():
+    facts = {**torch_facts(), "host_llc_bytes": 32 << 20}
+    c, _ = ctx(facts=facts)
+    out = memory_bandwidth.run(c, MemoryBandwidthConfig(host_size_bytes=8 << 20,
+                                                         min_sample_s=0.005))
+    assert any("under 4x" in n for n in out.notes)
+
+
+def test_random_bytes_are_random_and_sized():
+    buf = random_bytes((16 << 20) + 123, "cpu")
+    assert buf.numel() == (16 << 20) + 123
+    assert buf.float().std() > 50  # uniform bytes have std ~74; zeros would be 0
+    assert buf[-123:].float().std() > 0
+
+
+def test_host_device_copy_skips_without_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    c, _ = ctx(facts={**torch_facts(), "cuda_device_count": 0})
+    with pytest.raises(ProbeSkipped, match="no CUDA GPU"):
+        host_device_copy.run(c, HostDeviceCopyConfig(sizes=(1 << 20,)))
+
+
+def test_units_are_closed():
+    assert "GB/s" not in UNITS and "B/s" in UNITS
+
+
+@pytest.mark.gpu
+def test_matmul_gpu_fp32_is_not_tf32():
+    c, _ = ctx(device="cuda")
+    out = matmul.run(c, MatmulConfig(sizes=(2048,), dtypes=("fp32", "tf32"), devices=(0,),
+                                     min_sample_s=0.01))
+    by = {m.key["dtype"]: m for m in out.measurements if m.metric == "flops"}
+    assert by["fp32"].context["tf32_enabled"] is False
+    assert by["tf32"].context["tf32_enabled"] is True
+
+
+@pytest.mark.gpu
+def test_gpu_memory_and_host_device_copy():
+    c, _ = ctx(device="cuda", budget=20)
+    out = memory_bandwidth.run(c, MemoryBandwidthConfig(devices=(0,), min_sample_s=0.01))
+    assert {m.key["memory"] for m in out.measurements} == {"cuda:0", "host"}
+    out = host_device_copy.run(c, HostDeviceCopyConfig(sizes=(1 << 20, 64 << 20), devices=(0,),
+                                                       min_sample_s=0.01))
+    peaks = [m for m in out.measurements if m.metric == "peak_bandwidth"]
+    assert len(peaks) == 4 and all(p.value > 1e8 for p in peaks)
