@@ -1,5 +1,6 @@
-from benchbench import environment
 from fake_nvml import FakeNvml
+
+from benchbench import environment
 
 
 def test_gpu_snapshot_replays_recorded_nvml():

@@ -143,8 +143,8 @@ def render(run: RunResult) -> str:
     out += ["## Probes", ""] + _table(
         ["probe", "resource", "status", "time", "note"],
         [[p.name, p.resource, p.status,
-          fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—", p.reason or ""]
-         for p in run.probes])
+          fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
+          p.reason or ""] for p in run.probes])
     for pr in run.probes:
         if pr.status == "ok":
             out += _probe_section(run, pr)
