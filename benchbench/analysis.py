@@ -35,8 +35,12 @@ def reference(run: RunResult, probe: str, m: Measurement) -> tuple[float, str] |
         return (peak.memory_bandwidth, f"{peak.model} memory") if peak else None
     if probe == "host_device_copy" and "pcie_gen_current" in m.context:
         gen, width = m.context.get("pcie_gen_current"), m.context.get("pcie_width_current")
+        gmax, wmax = m.context.get("pcie_gen_max"), m.context.get("pcie_width_max")
         rate = pcie_rate(gen, width)
-        return (rate, f"PCIe Gen{gen} x{width}") if rate else None
+        what = f"PCIe Gen{gen} x{width}"
+        if gmax and wmax and (gmax, wmax) != (gen, width):
+            what += f" (link capable of Gen{gmax} x{wmax})"
+        return (rate, what) if rate else None
     return None
 
 

@@ -29,7 +29,10 @@ def gpu_run() -> RunResult:
     h2d = ProbeResult("host_device_copy", "ok", "host_device_link", measurements=[
         m("copy_bandwidth", {"device": "cuda:0", "direction": "h2d", "memory": "pinned",
                              "size_bytes": 1 << 30}, 55e9, "B/s", pcie_gen_current=5,
-          pcie_width_current=16),
+          pcie_width_current=16, pcie_gen_max=5, pcie_width_max=16),
+        m("copy_bandwidth", {"device": "cuda:1", "direction": "h2d", "memory": "pinned",
+                             "size_bytes": 1 << 30}, 25e9, "B/s", pcie_gen_current=4,
+          pcie_width_current=16, pcie_gen_max=5, pcie_width_max=16),
     ])
     skipped = ProbeResult("storage", "skipped", "storage", reason="fio is not installed")
     return RunResult(tool={"name": "benchbench", "version": "0.1.0"}, started_at="2026-11-30",
@@ -47,6 +50,9 @@ def test_percent_of_datasheet_and_link():
     link = run.probe("host_device_copy").measurements[0]
     ref, what = analysis.reference(run, "host_device_copy", link)
     assert what == "PCIe Gen5 x16" and 0.85 < 55e9 / ref < 0.9
+    slow = run.probe("host_device_copy").measurements[1]
+    _, what = analysis.reference(run, "host_device_copy", slow)
+    assert what == "PCIe Gen4 x16 (link capable of Gen5 x16)"
 
 
 def test_gpu_spread_flags_five_percent():

@@ -1,0 +1,97 @@
+"""The runner's bookkeeping with a stand-in isolator: statuses, saving, budgets, exit codes."""
+
+import dataclasses
+
+import pytest
+
+from benchbench import results
+from benchbench.config import RunConfig
+from benchbench.isolation import Cancelled, Outcome
+from benchbench.registry import default_registry
+from benchbench.runner import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    QUICK_TOTAL_S,
+    Runner,
+    StopFlag,
+    hard_limit,
+    probe_budget,
+)
+
+MEAS = {"metric": "flops", "key": {"device": "cpu", "dtype": "fp32", "size": 64},
+        "value": 1e9, "unit": "FLOP/s", "statistic": "median", "samples": [1e9, 1e9, 1e9],
+        "higher_is_better": True, "context": {}}
+
+
+class FakeIsolator:
+    def __init__(self, answers):
+        self.answers = answers
+        self.jobs = []
+
+    def call(self, target, job, **kw):
+        self.jobs.append((job, kw))
+        answer = self.answers[job.name]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def ok(**extra):
+    return Outcome(True, value={"status": "ok", "reason": None, "resource": None,
+                                "params": {}, "measurements": [MEAS], **extra})
+
+
+def make(tmp_path, answers, **cfg):
+    iso = FakeIsolator(answers)
+    runner = Runner(default_registry(), RunConfig(**cfg), tmp_path, ["run"],
+                    {"cuda_available": False, "no_gpu_reason": "no GPU here"}, {}, iso)
+    return runner, iso
+
+
+def test_ok_skip_and_failure(tmp_path):
+    runner, iso = make(tmp_path, {
+        "matmul": ok(),
+        "memory_bandwidth": Outcome(False, error="RuntimeError: boom", detail="Traceback..."),
+    })
+    assert runner.execute() == EXIT_FAILED
+    saved = results.load(tmp_path)
+    status = {p.name: (p.status, p.reason) for p in saved.probes}
+    assert status["matmul"] == ("ok", None)
+    assert status["memory_bandwidth"] == ("failed", "RuntimeError: boom")
+    assert status["host_device_copy"] == ("skipped", "it needs a CUDA GPU and no GPU here")
+    assert (tmp_path / "memory_bandwidth.traceback.txt").read_text() == "Traceback..."
+    assert saved.finished_at and saved.config["device_resolved"] == "cpu"
+    assert [j.name for j, _ in iso.jobs] == ["matmul", "memory_bandwidth"]  # skip never ran
+
+
+def test_params_are_the_resolved_config(tmp_path):
+    runner, iso = make(tmp_path, {"matmul": ok(params={"sizes": [64]})}, only=("matmul",),
+                       quick=True, overrides={"matmul": {"dtypes": ("fp32",)}})
+    assert runner.execute() == EXIT_OK
+    (job, kw) = iso.jobs[0]
+    assert job.min_repeats == 3 and job.quick
+    assert job.config.dtypes == ("fp32",)
+    assert job.budget_s == pytest.approx(QUICK_TOTAL_S)  # the only probe gets the whole share
+    assert kw["timeout_s"] == hard_limit(job.budget_s)
+    p = results.load(tmp_path).probe("matmul")
+    assert p.params["dtypes"] == ["fp32"] and p.params["sizes"] == [64]
+    assert set(p.params) == {f.name for f in dataclasses.fields(job.config)}
+
+
+def test_interrupt_keeps_finished_probes(tmp_path):
+    stop = StopFlag()
+    stop.signal_name = "SIGINT"
+    runner, _ = make(tmp_path, {"matmul": ok(), "memory_bandwidth": Cancelled()})
+    runner.stop = stop
+    assert runner.execute() == EXIT_INTERRUPTED
+    saved = results.load(tmp_path)
+    assert [p.name for p in saved.probes] == ["matmul", "memory_bandwidth"]
+    assert saved.probes[1].status == "failed" and "SIGINT" in saved.probes[1].reason
+
+
+def test_budgets():
+    assert probe_budget(3, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 3)
+    assert probe_budget(3, quick=False, time_budget=None) == 60.0
+    assert probe_budget(3, quick=True, time_budget=7) == 7.0
+    assert hard_limit(10) == 70 and hard_limit(100) == 300
