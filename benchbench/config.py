@@ -60,8 +60,10 @@ def _field(default: Any = None, doc: str = "") -> Any:
 class ProbeConfig:
     """Fields shared by every probe: how samples are taken."""
 
+    warmup_steps: int = _field(1, "untimed calls before each measurement, at least")
     warmup_s: float | None = _field(
-        None, "seconds of untimed warm-up before each measurement; auto: 0.5 (0.2 with --quick)")
+        None, "warm-up also lasts at least this many seconds (clocks ramp, caches fill); "
+        "auto: 0.3-0.5 (0.1-0.2 with --quick)")
     min_sample_s: float | None = _field(
         None, "each timed sample repeats the operation until it lasts this long (seconds)")
     max_repeats: int = _field(50, "most timed samples per measurement")
@@ -71,6 +73,8 @@ class ProbeConfig:
     def validate(self) -> None:
         if self.max_repeats < 1:
             raise ConfigError("max_repeats must be at least 1")
+        if self.warmup_steps < 0:
+            raise ConfigError("warmup_steps must not be negative")
         for name in ("warmup_s", "min_sample_s", "target_cv"):
             v = getattr(self, name)
             if v is not None and v < 0:

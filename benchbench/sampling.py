@@ -19,7 +19,7 @@ class RepeatPolicy:
     max_repeats: int = 50
     target_cv: float = 0.02
     warmup_s: float = 0.5
-    warmup_min: int = 1  # warm-up calls made even when the budget is already spent
+    warmup_steps: int = 1  # warm-up calls made even when the budget is already spent
 
     def __post_init__(self) -> None:
         if self.min_repeats < 1 or self.max_repeats < self.min_repeats:
@@ -62,7 +62,7 @@ def collect(sample: Callable[[], float], policy: RepeatPolicy, deadline: float,
     """
     t0 = clock()
     warmups = 0
-    while warmups < policy.warmup_min or (
+    while warmups < policy.warmup_steps or (
         clock() - t0 < policy.warmup_s and clock() < deadline
     ):
         sample()

@@ -44,6 +44,7 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
         max_repeats=max(cfg.max_repeats, job.min_repeats),
         target_cv=cfg.target_cv,
         warmup_s=cfg.warmup_s or 0.0,
+        warmup_steps=cfg.warmup_steps,
     )
     ctx = ProbeContext(device=job.device, quick=job.quick, policy=policy,
                        budget=Budget(job.budget_s), facts=job.facts, progress=progress)

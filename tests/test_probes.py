@@ -1,5 +1,7 @@
 """The workload probes, run in-process on tiny sizes (real torch on the CPU; GPU where present)."""
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -106,3 +108,24 @@ def test_gpu_memory_and_host_device_copy():
                                                        min_sample_s=0.01))
     peaks = [m for m in out.measurements if m.metric == "peak_bandwidth"]
     assert len(peaks) == 4 and all(p.value > 1e8 for p in peaks)
+
+
+def test_worker_runs_a_probe_job_and_reports_skips():
+    from benchbench.worker import ProbeJob, run_probe
+
+    facts = torch_facts()
+    job = ProbeJob(name="matmul", impl="benchbench.workloads.matmul", device="cpu", quick=True,
+                   min_repeats=2, budget_s=5.0, facts=facts,
+                   config=MatmulConfig(sizes=(32,), dtypes=("fp32",), warmup_steps=3,
+                                       warmup_s=0.0, min_sample_s=0.001))
+    body = run_probe(job, lambda *a: None)
+    assert body["status"] == "ok" and body["params"]["sizes"] == [32]
+    (flops, peak) = body["measurements"]
+    assert flops["context"]["warmup_runs"] == 3  # warm-up by steps
+    assert peak["statistic"] == "max"
+    if not torch.cuda.is_available():
+        skip = run_probe(dataclasses.replace(
+            job, name="host_device_copy", impl="benchbench.workloads.host_device_copy",
+            config=HostDeviceCopyConfig(sizes=(1 << 20,)),
+            facts={**facts, "cuda_device_count": 0}), lambda *a: None)
+        assert skip["status"] == "skipped" and "no CUDA GPU" in skip["reason"]
