@@ -44,11 +44,11 @@ def parse_size(text: str | int) -> int:
     return int(m.group(1)) * _IEC[m.group(2).upper()]
 
 
-def _size_field(default: Any = None, doc: str = "") -> Any:
+def size_field(default: Any = None, doc: str = "") -> Any:
     return field(default=default, metadata={"size": True, "doc": doc})
 
 
-def _field(default: Any = None, doc: str = "") -> Any:
+def doc_field(default: Any = None, doc: str = "") -> Any:
     return field(default=default, metadata={"doc": doc})
 
 
@@ -60,14 +60,14 @@ def _field(default: Any = None, doc: str = "") -> Any:
 class ProbeConfig:
     """Fields shared by every probe: how samples are taken."""
 
-    warmup_steps: int = _field(1, "untimed calls before each measurement, at least")
-    warmup_s: float | None = _field(
+    warmup_steps: int = doc_field(1, "untimed calls before each measurement, at least")
+    warmup_s: float | None = doc_field(
         None, "warm-up also lasts at least this many seconds (clocks ramp, caches fill); "
         "auto: 0.3-0.5 (0.1-0.2 with --quick)")
-    min_sample_s: float | None = _field(
+    min_sample_s: float | None = doc_field(
         None, "each timed sample repeats the operation until it lasts this long (seconds)")
-    max_repeats: int = _field(50, "most timed samples per measurement")
-    target_cv: float = _field(
+    max_repeats: int = doc_field(50, "most timed samples per measurement")
+    target_cv: float = doc_field(
         0.02, "stop sampling once the coefficient of variation falls below this")
 
     def validate(self) -> None:
@@ -79,68 +79,6 @@ class ProbeConfig:
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ConfigError(f"{name} must not be negative")
-
-
-MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16")
-
-
-@dataclass(frozen=True)
-class MatmulConfig(ProbeConfig):
-    sizes: tuple[int, ...] | None = _field(
-        None, "square matrix sizes n (n x n @ n x n); auto: 4096..16384 on GPU, 256..1024 on CPU")
-    dtypes: tuple[str, ...] | None = _field(
-        None, "fp32 (TF32 off), tf32, bf16, fp16; auto: all four on GPU, fp32 and bf16 on CPU")
-    devices: tuple[int, ...] | None = _field(None, "GPU indices to measure; auto: every GPU")
-
-    def validate(self) -> None:
-        super().validate()
-        _check_choices("dtypes", self.dtypes, MATMUL_DTYPES)
-        _check_positive("sizes", self.sizes)
-
-
-@dataclass(frozen=True)
-class MemoryBandwidthConfig(ProbeConfig):
-    host_size_bytes: int | None = _size_field(
-        None, "bytes per host buffer; auto: the larger of 4x the last-level cache and 1G "
-        "(256M with --quick)")
-    gpu_size_bytes: int | None = _size_field(
-        None, "bytes per GPU buffer; auto: the larger of 4x L2 and 2G (512M with --quick)")
-    devices: tuple[int, ...] | None = _field(None, "GPU indices to measure; auto: every GPU")
-
-
-COPY_DIRECTIONS = ("h2d", "d2h")
-HOST_MEMORY_KINDS = ("pinned", "pageable")
-
-
-@dataclass(frozen=True)
-class HostDeviceCopyConfig(ProbeConfig):
-    sizes: tuple[int, ...] | None = field(default=None, metadata={
-        "size": True, "doc": "transfer sizes; auto: 1M, 4M, ... 1G (1M, 16M, 256M with --quick)"})
-    directions: tuple[str, ...] = _field(COPY_DIRECTIONS, "h2d and/or d2h")
-    memories: tuple[str, ...] = _field(HOST_MEMORY_KINDS, "pinned and/or pageable host memory")
-    devices: tuple[int, ...] | None = _field(None, "GPU indices to measure; auto: every GPU")
-    concurrent: bool = _field(True, "also copy to all GPUs at once when there are several")
-
-    def validate(self) -> None:
-        super().validate()
-        _check_choices("directions", self.directions, COPY_DIRECTIONS)
-        _check_choices("memories", self.memories, HOST_MEMORY_KINDS)
-        _check_positive("sizes", self.sizes)
-
-
-def _check_choices(name: str, values: tuple[str, ...] | None, allowed: tuple[str, ...]) -> None:
-    if values is None:
-        return
-    if not values:
-        raise ConfigError(f"{name} must not be empty")
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise ConfigError(f"{name}: unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
-
-
-def _check_positive(name: str, values: tuple[int, ...] | None) -> None:
-    if values is not None and (not values or any(v <= 0 for v in values)):
-        raise ConfigError(f"{name} must be a non-empty list of positive numbers")
 
 
 # ---------------------------------------------------------------------------------------------

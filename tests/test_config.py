@@ -5,7 +5,8 @@ import pytest
 
 from benchbench import config
 from benchbench.commands import UsageError, build_run_config
-from benchbench.config import ConfigError, HostDeviceCopyConfig, MatmulConfig
+from benchbench.config import ConfigError
+from benchbench.probe_configs import HostDeviceCopyConfig, MatmulConfig
 from benchbench.registry import default_registry
 from benchbench.runner import Runner
 

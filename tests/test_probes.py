@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchbench.config import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig  # noqa: E402
 from benchbench.environment import torch_facts  # noqa: E402
 from benchbench.probe import ProbeContext, ProbeSkipped  # noqa: E402
+from benchbench.probe_configs import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig  # noqa: E402
 from benchbench.results import UNITS  # noqa: E402
 from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.workloads import host_device_copy, matmul, memory_bandwidth  # noqa: E402

@@ -1,6 +1,6 @@
 import pytest
 
-from benchbench.config import MatmulConfig
+from benchbench.probe_configs import MatmulConfig
 from benchbench.registry import ProbeSpec, Registry, default_registry
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.config import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig
+from benchbench.probe_configs import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig
 from benchbench.registry import ProbeSpec
 
 MiB = 1024**2

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from benchbench.config import HostDeviceCopyConfig
 from benchbench.environment import pcie_link
 from benchbench.probe import ProbeContext, ProbeOutput, peak_of, throughput
+from benchbench.probe_configs import HostDeviceCopyConfig
 from benchbench.timing import synchronized_wall_timer
 from benchbench.workloads._devices import gpu_indices, is_oom, random_bytes
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from benchbench.config import MatmulConfig
 from benchbench.probe import ProbeContext, ProbeOutput, peak_of, throughput
+from benchbench.probe_configs import MatmulConfig
 from benchbench.workloads._devices import budget_allows, gpu_indices, is_oom
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from benchbench.config import MemoryBandwidthConfig
 from benchbench.probe import ProbeContext, ProbeOutput, throughput
+from benchbench.probe_configs import MemoryBandwidthConfig
 from benchbench.workloads._devices import gpu_indices, is_oom, random_bytes
 
 GiB = 1024**3
