@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench.peaks import gpu_peak, pcie_rate
+from benchbench.probe_configs import PRECISION_DTYPE
 from benchbench.results import Measurement, RunResult
 from benchbench.stats import spread
 
@@ -68,3 +69,90 @@ def gpu_spread(run: RunResult, probe: str, metric: str, group: str) -> list[dict
                      "slowest_value": slowest.value, "unit": slowest.unit, "spread": s,
                      "warn": s >= GPU_SPREAD_WARN})
     return rows
+
+
+# --- training ---------------------------------------------------------------------------------
+
+ANALYSIS_VERSION = 1
+TRAINING_PROBES = ("resnet50", "transformer")
+# (numerator, denominator) precision pairs of the speedup table, in reading order.
+SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
+                 ("amp_fp16", "tf32"), ("amp_fp16", "fp32")]
+
+
+def transformer_flops_per_token(n_params: int, n_layers: int, n_heads: int, head_dim: int,
+                                seq_len: int) -> float:
+    """Training FLOPs per token: 6N for the weights' forward and backward, and 12·L·H·Q·T for
+    attention (PaLM, Chowdhery et al. 2022, appendix B; nanoGPT's estimate_mfu)."""
+    return 6.0 * n_params + 12.0 * n_layers * n_heads * head_dim * seq_len
+
+
+def _throughputs(run: RunResult, probe: str) -> list[Measurement]:
+    pr = run.probe(probe)
+    return [m for m in pr.measurements if m.metric == "throughput"] if pr else []
+
+
+def _matmul_ceiling(run: RunResult, device: str, dtype: str) -> float | None:
+    pr = run.probe("matmul")
+    for m in pr.measurements if pr else []:
+        if m.metric == "peak_flops" and m.key == {"device": device, "dtype": dtype}:
+            return m.value
+    return None
+
+
+def transformer_utilisation(run: RunResult) -> list[dict[str, Any]]:
+    """Per transformer throughput: achieved FLOP/s, MFU against the datasheet peak of the dtype
+    actually used, and mamfu against the matmul ceiling measured in this run."""
+    pr = run.probe("transformer")
+    if pr is None:
+        return []
+    fpt = {(m.key.get("preset"), m.key.get("seq_len")): m.value
+           for m in pr.measurements if m.metric == "flops_per_token"}
+    rows = []
+    for m in _throughputs(run, "transformer"):
+        per_token = fpt.get((m.key.get("preset"), m.key.get("seq_len")))
+        if per_token is None:
+            continue
+        achieved = m.value * per_token
+        dtype = PRECISION_DTYPE[m.key["precision"]]
+        peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["device"]))
+        datasheet = peak.flops(dtype) if peak else None
+        ceiling = _matmul_ceiling(run, m.key["device"], dtype)
+        rows.append({
+            "key": m.key, "flops_achieved": achieved, "dtype": dtype,
+            "mfu": achieved / datasheet if datasheet else None,
+            "mfu_reason": None if datasheet else (
+                "no datasheet peak for a CPU" if m.key["device"] == "cpu" else
+                f"no datasheet {dtype} peak for {m.context.get('gpu_name')}"),
+            "peak_model": peak.model if peak else None,
+            "mamfu": achieved / ceiling if ceiling else None,
+            "mamfu_reason": None if ceiling else f"matmul measured no {dtype} ceiling on "
+                                                 f"{m.key['device']} in this run",
+        })
+    return rows
+
+
+def precision_speedups(run: RunResult) -> list[dict[str, Any]]:
+    """Per training model: tf32/fp32, amp/tf32 and amp/fp32, beside the datasheet ratio."""
+    rows = []
+    for probe in TRAINING_PROBES:
+        by_precision = {m.key["precision"]: m for m in _throughputs(run, probe)}
+        for num, den in SPEEDUP_PAIRS:
+            a, b = by_precision.get(num), by_precision.get(den)
+            if a is None or b is None:
+                continue
+            peak = gpu_peak(a.context.get("gpu_name"))
+            pa, pb = (peak.flops(PRECISION_DTYPE[num]), peak.flops(PRECISION_DTYPE[den])) \
+                if peak else (None, None)
+            rows.append({"model": probe, "ratio": f"{num}/{den}", "measured": a.value / b.value,
+                         "expected": pa / pb if pa and pb else None,
+                         "expected_source": peak.model if pa and pb else None})
+    return rows
+
+
+def derive(run: RunResult) -> dict[str, Any]:
+    """Every derived figure, stamped with the analysis version. Stored in results.json as a
+    cache; report and compare recompute it."""
+    return {"analysis_version": ANALYSIS_VERSION,
+            "precision_speedup": precision_speedups(run),
+            "transformer_utilisation": transformer_utilisation(run)}

@@ -99,18 +99,15 @@ def run(args: argparse.Namespace) -> int:
         if resolve_device(cfg.device, facts) == "cuda" and not facts.get("cuda_available"):
             raise UsageError(f"--device cuda: no usable CUDA GPU here "
                              f"({facts.get('no_gpu_reason')})")
-        created = not out.exists()
+        try:
+            runner = Runner(registry, cfg, out, sys.argv[:], facts, {}, isolator, stop=stop)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot create: {exc.strerror}") from None
-        try:
-            env = environment.snapshot(out, facts)
-            runner = Runner(registry, cfg, out, sys.argv[:], facts, env, isolator, stop=stop)
-        except BaseException:
-            if created:
-                out.rmdir()
-            raise
+        runner.run.environment = environment.snapshot(out, facts)
         with RichDisplay() as display:
             runner.display = display
             code = runner.execute()

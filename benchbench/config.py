@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchbench.sampling import RepeatPolicy
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -58,12 +60,28 @@ def doc_field(default: Any = None, doc: str = "") -> Any:
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """Fields shared by every probe: how samples are taken."""
+    """Fields shared by every probe: its warm-up."""
 
-    warmup_steps: int = doc_field(1, "untimed calls before each measurement, at least")
+    warmup_steps: int = doc_field(1, "untimed calls or training steps before timing, at least")
     warmup_s: float | None = doc_field(
         None, "warm-up also lasts at least this many seconds (clocks ramp, caches fill); "
         "auto: 0.3-0.5 (0.1-0.2 with --quick)")
+
+    def validate(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError("warmup_steps must not be negative")
+        if self.warmup_s is not None and self.warmup_s < 0:
+            raise ConfigError("warmup_s must not be negative")
+
+    def repeat_policy(self, min_repeats: int) -> RepeatPolicy:
+        return RepeatPolicy(min_repeats=min_repeats, max_repeats=min_repeats,
+                            warmup_s=self.warmup_s or 0.0, warmup_steps=self.warmup_steps)
+
+
+@dataclass(frozen=True)
+class SamplingConfig(ProbeConfig):
+    """A probe that times one operation repeatedly: how many samples, and how long each."""
+
     min_sample_s: float | None = doc_field(
         None, "each timed sample repeats the operation until it lasts this long (seconds)")
     max_repeats: int = doc_field(50, "most timed samples per measurement")
@@ -71,14 +89,19 @@ class ProbeConfig:
         0.02, "stop sampling once the coefficient of variation falls below this")
 
     def validate(self) -> None:
+        super().validate()
         if self.max_repeats < 1:
             raise ConfigError("max_repeats must be at least 1")
-        if self.warmup_steps < 0:
-            raise ConfigError("warmup_steps must not be negative")
-        for name in ("warmup_s", "min_sample_s", "target_cv"):
+        for name in ("min_sample_s", "target_cv"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ConfigError(f"{name} must not be negative")
+
+    def repeat_policy(self, min_repeats: int) -> RepeatPolicy:
+        return RepeatPolicy(min_repeats=min_repeats,
+                            max_repeats=max(self.max_repeats, min_repeats),
+                            target_cv=self.target_cv, warmup_s=self.warmup_s or 0.0,
+                            warmup_steps=self.warmup_steps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,6 +179,10 @@ def convert_field(cls: type, name: str, raw: Any, probe: str) -> Any:
     f = fields[name]
     tp = _unwrap_optional(typing.get_type_hints(cls)[name])
     is_size = bool(f.metadata.get("size"))
+    if f.metadata.get("search"):  # batch sizes: an integer, or 'auto' for the largest that fits
+        if isinstance(raw, str) and raw.strip().lower() == "auto":
+            return "auto"
+        return _convert_scalar(int, raw, False, where)
     if isinstance(raw, str) and raw.strip().lower() in ("auto", "none") and f.default is None:
         return None
     if typing.get_origin(tp) is tuple:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from benchbench.config import ConfigError, ProbeConfig, doc_field, size_field
+from benchbench.config import ConfigError, ProbeConfig, SamplingConfig, doc_field, size_field
 
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
-class MatmulConfig(ProbeConfig):
+class MatmulConfig(SamplingConfig):
     sizes: tuple[int, ...] | None = doc_field(
         None, "square matrix sizes n (n x n @ n x n); auto: 4096..16384 on GPU, 256..1024 on CPU")
     dtypes: tuple[str, ...] | None = doc_field(
@@ -28,7 +28,7 @@ class MatmulConfig(ProbeConfig):
 
 
 @dataclass(frozen=True)
-class MemoryBandwidthConfig(ProbeConfig):
+class MemoryBandwidthConfig(SamplingConfig):
     host_size_bytes: int | None = size_field(
         None, "bytes per host buffer; auto: the larger of 4x the last-level cache and 1G "
         "(256M with --quick)")
@@ -42,7 +42,7 @@ HOST_MEMORY_KINDS = ("pinned", "pageable")
 
 
 @dataclass(frozen=True)
-class HostDeviceCopyConfig(ProbeConfig):
+class HostDeviceCopyConfig(SamplingConfig):
     sizes: tuple[int, ...] | None = field(default=None, metadata={
         "size": True, "doc": "transfer sizes; auto: 1M, 4M, ... 1G (1M, 16M, 256M with --quick)"})
     directions: tuple[str, ...] = doc_field(COPY_DIRECTIONS, "h2d and/or d2h")
@@ -70,3 +70,103 @@ def _check_choices(name: str, values: tuple[str, ...] | None, allowed: tuple[str
 def _check_positive(name: str, values: tuple[int, ...] | None) -> None:
     if values is not None and (not values or any(v <= 0 for v in values)):
         raise ConfigError(f"{name} must be a non-empty list of positive numbers")
+
+
+# --- training probes ---------------------------------------------------------------------------
+
+PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
+# The matmul dtype each training precision runs its tensor-core work in: MFU divides by that
+# dtype's datasheet peak, mamfu by that dtype's measured matmul ceiling.
+PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "amp_bf16": "bf16", "amp_fp16": "fp16"}
+
+
+def search_field(doc: str) -> object:
+    """A batch size: an integer, None for the device default, or 'auto' for a search."""
+    return field(default=None, metadata={"doc": doc, "search": True})
+
+
+@dataclass(frozen=True)
+class TrainingConfig(ProbeConfig):
+    precisions: tuple[str, ...] | None = doc_field(
+        None, "fp32 (TF32 off), tf32, amp_bf16, amp_fp16; auto: all four on GPU, fp32 and "
+        "amp_bf16 on CPU")
+    steps: int | None = doc_field(None, "timed training steps per precision (fewer when the "
+                                        "time budget runs out)")
+    compile: bool = doc_field(False, "wrap the model in torch.compile")
+
+    def validate(self) -> None:
+        super().validate()
+        _check_choices("precisions", self.precisions, PRECISIONS)
+        batch = getattr(self, "batch_size", None)
+        if batch is not None and batch != "auto" and (not isinstance(batch, int) or batch < 1):
+            raise ConfigError(f"batch_size must be a positive integer or auto, not {batch!r}")
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError("steps must be at least 1")
+
+
+@dataclass(frozen=True)
+class ResNet50Config(TrainingConfig):
+    batch_size: int | str | None = search_field(
+        "images per step; auto: 256 on GPU (DLE's), 16 on CPU (8 with --quick); 'auto' searches "
+        "for the largest power of two that fits (CUDA only)")
+    image_size: int | None = doc_field(None, "square input side; auto: 224 (64 on CPU --quick)")
+    channels_last: bool | None = doc_field(None, "NHWC memory format; auto: on for GPU")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.image_size is not None and self.image_size < 32:
+            raise ConfigError("image_size must be at least 32 (ResNet50 downsamples 32x)")
+
+
+# Dimensions per preset. gpt2-* follow GPT-2 (Radford et al. 2019) with the vocabulary padded to
+# a multiple of 64 as nanoGPT does; 1.3b follows GPT-3 XL (Brown et al. 2020, table 2.1).
+TRANSFORMER_PRESETS: dict[str, dict[str, int]] = {
+    "small": dict(n_layers=4, d_model=256, n_heads=4, vocab_size=8192, max_seq_len=1024),
+    "gpt2-124m": dict(n_layers=12, d_model=768, n_heads=12, vocab_size=50304, max_seq_len=1024),
+    "gpt2-350m": dict(n_layers=24, d_model=1024, n_heads=16, vocab_size=50304,
+                      max_seq_len=1024),
+    "1.3b": dict(n_layers=24, d_model=2048, n_heads=16, vocab_size=50304, max_seq_len=2048),
+}
+
+
+@dataclass(frozen=True)
+class TransformerConfig(TrainingConfig):
+    preset: str | None = doc_field(
+        None, f"one of {', '.join(TRANSFORMER_PRESETS)}; auto: gpt2-124m on GPU, small on CPU "
+        "and with --quick")
+    n_layers: int | None = doc_field(None, "decoder blocks; auto: the preset's")
+    d_model: int | None = doc_field(None, "model width; auto: the preset's")
+    n_heads: int | None = doc_field(None, "attention heads; auto: the preset's")
+    vocab_size: int | None = doc_field(None, "vocabulary; auto: the preset's")
+    seq_len: int | None = doc_field(None, "tokens per sequence, at most the preset's maximum; "
+                                          "auto: 1024 on GPU, 256 on CPU (128 with --quick)")
+    batch_size: int | str | None = search_field(
+        "sequences per step; auto: 16 on GPU, 8 on CPU (4 with --quick); 'auto' searches for "
+        "the largest power of two that fits (CUDA only)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.preset is not None and self.preset not in TRANSFORMER_PRESETS:
+            raise ConfigError(f"preset: unknown {self.preset}; choose from "
+                              f"{', '.join(TRANSFORMER_PRESETS)}")
+        for name in ("n_layers", "d_model", "n_heads", "vocab_size", "seq_len"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"{name} must be at least 1")
+        if self.preset is None:
+            return
+        dims = self.shape()
+        if dims["d_model"] % dims["n_heads"]:
+            raise ConfigError(f"d_model {dims['d_model']} is not divisible by n_heads "
+                              f"{dims['n_heads']}")
+        if self.seq_len is not None and self.seq_len > dims["max_seq_len"]:
+            raise ConfigError(f"seq_len {self.seq_len} is larger than the {self.preset} model "
+                              f"supports ({dims['max_seq_len']})")
+
+    def shape(self) -> dict[str, int]:
+        """The preset's dimensions with any field set here taking precedence."""
+        dims = dict(TRANSFORMER_PRESETS[self.preset or "small"])
+        for name in ("n_layers", "d_model", "n_heads", "vocab_size"):
+            if getattr(self, name) is not None:
+                dims[name] = getattr(self, name)
+        return dims

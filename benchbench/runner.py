@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchbench import __version__, results
+from benchbench import __version__, analysis, results
 from benchbench.config import RunConfig, build_probe_config
 from benchbench.isolation import Cancelled, Isolator
 from benchbench.registry import ProbeSpec, Registry
@@ -103,6 +103,9 @@ class Runner:
         self.display = display or SilentDisplay()
         self.stop = stop or StopFlag()
         self.device = resolve_device(cfg.device, facts)
+        # Resolve every selected probe's config now, so that a bad combination (a seq_len the
+        # preset cannot take) is refused before anything is measured or written.
+        self.configs = {spec.name: self.probe_config(spec) for spec in self.selected()}
         self.run = RunResult(
             tool={"name": "benchbench", "version": __version__},
             label=cfg.label, started_at=utc_now(), environment=environment,
@@ -146,6 +149,7 @@ class Runner:
             if interrupted:
                 break
         self.run.finished_at = utc_now()
+        self.run.extra["derived"] = analysis.derive(self.run)
         results.save(self.run, self.results_path)
         if interrupted:
             return EXIT_INTERRUPTED
@@ -157,7 +161,7 @@ class Runner:
         return build_probe_config(spec.config_cls, values, spec.name)
 
     def _run_one(self, spec: ProbeSpec, budget: float, started: str) -> ProbeResult:
-        cfg = self.probe_config(spec)
+        cfg = self.configs[spec.name]
         job = ProbeJob(name=spec.name, impl=spec.impl, device=self.device,
                        quick=self.cfg.quick,
                        min_repeats=self.cfg.repeats or (3 if self.cfg.quick else 5),

@@ -13,7 +13,7 @@ from typing import Any
 
 from benchbench.config import ProbeConfig
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped, Progress
-from benchbench.sampling import Budget, RepeatPolicy
+from benchbench.sampling import Budget
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,7 @@ def collect_facts(payload: Any, progress: Progress) -> dict[str, Any]:
 def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
     """Run one probe; returns {'status', 'reason', 'resource', 'params', 'measurements'}."""
     cfg = job.config
-    policy = RepeatPolicy(
-        min_repeats=job.min_repeats,
-        max_repeats=max(cfg.max_repeats, job.min_repeats),
-        target_cv=cfg.target_cv,
-        warmup_s=cfg.warmup_s or 0.0,
-        warmup_steps=cfg.warmup_steps,
-    )
+    policy = cfg.repeat_policy(job.min_repeats)
     ctx = ProbeContext(device=job.device, quick=job.quick, policy=policy,
                        budget=Budget(job.budget_s), facts=job.facts, progress=progress)
     module = importlib.import_module(job.impl)

@@ -1,7 +1,7 @@
-import argparse
 import dataclasses
 
 import pytest
+from helpers import run_args
 
 from benchbench import config
 from benchbench.commands import UsageError, build_run_config
@@ -49,6 +49,10 @@ def test_every_probe_field_is_settable():
     """Each field of each probe converts from its --set spelling back to its value."""
     for spec in default_registry():
         for f in dataclasses.fields(spec.config_cls):
+            if f.metadata.get("search"):  # batch sizes: 'auto' asks for a search
+                assert config.convert_field(spec.config_cls, f.name, "auto", spec.name) == "auto"
+                assert config.convert_field(spec.config_cls, f.name, "32", spec.name) == 32
+                continue
             if f.default is None:
                 assert config.convert_field(spec.config_cls, f.name, "auto", spec.name) is None
                 continue
@@ -65,20 +69,13 @@ def test_validation_of_values():
         config.collect_overrides({"matmul": MatmulConfig}, {}, ["nosuch.x=1"])
 
 
-def _args(**kw) -> argparse.Namespace:
-    base = dict(config=None, set=None, only=None, skip=None, device=None, repeats=None,
-                time_budget=None, out=None, quick=False, label=None)
-    base.update(kw)
-    return argparse.Namespace(**base)
-
-
 def test_precedence_defaults_quick_toml_set(tmp_path):
     registry = default_registry()
     toml = tmp_path / "c.toml"
     toml.write_text('[run]\nlabel = "from-file"\nrepeats = 4\n'
                     '[matmul]\nsizes = [128, 256]\ndtypes = ["fp32"]\n'
                     '[host_device_copy]\nsizes = ["1M", "4M"]\n')
-    cfg = build_run_config(_args(config=str(toml), quick=True,
+    cfg = build_run_config(run_args(config=str(toml), quick=True,
                                  set=["matmul.sizes=64"], label="from-flag"), registry)
     assert cfg.label == "from-flag" and cfg.repeats == 4 and cfg.quick
     assert cfg.overrides["matmul"] == {"sizes": (64,), "dtypes": ("fp32",)}
@@ -103,14 +100,14 @@ def test_precedence_defaults_quick_toml_set(tmp_path):
 ])
 def test_bad_run_input(kw, match):
     with pytest.raises(UsageError, match=match):
-        build_run_config(_args(**kw), default_registry())
+        build_run_config(run_args(**kw), default_registry())
 
 
 def test_bad_toml(tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text("[run\n")
     with pytest.raises(UsageError, match="invalid TOML"):
-        build_run_config(_args(config=str(p)), default_registry())
+        build_run_config(run_args(config=str(p)), default_registry())
     p.write_text("[run]\nspeed = 3\n")
     with pytest.raises(UsageError, match="unknown config field run.speed"):
-        build_run_config(_args(config=str(p)), default_registry())
+        build_run_config(run_args(config=str(p)), default_registry())

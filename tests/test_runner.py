@@ -53,6 +53,7 @@ def test_ok_skip_and_failure(tmp_path):
     runner, iso = make(tmp_path, {
         "matmul": ok(),
         "memory_bandwidth": Outcome(False, error="RuntimeError: boom", detail="Traceback..."),
+        "resnet50": ok(), "transformer": ok(),
     })
     assert runner.execute() == EXIT_FAILED
     saved = results.load(tmp_path)
@@ -62,7 +63,9 @@ def test_ok_skip_and_failure(tmp_path):
     assert status["host_device_copy"] == ("skipped", "it needs a CUDA GPU and no GPU here")
     assert (tmp_path / "memory_bandwidth.traceback.txt").read_text() == "Traceback..."
     assert saved.finished_at and saved.config["device_resolved"] == "cpu"
-    assert [j.name for j, _ in iso.jobs] == ["matmul", "memory_bandwidth"]  # skip never ran
+    assert [j.name for j, _ in iso.jobs] == ["matmul", "memory_bandwidth", "resnet50",
+                                             "transformer"]  # the skipped probe never ran
+    assert saved.extra["derived"]["analysis_version"] == 1
 
 
 def test_params_are_the_resolved_config(tmp_path):

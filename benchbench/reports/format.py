@@ -49,7 +49,7 @@ def value(v: float, unit: str) -> str:
     if unit == "ratio":
         return f"{v * 100:.1f}%"
     if unit == "count":
-        return f"{v:g}"
+        return f"{v:g}" if abs(v) < 1e4 else si(v, "").strip()
     return si(v, unit)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from benchbench import analysis
 from benchbench.reports import format as fmt
+from benchbench.reports import training
 from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.stats import UNSTABLE_CV, summarize
 
@@ -68,7 +69,7 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
                       ) -> tuple[list[str], list[list[str]]]:
     key_names = list(dict.fromkeys(k for m in ms for k in m.key))
     with_ref = any(analysis.reference(run, pr.name, m) for m in ms)
-    all_median = all(m.statistic == "median" for m in ms)
+    all_median = all(m.statistic in ("median", "total_over_time") for m in ms)
     header = key_names + ["value", "statistic", "IQR" if all_median else "basis", "CV", "n"]
     if with_ref:
         header.append("of reference")
@@ -76,7 +77,7 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
     for m in ms:
         s = summarize(m.samples)
         row = [fmt.key_value(k, m.key.get(k, "")) for k in key_names]
-        if m.statistic == "median":
+        if m.statistic in ("median", "total_over_time"):  # samples are comparable repeats
             spread = [f"{fmt.value(s.q1, m.unit)} – {fmt.value(s.q3, m.unit)}",
                       fmt.percent(s.cv) + (" ⚠" if s.unstable else "")]
         else:  # the best of several medians: their spread says nothing about noise
@@ -145,6 +146,7 @@ def render(run: RunResult) -> str:
         [[p.name, p.resource, p.status,
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
           p.reason or ""] for p in run.probes])
+    out += training.section(run)
     for pr in run.probes:
         if pr.status == "ok":
             out += _probe_section(run, pr)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.probe_configs import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig
+from benchbench.probe_configs import (
+    HostDeviceCopyConfig,
+    MatmulConfig,
+    MemoryBandwidthConfig,
+    ResNet50Config,
+    TransformerConfig,
+)
 from benchbench.registry import ProbeSpec
 
 MiB = 1024**2
@@ -39,6 +45,34 @@ def _copy_defaults(device: str, quick: bool) -> dict[str, Any]:
     return {**_sampling_defaults(device, quick), "sizes": sizes}
 
 
+def _training_defaults(device: str, quick: bool) -> dict[str, Any]:
+    if device == "cuda":
+        # Ten warm-up steps cover cuDNN autotuning, allocator growth and clock ramp-up.
+        return {"precisions": ("fp32", "tf32", "amp_bf16", "amp_fp16"),
+                "steps": 20 if quick else 50, "warmup_steps": 5 if quick else 10,
+                "warmup_s": 0.0}
+    return {"precisions": ("fp32", "amp_bf16"), "steps": 3 if quick else 5,
+            "warmup_steps": 1, "warmup_s": 0.0}
+
+
+def _resnet50_defaults(device: str, quick: bool) -> dict[str, Any]:
+    cpu_quick = device == "cpu" and quick
+    return {**_training_defaults(device, quick), "image_size": 64 if cpu_quick else 224,
+            "channels_last": device == "cuda",
+            # batch_size stays None here: the probe uses DLE's 256 on a GPU, 16 on a CPU
+            **({"batch_size": 8} if cpu_quick else {})}
+
+
+def _transformer_defaults(device: str, quick: bool) -> dict[str, Any]:
+    base = {**_training_defaults(device, quick)}
+    if device == "cuda" and not quick:
+        return {**base, "preset": "gpt2-124m", "seq_len": 1024}
+    if device == "cuda":
+        return {**base, "preset": "small", "seq_len": 1024}
+    return {**base, "preset": "small", "seq_len": 128 if quick else 256,
+            **({"batch_size": 4} if quick else {})}
+
+
 SPECS = (
     ProbeSpec(
         name="matmul",
@@ -67,5 +101,25 @@ SPECS = (
         cpu_resource="host_device_link",
         requires_gpu=True,
         defaults=_copy_defaults,
+    ),
+    ProbeSpec(
+        name="resnet50",
+        description="ResNet50 training-step throughput per precision (images/s), synthetic "
+                    "data on the device",
+        config_cls=ResNet50Config,
+        impl="benchbench.workloads.resnet50",
+        gpu_resource="gpu_compute",
+        cpu_resource="cpu_compute",
+        defaults=_resnet50_defaults,
+    ),
+    ProbeSpec(
+        name="transformer",
+        description="GPT-style decoder training throughput per precision (tokens/s) and "
+                    "FLOPs per token for MFU",
+        config_cls=TransformerConfig,
+        impl="benchbench.workloads.transformer",
+        gpu_resource="gpu_compute",
+        cpu_resource="cpu_compute",
+        defaults=_transformer_defaults,
     ),
 )

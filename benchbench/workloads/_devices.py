@@ -25,7 +25,9 @@ def is_oom(exc: BaseException) -> bool:
     import torch
 
     oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
-    return isinstance(exc, oom_type) or "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    # CUDA: "CUDA out of memory"; the CPU allocator: "DefaultCPUAllocator: can't allocate memory"
+    return isinstance(exc, oom_type) or "out of memory" in text or "can't allocate memory" in text
 
 
 def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool:
