@@ -153,7 +153,8 @@ def list_probes(args: argparse.Namespace) -> int:
         print(f"{spec.name:<18} {spec.resource(device):<17} {status}")
         print(f"{'':<18} {spec.description}")
         if args.fields:
-            for name, default, doc in config.describe_fields(spec.config_cls):
+            for name, default, doc in config.describe_fields(spec.config_cls,
+                                                             spec.defaults(device, False)):
                 print(f"{'':<20}{spec.name}.{name} = {default}  # {doc}")
     return 0
 

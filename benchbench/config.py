@@ -272,10 +272,16 @@ def run_section(toml_data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def describe_fields(cls: type) -> list[tuple[str, str, str]]:
-    """(name, default, doc) for every field, for `benchbench list --fields` and the docs."""
+def describe_fields(cls: type, defaults: dict[str, Any] | None = None
+                    ) -> list[tuple[str, str, str]]:
+    """(name, default, doc) for every field, for `benchbench list --fields`. `defaults` are
+    the device and --quick defaults that replace the dataclass's own."""
     rows = []
     for f in dataclasses.fields(cls):
-        default = "auto" if f.default is None else str(f.default)
-        rows.append((f.name, default, f.metadata.get("doc", "")))
+        value = (defaults or {}).get(f.name, f.default)
+        if isinstance(value, tuple):
+            value = ",".join(map(str, value))
+        text = ("device default" if f.metadata.get("search") else "auto") if value is None \
+            else str(value)
+        rows.append((f.name, text, f.metadata.get("doc", "")))
     return rows

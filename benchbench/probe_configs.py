@@ -16,7 +16,7 @@ MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 @dataclass(frozen=True)
 class MatmulConfig(SamplingConfig):
     sizes: tuple[int, ...] | None = doc_field(
-        None, "square matrix sizes n (n x n @ n x n); auto: 4096..16384 on GPU, 256..1024 on CPU")
+        None, "square matrix sizes n (n x n @ n x n); auto: 2048..16384 on GPU, 256..2048 on CPU")
     dtypes: tuple[str, ...] | None = doc_field(
         None, "fp32 (TF32 off), tf32, bf16, fp16; auto: all four on GPU, fp32 and bf16 on CPU")
     devices: tuple[int, ...] | None = doc_field(None, "GPU indices to measure; auto: every GPU")

@@ -122,7 +122,8 @@ def test_version_list_and_env():
     listing = bb("list", "--fields")
     assert listing.returncode == 0
     assert "host_device_copy" in listing.stdout and "skipped, because" in listing.stdout
-    assert "matmul.sizes = auto" in listing.stdout
+    assert "matmul.sizes = " in listing.stdout  # the default for this device
+    assert "resnet50.batch_size = device default" in listing.stdout
     env = bb("env", "--json")
     assert env.returncode == 0
     snap = json.loads(env.stdout)
@@ -157,3 +158,25 @@ def test_signal_keeps_finished_probes(tmp_path, sig):
     assert mb.status == "failed" and sig.name in mb.reason
     assert (out / "report.md").exists()
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # no temp files
+
+
+def test_device_cuda_without_gpu_is_refused(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    out = tmp_path / "r"
+    line = _one_line_error(bb("run", "--device", "cuda", "--out", str(out)))
+    assert line.startswith("benchbench: error: --device cuda: no usable CUDA GPU here")
+    assert not out.exists()
+
+
+def test_impossible_training_shape_is_refused_before_work(tmp_path):
+    out = tmp_path / "r"
+    line = _one_line_error(bb("run", "--out", str(out), "--set", "transformer.seq_len=4096"))
+    assert "larger than the small model supports (1024)" in line
+    assert not out.exists()
