@@ -28,6 +28,21 @@ class ProbeOutput:
     resource: str | None = None  # overrides the spec's resource for this device
     params: dict[str, Any] = field(default_factory=dict)  # auto fields as resolved
     notes: list[str] = field(default_factory=list)  # partial skips, each "x skipped, because …"
+    artifacts: list[str] = field(default_factory=list)  # files written into inputs.run_dir
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What the run hands the data-path probes: where to write, what to read, what came before.
+
+    Every path is a string (it crosses a process boundary) or None when the run has none.
+    """
+
+    run_dir: str | None = None  # the run folder; probes keep raw tool output here (artifacts)
+    data_dir: str | None = None  # ImageFolder dataset: the user's --data-dir or the generated one
+    dataset: dict[str, Any] | None = None  # dataset.py's facts: source, counts, file sizes
+    storage_path: str | None = None  # --storage-path: where the storage probe puts its scratch
+    previous: dict[str, Any] = field(default_factory=dict)  # finished probes: name -> result dict
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,7 @@ class ProbeContext:
     facts: dict[str, Any]  # device facts gathered by environment.torch_facts()
     progress: Progress = lambda desc, done, total: None  # noqa: E731
     clock: Clock = time.perf_counter
+    inputs: RunInputs = field(default_factory=RunInputs)
 
     def time_op(self, fn: Callable[[], Any], device: str, items_left: int,
                 min_sample_s: float, timer: Timer | None = None) -> Timed:

@@ -170,3 +170,93 @@ class TransformerConfig(TrainingConfig):
             if getattr(self, name) is not None:
                 dims[name] = getattr(self, name)
         return dims
+
+
+# --- data path (issue #4) -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """The synthetic ImageFolder dataset generated when no --data-dir is given (not a probe:
+    its fields are set with --set dataset.<field>=…)."""
+
+    num_images: int | None = doc_field(None, "JPEG files to generate; auto: 2000 (256 with "
+                                             "--quick)")
+    num_classes: int = doc_field(10, "class sub-folders")
+    mean_side: int = doc_field(433, "geometric mean image side in pixels; 433 gives ImageNet's "
+                                    "typical ~500x375 and ~110 KB JPEGs")
+    seed: int = doc_field(0, "random seed: the same parameters give the same files")
+
+    def validate(self) -> None:
+        if self.num_images is not None and self.num_images < 1:
+            raise ConfigError("num_images must be at least 1")
+        if self.num_classes < 1:
+            raise ConfigError("num_classes must be at least 1")
+        if self.mean_side < 32:
+            raise ConfigError("mean_side must be at least 32 pixels")
+
+
+LOADERS = ("torchvision", "dali_cpu", "dali_gpu")
+
+
+@dataclass(frozen=True)
+class DataloaderConfig(ProbeConfig):
+    loaders: tuple[str, ...] | None = doc_field(
+        None, "torchvision, dali_cpu, dali_gpu; auto: torchvision and dali_cpu, plus dali_gpu "
+        "on a GPU")
+    workers: tuple[int, ...] | None = doc_field(
+        None, "worker counts to sweep; auto: 0, 1, 2, 4 … up to the usable cores")
+    batch_size: int = doc_field(64, "images per batch")
+    batches: int | None = doc_field(None, "timed batches per configuration; auto: 20 (5 with "
+                                          "--quick)")
+    image_size: int = doc_field(224, "RandomResizedCrop output side")
+
+    def validate(self) -> None:
+        super().validate()
+        _check_choices("loaders", self.loaders, LOADERS)
+        if self.workers is not None and (not self.workers or min(self.workers) < 0):
+            raise ConfigError("workers must be a non-empty list of counts >= 0")
+        if self.batch_size < 1 or (self.batches is not None and self.batches < 1):
+            raise ConfigError("batch_size and batches must be at least 1")
+        if self.image_size < 8:
+            raise ConfigError("image_size must be at least 8")
+
+
+STORAGE_JOBS = ("seq1m", "rand128k", "rand4k")
+
+
+@dataclass(frozen=True)
+class StorageConfig(ProbeConfig):
+    size: int | None = size_field(None, "scratch file size; auto: 4G (256M with --quick), "
+                                        "capped by free space")
+    runtime: float | None = doc_field(None, "seconds per fio job (time-based); auto: 10 (2 "
+                                            "with --quick)")
+    jobs: tuple[str, ...] = doc_field(STORAGE_JOBS, "seq1m, rand128k and/or rand4k")
+    iodepth: int = doc_field(32, "outstanding I/Os per job (needs libaio or io_uring)")
+    numjobs: int = doc_field(4, "parallel fio jobs for the random reads")
+    dataset_read_limit: int = size_field(2 * 1024**3, "most bytes of the dataset read cold")
+    raw_device: str | None = doc_field(None, "a block device to read (fio --readonly); only "
+                                             "when named here")
+
+    def validate(self) -> None:
+        super().validate()
+        _check_choices("jobs", self.jobs, STORAGE_JOBS)
+        if self.iodepth < 1 or self.numjobs < 1:
+            raise ConfigError("iodepth and numjobs must be at least 1")
+        if self.runtime is not None and self.runtime <= 0:
+            raise ConfigError("runtime must be positive")
+        if self.size is not None and self.size < 1024**2:
+            raise ConfigError("size must be at least 1M")
+
+
+@dataclass(frozen=True)
+class PipelineConfig(ResNet50Config):
+    loader: str | None = doc_field(None, "torchvision, dali_cpu or dali_gpu; auto: the best "
+                                         "configuration the dataloader probe found")
+    workers: int | None = doc_field(None, "loader workers; auto: the dataloader probe's best")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.loader is not None and self.loader not in LOADERS:
+            raise ConfigError(f"loader: unknown {self.loader}; choose from {', '.join(LOADERS)}")
+        if self.workers is not None and self.workers < 0:
+            raise ConfigError("workers must be >= 0")

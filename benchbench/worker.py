@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchbench.config import ProbeConfig
-from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped, Progress
+from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped, Progress, RunInputs
 from benchbench.sampling import Budget
 
 
@@ -28,6 +28,7 @@ class ProbeJob:
     budget_s: float
     config: ProbeConfig
     facts: dict[str, Any]
+    inputs: RunInputs = field(default_factory=RunInputs)
 
 
 def collect_facts(payload: Any, progress: Progress) -> dict[str, Any]:
@@ -41,20 +42,23 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
     cfg = job.config
     policy = cfg.repeat_policy(job.min_repeats)
     ctx = ProbeContext(device=job.device, quick=job.quick, policy=policy,
-                       budget=Budget(job.budget_s), facts=job.facts, progress=progress)
+                       budget=Budget(job.budget_s), facts=job.facts, progress=progress,
+                       inputs=job.inputs)
     module = importlib.import_module(job.impl)
     try:
         out: ProbeOutput = module.run(ctx, cfg)
     except ProbeSkipped as exc:
         return {"status": "skipped", "reason": str(exc), "resource": None, "params": {},
-                "measurements": []}
+                "measurements": [], "artifacts": []}
     if not out.measurements:
         return {"status": "skipped", "reason": "; ".join(out.notes) or "nothing was measured",
-                "resource": out.resource, "params": out.params, "measurements": []}
+                "resource": out.resource, "params": out.params, "measurements": [],
+                "artifacts": out.artifacts}
     return {
         "status": "ok",
         "reason": "; ".join(out.notes) or None,
         "resource": out.resource,
         "params": out.params,
         "measurements": [dataclasses.asdict(m) for m in out.measurements],
+        "artifacts": out.artifacts,
     }
