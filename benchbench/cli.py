@@ -39,11 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="PROBE.FIELD=VALUE",
                    help="override one probe config field; repeatable; lists comma-separated; "
                         "sizes in bytes or K/M/G/T (IEC)")
+    r.add_argument("--data-dir", metavar="DIR",
+                   help="your ImageFolder dataset (class folders of JPEGs); default: a synthetic "
+                        "ImageNet-like set generated once into the cache")
+    r.add_argument("--storage-path", metavar="DIR",
+                   help="folder on the filesystem the storage probe measures (default: the "
+                        "data dir's, else --out's)")
     r.add_argument("--label", metavar="TEXT", help="a name for this run in reports and compare")
     r.add_argument("--repeats", type=int, metavar="N",
                    help="fewest timed samples per measurement (default 5, 3 with --quick)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="seconds per probe (default 60; --quick shares 45 s among the probes)")
+                   help="seconds per probe (default 60; --quick shares 60 s among the probes)")
     r.set_defaults(func=commands.run)
 
     rep = sub.add_parser("report", help="re-render report.md from a saved results.json")

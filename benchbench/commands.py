@@ -12,6 +12,8 @@ from typing import Any
 from benchbench import config, results
 from benchbench.config import ConfigError, RunConfig
 from benchbench.isolation import Cancelled, Isolator
+from benchbench.probe import RunInputs
+from benchbench.probe_configs import DatasetConfig
 from benchbench.registry import Registry, default_registry
 from benchbench.runner import EXIT_INTERRUPTED, Runner, StopFlag, default_out_dir, resolve_device
 
@@ -36,7 +38,8 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
     try:
         toml_data = config.read_toml(args.config) if args.config else {}
         file_run = config.run_section(toml_data)
-        overrides = config.collect_overrides(registry.config_classes(), toml_data, args.set or [])
+        overrides = config.collect_overrides(
+            {**registry.config_classes(), "dataset": DatasetConfig}, toml_data, args.set or [])
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     only = _names(args.only, registry, "--only") or _names(
@@ -58,6 +61,7 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
         out=args.out, quick=bool(args.quick or file_run.get("quick", False)), only=only,
         skip=skip, device=device, label=args.label or file_run.get("label"), repeats=repeats,
         time_budget=budget, config_file=args.config, overrides=overrides,
+        data_dir=args.data_dir, storage_path=args.storage_path,
     )
 
 
@@ -73,6 +77,39 @@ def _check_out_dir(out: Path) -> None:
         raise UsageError(f"--out {out}: {parent} is not writable")
 
 
+def _check_storage_path(cfg: RunConfig) -> None:
+    if not cfg.storage_path:
+        return
+    from benchbench.storage_probes.probe import default_size, validate_storage_path
+
+    size = cfg.overrides.get("storage", {}).get("size") or default_size(cfg.quick)
+    try:
+        validate_storage_path(cfg.storage_path, size)
+    except ConfigError as exc:
+        raise UsageError(f"--storage-path {cfg.storage_path}: {exc}") from None
+
+
+def _dataset(cfg: RunConfig, registry: Registry) -> dict[str, Any] | None:
+    """The dataset's facts: the user's --data-dir checked, or the synthetic one generated (or
+    reused from the cache) when a selected probe reads data."""
+    from benchbench import dataset
+
+    if cfg.data_dir:
+        try:
+            return dataset.scan_imagefolder(cfg.data_dir)
+        except dataset.DatasetError as exc:
+            raise UsageError(f"--data-dir {cfg.data_dir}: {exc}") from None
+    selected = [s for s in registry if (not cfg.only or s.name in cfg.only)
+                and s.name not in cfg.skip]
+    if not any(s.needs_data for s in selected):
+        return None
+    from benchbench.progress import task_progress
+
+    ds_cfg = DatasetConfig(**cfg.overrides.get("dataset", {}))
+    with task_progress("generating the synthetic dataset") as progress:
+        return dataset.ensure_synthetic(ds_cfg, cfg.quick, progress=progress)
+
+
 def run(args: argparse.Namespace) -> int:
     from benchbench import environment
     from benchbench.progress import RichDisplay
@@ -82,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = build_run_config(args, registry)
     out = Path(cfg.out) if cfg.out else default_out_dir()
     _check_out_dir(out)
+    _check_storage_path(cfg)
+    data = _dataset(cfg, registry)  # before signals are taken over: Ctrl-C simply stops it
     stop = StopFlag()
     restore = stop.install()
     try:
@@ -108,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot create: {exc.strerror}") from None
         runner.run.environment = environment.snapshot(out, facts)
+        if data is not None:
+            runner.run.extra["dataset"] = data
+        runner.inputs = RunInputs(run_dir=str(out), data_dir=data["path"] if data else None,
+                                  dataset=data, storage_path=cfg.storage_path)
         with RichDisplay() as display:
             runner.display = display
             code = runner.execute()

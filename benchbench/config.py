@@ -123,6 +123,8 @@ class RunConfig:
     repeats: int | None = None  # fewest timed samples per measurement; auto: 5, 3 with --quick
     time_budget: float | None = None  # seconds per probe; auto: see runner.probe_budgets
     config_file: str | None = None
+    data_dir: str | None = None  # the user's ImageFolder dataset; None: generate one
+    storage_path: str | None = None  # where the storage probe puts its scratch file
     # probe name -> {field: value}, already parsed and type-checked against the probe's class
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 

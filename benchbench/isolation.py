@@ -7,6 +7,7 @@ child reports progress and its result over a pipe; the parent can cancel it at a
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import multiprocessing
 import signal
@@ -33,10 +34,21 @@ class Cancelled(Exception):
     """The parent stopped waiting: interrupted by a signal."""
 
 
+def _die_with_parent() -> None:
+    """Linux: get SIGTERM when the forkserver (our parent) exits, which it does when the
+    benchbench process dies, so a worker never outlives a crashed or killed run."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _child(conn: Connection, target: str, payload: Any) -> None:
     # The parent owns Ctrl-C: it decides whether to stop us, and keeps what finished.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
     try:
         module, _, func = target.partition(":")
         fn = getattr(importlib.import_module(module), func)
@@ -81,7 +93,10 @@ class Isolator:
         Raises Cancelled when should_stop() turns true; the child is terminated first.
         """
         parent_conn, child_conn = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(target=_child, args=(child_conn, target, payload), daemon=True)
+        # Not daemonic: a daemonic process may not start children, and probes need DataLoader
+        # workers. _stop() and PR_SET_PDEATHSIG make sure it never outlives us.
+        proc = self._ctx.Process(target=_child, args=(child_conn, target, payload),
+                                 daemon=False)
         proc.start()
         child_conn.close()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -44,3 +46,16 @@ class RichDisplay:
         why = f" — {result.reason}" if result.reason and result.status != "ok" else ""
         self.console.print(f"{self.name}: [{style}]{result.status}[/] "
                            f"({result.duration_s or 0:.1f} s){why}", highlight=False)
+
+
+@contextmanager
+def task_progress(title: str) -> Iterator[Callable[[int, int], None]]:
+    """A one-task progress bar on stderr; yields progress(done, total)."""
+    with Progress(TextColumn(f"[bold]{title}[/]"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -25,6 +25,7 @@ class ProbeSpec:
     gpu_resource: str
     cpu_resource: str
     requires_gpu: bool = False
+    needs_data: bool = False  # reads the dataset (the user's --data-dir or a generated one)
     # device- and --quick-dependent defaults, applied before --config and --set
     defaults: Callable[[str, bool], dict[str, Any]] = field(default=_no_defaults)
 
@@ -72,6 +73,8 @@ class Registry:
 
 def default_registry() -> Registry:
     """Every probe benchbench ships, in the order a run executes them."""
+    from benchbench.storage_probes.spec import SPEC as STORAGE_SPEC
+    from benchbench.workloads import PIPELINE_SPEC
     from benchbench.workloads import SPECS as WORKLOAD_SPECS
 
-    return Registry(WORKLOAD_SPECS)
+    return Registry([*WORKLOAD_SPECS, STORAGE_SPEC, PIPELINE_SPEC])

@@ -19,13 +19,14 @@ from typing import Any, Protocol
 from benchbench import __version__, analysis, results
 from benchbench.config import RunConfig, build_probe_config
 from benchbench.isolation import Cancelled, Isolator
+from benchbench.probe import RunInputs
 from benchbench.registry import ProbeSpec, Registry
 from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.worker import ProbeJob
 
 # Under --quick the probes that run share this many seconds (the whole `run --quick` must stay
 # within 90 s on a 2-core box, with worker start-up and reporting on top).
-QUICK_TOTAL_S = 45.0
+QUICK_TOTAL_S = 60.0
 DEFAULT_PROBE_S = 60.0
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -102,6 +103,7 @@ class Runner:
         self.isolator = isolator
         self.display = display or SilentDisplay()
         self.stop = stop or StopFlag()
+        self.inputs = RunInputs(run_dir=str(out_dir))
         self.device = resolve_device(cfg.device, facts)
         # Resolve every selected probe's config now, so that a bad combination (a seq_len the
         # preset cannot take) is refused before anything is measured or written.
@@ -165,7 +167,10 @@ class Runner:
         job = ProbeJob(name=spec.name, impl=spec.impl, device=self.device,
                        quick=self.cfg.quick,
                        min_repeats=self.cfg.repeats or (3 if self.cfg.quick else 5),
-                       budget_s=budget, config=cfg, facts=self.facts)
+                       budget_s=budget, config=cfg, facts=self.facts,
+                       inputs=dataclasses.replace(self.inputs, previous={
+                           p.name: dataclasses.asdict(p) for p in self.run.probes
+                           if p.status == "ok"}))
         params = dataclasses.asdict(cfg)
         outcome = self.isolator.call("benchbench.worker:run_probe", job,
                                      on_progress=self.display.update,
@@ -177,6 +182,8 @@ class Runner:
             return ProbeResult(spec.name, "failed", resource, reason=outcome.error,
                                params=params, started_at=started)
         body = outcome.value
+        self.run.extra.setdefault("artifacts", []).extend(
+            {"probe": spec.name, "path": a} for a in body.get("artifacts", []))
         return ProbeResult(
             spec.name, body["status"], body["resource"] or resource, reason=body["reason"],
             params={**params, **body["params"]}, started_at=started,

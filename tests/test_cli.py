@@ -180,3 +180,26 @@ def test_impossible_training_shape_is_refused_before_work(tmp_path):
     line = _one_line_error(bb("run", "--out", str(out), "--set", "transformer.seq_len=4096"))
     assert "larger than the small model supports (1024)" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: p / "missing", "--data-dir"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", "--data-dir"),
+    (lambda p: ((p / "flat").mkdir(), (p / "flat" / "a.jpg").write_bytes(b"x"))
+     and p / "flat", "--data-dir"),
+])
+def test_bad_data_dir_is_refused_before_work(tmp_path, make, needle):
+    data, out = make(tmp_path), tmp_path / "r"
+    line = _one_line_error(bb("run", "--data-dir", str(data), "--out", str(out)))
+    assert line.startswith(f"benchbench: error: {needle} {data}: ")
+    assert not out.exists()
+
+
+def test_bad_storage_path_is_refused_before_work(tmp_path):
+    out = tmp_path / "r"
+    line = _one_line_error(bb("run", "--only", "storage", "--storage-path",
+                              str(tmp_path / "nope"), "--out", str(out)))
+    assert "--storage-path" in line and not out.exists()
+    line = _one_line_error(bb("run", "--only", "storage", "--storage-path", str(tmp_path),
+                              "--set", "storage.size=100T", "--out", str(out)))
+    assert "free" in line and not out.exists()

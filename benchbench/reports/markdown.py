@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench import analysis
+from benchbench.reports import datapath, training
 from benchbench.reports import format as fmt
-from benchbench.reports import training
 from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.stats import UNSTABLE_CV, summarize
 
@@ -147,6 +147,7 @@ def render(run: RunResult) -> str:
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
           p.reason or ""] for p in run.probes])
     out += training.section(run)
+    out += datapath.section(run)
     for pr in run.probes:
         if pr.status == "ok":
             out += _probe_section(run, pr)

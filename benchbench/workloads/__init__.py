@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench.probe_configs import (
+    DataloaderConfig,
     HostDeviceCopyConfig,
     MatmulConfig,
     MemoryBandwidthConfig,
+    PipelineConfig,
     ResNet50Config,
     TransformerConfig,
 )
@@ -73,6 +75,17 @@ def _transformer_defaults(device: str, quick: bool) -> dict[str, Any]:
             **({"batch_size": 4} if quick else {})}
 
 
+def _dataloader_defaults(device: str, quick: bool) -> dict[str, Any]:
+    return {"batches": 5 if quick else 20, "warmup_steps": 1 if quick else 2}
+
+
+def _pipeline_defaults(device: str, quick: bool) -> dict[str, Any]:
+    # The best precision the device has: bf16 where the tensor cores do it, else fp16 (V100,
+    # T4); fp32 on a CPU, where bf16 is usually emulated and far slower.
+    precisions = ("amp_bf16", "amp_fp16") if device == "cuda" else ("fp32",)
+    return {**_resnet50_defaults(device, quick), "precisions": precisions}
+
+
 SPECS = (
     ProbeSpec(
         name="matmul",
@@ -122,4 +135,29 @@ SPECS = (
         cpu_resource="cpu_compute",
         defaults=_transformer_defaults,
     ),
+    ProbeSpec(
+        name="dataloader",
+        description="decode + augment throughput (images/s) of torchvision and DALI loaders "
+                    "over a worker sweep, files already in the page cache",
+        config_cls=DataloaderConfig,
+        impl="benchbench.workloads.dataloader",
+        gpu_resource="cpu_dataloading",
+        cpu_resource="cpu_dataloading",
+        needs_data=True,
+        defaults=_dataloader_defaults,
+    ),
+)
+
+
+# Runs after dataloader (it reuses the best loader configuration) and after storage.
+PIPELINE_SPEC = ProbeSpec(
+    name="pipeline",
+    description="the real input pipeline feeding the ResNet50 training step: total_ips against "
+                "compute_ips (accelerator utilisation), data wait and compute per step",
+    config_cls=PipelineConfig,
+    impl="benchbench.workloads.pipeline",
+    gpu_resource="cpu_dataloading",
+    cpu_resource="cpu_dataloading",
+    needs_data=True,
+    defaults=_pipeline_defaults,
 )

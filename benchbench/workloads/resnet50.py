@@ -21,23 +21,49 @@ BATCH_CAP = 2048
 GPU_BATCH = 256
 
 
+class ResNetTrainer:
+    """ResNet50 with its optimizer and loss on one device; its step trains on the batch last
+    given to set_batch. The pipeline probe feeds it real batches, this probe synthetic ones."""
+
+    def __init__(self, dev: str, channels_last: bool, compile_model: bool) -> None:
+        self.dev = dev
+        self.fmt = torch.channels_last if channels_last else torch.contiguous_format
+        model = torchvision.models.resnet50(weights=None).to(dev, memory_format=self.fmt)
+        self.forward = torch.compile(model) if compile_model else model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+                                         weight_decay=1e-4)
+        self.loss = nn.CrossEntropyLoss()
+        self.x: torch.Tensor | None = None
+        self.y: torch.Tensor | None = None
+
+    def set_batch(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x = x.to(self.dev, non_blocking=True).contiguous(memory_format=self.fmt)
+        self.y = y.to(self.dev, non_blocking=True)
+
+    def set_synthetic_batch(self, batch: int, image: int) -> None:
+        gen = torch.Generator(device=self.dev).manual_seed(batch)
+        self.set_batch(torch.randn(batch, 3, image, image, device=self.dev, generator=gen),
+                       torch.randint(0, 1000, (batch,), device=self.dev, generator=gen))
+
+    def step(self, precision: Precision) -> Step:
+        return make_step(lambda: self.loss(self.forward(self.x), self.y), self.optimizer,
+                         precision, self.dev)
+
+
+def prepare_device(dev: str) -> None:
+    if dev != "cpu":
+        torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels
+
+
 def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     image, channels_last = cfg.image_size, bool(cfg.channels_last)
-    if dev != "cpu":
-        torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    prepare_device(dev)
 
     def build(batch: int, precision: Precision) -> Step:
-        gen = torch.Generator(device=dev).manual_seed(batch)
-        model = torchvision.models.resnet50(weights=None).to(dev, memory_format=fmt)
-        forward = torch.compile(model) if cfg.compile else model
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-        x = torch.randn(batch, 3, image, image, device=dev, generator=gen)
-        x = x.contiguous(memory_format=fmt)
-        y = torch.randint(0, 1000, (batch,), device=dev, generator=gen)
-        loss = nn.CrossEntropyLoss()
-        return make_step(lambda: loss(forward(x), y), optimizer, precision, dev)
+        trainer = ResNetTrainer(dev, channels_last, cfg.compile)
+        trainer.set_synthetic_batch(batch, image)
+        return trainer.step(precision)
 
     default_batch = GPU_BATCH if dev != "cpu" else 16
     batch = cfg.batch_size if cfg.batch_size is not None else default_batch

@@ -1,0 +1,39 @@
+"""The data-path section of report.md: the dataset, the best loader, accelerator utilisation."""
+
+from __future__ import annotations
+
+from benchbench import analysis
+from benchbench.reports import format as fmt
+from benchbench.results import RunResult
+
+
+def section(run: RunResult) -> list[str]:
+    out: list[str] = []
+    ds = run.extra.get("dataset")
+    if ds:
+        origin = ("your --data-dir" if ds.get("source") == "user" else
+                  "a synthetic ImageNet-like set" + (" (reused from the cache)"
+                                                     if ds.get("reused") else ""))
+        mean, med = fmt.iec(ds.get("mean_file_size") or 0), fmt.iec(ds.get("median_file_size") or 0)
+        out += [f"Dataset: {origin} at `{ds.get('path')}`: {ds.get('num_images')} images in "
+                f"{ds.get('num_classes')} classes, mean file {mean}, median {med}.", ""]
+    dl = run.probe("dataloader")
+    best = next((m for m in dl.measurements if m.metric == "best_throughput"), None) if dl else None
+    if best:
+        out += [f"Best loader: {best.context.get('loader')} with {best.context.get('workers')} "
+                f"workers, **{fmt.value(best.value, best.unit)}** decoded and augmented "
+                "(files in the page cache).", ""]
+    rows = analysis.accelerator_utilisation(run)
+    if rows:
+        out += ["| loader | workers | total_ips | compute_ips | AU | |", "|---" * 6 + "|"]
+        for r in rows:
+            verdict = "passes" if r["passes"] else (
+                f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data")
+            out.append(f"| {r['key']['loader']} | {r['key']['workers']} | "
+                       f"{fmt.value(r['total_ips'], 'samples/s')} | "
+                       f"{fmt.value(r['compute_ips'], 'samples/s')} | **{fmt.percent(r['au'])}** "
+                       f"| {verdict} |")
+        out += ["", "AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "
+                "the real loader feeding the real training step, against synthetic data on the "
+                "device, same batch, size and precision.", ""]
+    return ["## Data path", "", *out] if out else []

@@ -1,0 +1,25 @@
+"""The storage probe's spec (light: no fio call, no I/O), registered by registry.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.probe_configs import StorageConfig
+from benchbench.registry import ProbeSpec
+
+
+def _storage_defaults(device: str, quick: bool) -> dict[str, Any]:
+    return {"runtime": 2.0 if quick else 10.0, "warmup_steps": 0}
+
+
+SPEC = ProbeSpec(
+    name="storage",
+    description="read rates with fio (sequential 1M, random 128k and 4k, direct I/O) on a "
+                "scratch file, and the dataset's own cold read rate",
+    config_cls=StorageConfig,
+    impl="benchbench.storage_probes.probe",
+    gpu_resource="storage",
+    cpu_resource="storage",
+    needs_data=True,
+    defaults=_storage_defaults,
+)

@@ -1,0 +1,200 @@
+"""Probe `dataloader`: images per second the host can decode and augment for ImageNet training.
+
+For each loader (torchvision, DALI on the CPU, DALI on the GPU) and each worker count it times
+`batches` batches of the standard training pipeline (decode, RandomResizedCrop, flip,
+normalize; see _loaders.py) over the run's ImageFolder dataset, after warm-up batches that cover
+worker start-up. Nothing consumes the batches: this is the input pipeline's own ceiling.
+
+The dataset's files are read once, untimed, before anything is measured so that they sit in the
+page cache: this isolates the CPU's decode cost from storage (the storage probe measures cold
+reads). A dataset larger than half the free memory is only partly cached, and a note says so.
+
+Measurements, keyed by loader, workers, batch_size and image_size:
+- throughput: images / total time of the timed batches; samples are each batch's images/s.
+- throughput_per_core: the same divided by the cores decoding: torchvision's worker processes
+  (the main process when workers=0) or DALI's threads, capped at the usable cores, because
+  eight workers on two cores still only have two. dali_gpu divides by its CPU threads too,
+  although nvJPEG does most of its decoding on the GPU.
+- best_throughput: the best configuration's throughput (statistic max over every
+  configuration's throughput; its loader and workers in the context).
+For DALI, "workers" is its CPU thread count, so 0 and 1 are the same configuration: it runs once.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import psutil
+
+from benchbench.dataset import IMAGE_EXTENSIONS
+from benchbench.environment import usable_cores
+from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probe_configs import DataloaderConfig
+from benchbench.results import Measurement
+from benchbench.workloads._loaders import LoaderError, build_loader, unavailable
+
+_READ_CHUNK = 1 << 20
+
+
+def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
+    """0, 1, 2, 4 … up to `cores` (cores itself included); 0 and `cores` with quick."""
+    if quick:
+        return tuple(sorted({0, cores}))
+    counts, w = [0], 1
+    while w < cores:
+        counts.append(w)
+        w *= 2
+    return (*counts, cores)
+
+
+def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
+    data_dir = ctx.inputs.data_dir
+    if not data_dir:
+        raise ProbeSkipped("there is no dataset: no --data-dir was given and none was generated")
+    cores = usable_cores()
+    device = "cuda:0" if ctx.device == "cuda" else "cpu"
+    notes: list[str] = []
+    kinds = []
+    for kind in cfg.loaders or ("torchvision", "dali_cpu", *(("dali_gpu",) if device != "cpu"
+                                                              else ())):
+        reason = unavailable(kind, device)
+        if reason:
+            notes.append(f"{kind} skipped, because {reason}")
+        else:
+            kinds.append(kind)
+    workers = tuple(sorted(set(cfg.workers))) if cfg.workers else auto_workers(cores, ctx.quick)
+    # DALI's thread count is max(1, workers): workers 0 and 1 would measure the same thing.
+    plan = [(k, w) for k in kinds
+            for w in (workers if k == "torchvision" else sorted({max(1, w) for w in workers}))]
+    batches = cfg.batches or (5 if ctx.quick else 20)
+    dataset = ctx.inputs.dataset or {}
+    params: dict[str, Any] = {
+        "loaders": kinds, "workers": list(workers), "batches": batches,
+        "batch_size": cfg.batch_size, "image_size": cfg.image_size, "usable_cores": cores,
+        "dataset_mean_file_size": dataset.get("mean_file_size"),
+        "dataset_source": dataset.get("source")}
+
+    ctx.progress("reading the dataset into the page cache", 0, len(plan) + 1)
+    params["page_cache_bytes"] = _warm_page_cache(ctx, data_dir, notes)
+
+    measured: list[Measurement] = []
+    corrupt: dict[str, str] = {}
+    failed: set[str] = set()
+    for i, (kind, w) in enumerate(plan):
+        if kind in failed:
+            continue
+        ctx.progress(f"{kind} workers={w}", i + 1, len(plan) + 1)
+        left = [f"{k} workers={x}" for k, x in plan[i:] if k not in failed]
+        if ctx.budget.remaining() <= 0:
+            notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
+            break
+        share = ctx.budget.remaining() / len(left)
+        key = {"loader": kind, "workers": w, "batch_size": cfg.batch_size,
+               "image_size": cfg.image_size}
+        try:
+            measured += _measure(ctx, cfg, key, data_dir, device, batches, share, cores, corrupt)
+        except LoaderError as exc:
+            failed.add(kind)
+            notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")
+    ctx.progress("done", len(plan) + 1, len(plan) + 1)
+
+    params["corrupt_files"] = len(corrupt)
+    if corrupt:
+        path, reason = next(iter(corrupt.items()))
+        notes.append(f"{len(corrupt)} corrupt image(s) skipped by torchvision, e.g. {path} "
+                     f"({reason})")
+    if not measured:
+        raise ProbeSkipped("no loader could run: " + ("; ".join(notes) or "nothing was planned"))
+    return ProbeOutput(measured + [_best(measured, cfg)], params=params, notes=notes)
+
+
+def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any], data_dir: str,
+             device: str, batches: int, share: float, cores: int,
+             corrupt: dict[str, str]) -> list[Measurement]:
+    """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
+    Adds the corrupt files the loader met to `corrupt` (path -> reason)."""
+    start = ctx.clock()
+    warmup = max(1, ctx.policy.warmup_steps)
+    times: list[float] = []
+    sizes: list[int] = []
+    with build_loader(key["loader"], data_dir, cfg.batch_size, key["workers"], cfg.image_size,
+                      device) as loader:
+        stream = loader.stream()
+        warmed = 0
+        while warmed < warmup or ctx.clock() - start < ctx.policy.warmup_s:
+            next(stream)
+            warmed += 1
+        _sync(loader.output_device)
+        stopped_by = "batches"
+        last = ctx.clock()
+        for images, _ in stream:
+            _sync(loader.output_device)
+            now = ctx.clock()
+            times.append(now - last)
+            sizes.append(len(images))
+            last = now
+            if len(times) >= batches:
+                break
+            if len(times) >= 2 and now - start > share:
+                stopped_by = "budget"
+                break
+        threads = loader.threads
+        corrupt.update(loader.corrupt_files)
+        seen_corrupt = loader.corrupt
+    if not times or sum(times) <= 0:
+        raise LoaderError("no batch was timed")
+    used = min(threads, cores)
+    rates = [n / t for n, t in zip(sizes, times, strict=True) if t > 0]
+    value = sum(sizes) / sum(times)
+    context = {"batches": len(times), "warmup_batches": warmed, "stopped_by": stopped_by,
+               "images": sum(sizes), "cores_used": used, "threads": threads,
+               "corrupt_files": seen_corrupt}
+    return [
+        Measurement("throughput", key, value, "samples/s", "total_over_time", rates, True,
+                    context),
+        Measurement("throughput_per_core", key, value / used, "samples/s", "total_over_time",
+                    [r / used for r in rates], True, context),
+    ]
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):  # dali_gpu hands over batches its CUDA stream still writes
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:
+    rates = [m for m in measured if m.metric == "throughput"]
+    best = max(rates, key=lambda m: m.value)
+    return Measurement(
+        "best_throughput", {"batch_size": cfg.batch_size, "image_size": cfg.image_size},
+        best.value, "samples/s", "max", [m.value for m in rates], True,
+        {"loader": best.key["loader"], "workers": best.key["workers"],
+         "configurations": [f"{m.key['loader']}/{m.key['workers']}" for m in rates]})
+
+
+def _warm_page_cache(ctx: ProbeContext, data_dir: str, notes: list[str]) -> int:
+    """Read the dataset's files once so that the timed passes decode from memory.
+
+    Stops at half the available memory (more would evict the files read first) or a quarter of
+    the time budget, with a note: the loaders may then read some files from storage.
+    """
+    limit = psutil.virtual_memory().available // 2
+    deadline = ctx.clock() + ctx.budget.remaining() / 4
+    done = 0
+    for dirpath, _, files in os.walk(data_dir, followlinks=True):
+        for name in sorted(f for f in files if f.lower().endswith(IMAGE_EXTENSIONS)):
+            if done >= limit or ctx.clock() > deadline:
+                why = "half the free memory" if done >= limit else "a quarter of its time budget"
+                notes.append(f"page cache warmed with {done} bytes of the dataset only (stopped "
+                             f"at {why}); some timed reads may come from storage")
+                return done
+            try:
+                with open(os.path.join(dirpath, name), "rb", buffering=0) as fh:
+                    while chunk := fh.read(_READ_CHUNK):
+                        done += len(chunk)
+            except OSError:
+                continue  # unreadable: the loaders will report it in their own way
+    return done

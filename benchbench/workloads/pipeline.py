@@ -1,0 +1,146 @@
+"""Probe `pipeline`: the real input pipeline feeding the real ResNet50 training step.
+
+In one process, on one model, at the same batch, image size and precision, it measures
+compute_ips (synthetic data already on the device, as the resnet50 probe does) and total_ips
+(batches from the loader, copied to the device, trained on), with the data-wait and compute
+time of each step. The analysis derives accelerator utilisation, AU = total_ips / compute_ips,
+as MLPerf Storage does; the probe's resource is the one that result points at.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from benchbench.analysis import AU_PASS
+from benchbench.environment import usable_cores
+from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probe_configs import PipelineConfig
+from benchbench.results import Measurement
+from benchbench.stats import median
+from benchbench.workloads._loaders import build_loader
+from benchbench.workloads._training import (
+    PRECISIONS,
+    Step,
+    apply_tf32,
+    plan_steps,
+    step_measurements,
+    sync,
+    time_steps,
+    usable_precisions,
+    warm_up,
+)
+from benchbench.workloads.resnet50 import GPU_BATCH, ResNetTrainer, prepare_device
+
+
+def choose_loader(cfg: PipelineConfig, previous: dict[str, Any]) -> tuple[str, int, str]:
+    """(loader, workers, why): the config's choice, else the dataloader probe's best."""
+    best = None
+    dl = previous.get("dataloader") or {}
+    for m in dl.get("measurements", []):
+        if m["metric"] == "best_throughput":
+            best = m["context"]
+    loader = cfg.loader or (best["loader"] if best else "torchvision")
+    if cfg.workers is not None:
+        return loader, cfg.workers, "config"
+    if best and best["loader"] == loader:
+        return loader, int(best["workers"]), "the dataloader probe's best configuration"
+    return loader, usable_cores(), "default: one worker per usable core"
+
+
+def _real_steps(trainer: ResNetTrainer, step: Step, batches: Any, n: int, dev: str
+                ) -> tuple[list[float], list[float], list[float]]:
+    """n steps on loader batches: (wall seconds per step, data wait per step, compute per
+    step). Wall times are consecutive host intervals closed by a final sync, so they add up to
+    the true total even though a GPU step returns before its kernels finish."""
+    marks, waits, computes = [], [], []
+    gpu = dev.startswith("cuda")
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n)] if gpu else []
+    for i in range(n):
+        t0 = time.perf_counter()
+        marks.append(t0)
+        x, y = next(batches)
+        t1 = time.perf_counter()
+        waits.append(t1 - t0)
+        trainer.set_batch(x, y)
+        if gpu:
+            events[2 * i].record()
+        step()
+        if gpu:
+            events[2 * i + 1].record()
+        else:
+            computes.append(time.perf_counter() - t1)
+    sync(dev)
+    marks.append(time.perf_counter())
+    if gpu:
+        computes = [events[2 * i].elapsed_time(events[2 * i + 1]) / 1e3 for i in range(n)]
+    return [marks[i + 1] - marks[i] for i in range(n)], waits, computes
+
+
+def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
+    if not ctx.inputs.data_dir:
+        raise ProbeSkipped("no dataset: pass --data-dir or let the run generate one")
+    dev = "cuda:0" if ctx.device == "cuda" else "cpu"
+    notes: list[str] = []
+    usable = usable_precisions(dev, cfg.precisions, notes)
+    if not usable:
+        raise ProbeSkipped("; ".join(notes))
+    precision = PRECISIONS[usable[0]]
+    apply_tf32(precision.tf32)
+    prepare_device(dev)
+    batch = cfg.batch_size if isinstance(cfg.batch_size, int) else (
+        GPU_BATCH if dev != "cpu" else 16)
+    image = cfg.image_size
+    loader_kind, workers, why = choose_loader(cfg, ctx.inputs.previous)
+    trainer = ResNetTrainer(dev, bool(cfg.channels_last), cfg.compile)
+    step = trainer.step(precision)
+
+    ctx.progress("compute: synthetic data on the device", 0, 2)
+    trainer.set_synthetic_batch(batch, image)
+    est = warm_up(step, ctx, dev)
+    n = plan_steps(ctx, est, cfg.steps, items_left=2)
+    if n is None:
+        raise ProbeSkipped(f"one training step takes ~{est:.3g} s, beyond the time budget")
+    compute_times = time_steps(step, n, dev)
+
+    ctx.progress(f"input pipeline: {loader_kind}, {workers} workers", 1, 2)
+    with build_loader(loader_kind, ctx.inputs.data_dir, batch, workers, image, dev) as loader:
+        batches = loader.stream()  # runs on into new epochs; their start-up cost counts
+        for _ in range(max(1, ctx.policy.warmup_steps)):
+            trainer.set_batch(*next(batches))
+            step()
+        sync(dev)
+        walls, waits, computes = _real_steps(trainer, step, batches, n, dev)
+        corrupt = loader.corrupt
+    apply_tf32(False)
+    ctx.progress("done", 2, 2)
+
+    key = {"device": dev, "precision": precision.name, "image_size": image, "batch_size": batch,
+           "loader": loader_kind, "workers": workers}
+    context: dict[str, Any] = {"loader_chosen_by": why, "steps": n, "corrupt_files": corrupt,
+                               "channels_last": bool(cfg.channels_last)}
+    if dev != "cpu":
+        context["gpu_name"] = torch.cuda.get_device_name(dev)
+    total, _ = step_measurements(key, walls, batch, "samples/s", context)
+    compute, _ = step_measurements(key, compute_times, batch, "samples/s", context)
+    measurements = [
+        Measurement("total_throughput", key, total.value, total.unit, total.statistic,
+                    total.samples, True, context),
+        Measurement("compute_throughput", key, compute.value, compute.unit, compute.statistic,
+                    compute.samples, True, context),
+        Measurement("data_wait", key, median(waits), "s", "median", waits, False,
+                    {**context, "mean": sum(waits) / n}),
+        Measurement("compute_time", key, median(computes), "s", "median", computes, False,
+                    {**context, "mean": sum(computes) / n}),
+    ]
+    if corrupt:
+        notes.append(f"{corrupt} corrupt image file(s) were skipped")
+    # The probe is filed under what it found limits training here.
+    compute_bound = total.value >= AU_PASS * compute.value
+    resource = ("gpu_compute" if dev != "cpu" else "cpu_compute") if compute_bound \
+        else "cpu_dataloading"
+    return ProbeOutput(measurements, resource=resource, notes=notes,
+                       params={"batch_size": batch, "loader": loader_kind, "workers": workers,
+                               "precision": precision.name})

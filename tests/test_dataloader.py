@@ -1,0 +1,240 @@
+"""The input-pipeline loaders and the `dataloader` probe, on a tiny generated dataset (CPU)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from benchbench.dataset import ensure_synthetic  # noqa: E402
+from benchbench.probe import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
+from benchbench.probe_configs import DataloaderConfig, DatasetConfig  # noqa: E402
+from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.workloads import _loaders, dataloader  # noqa: E402
+from benchbench.workloads._loaders import (  # noqa: E402
+    DALI_MISSING,
+    MEAN,
+    STD,
+    LoaderError,
+    build_loader,
+    dali_available,
+)
+
+needs_dali = pytest.mark.skipif(dali_available() is not None,
+                                reason=f"DALI cannot run here: {dali_available()}")
+TINY = DatasetConfig(num_images=24, num_classes=3, mean_side=96)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict:
+    return ensure_synthetic(TINY, quick=False, root=tmp_path_factory.mktemp("cache"),
+                            processes=1)
+
+
+@pytest.fixture(scope="module")
+def corrupt_dir(tiny, tmp_path_factory) -> Path:
+    """The tiny dataset with one JPEG cut to a third of its length."""
+    path = tmp_path_factory.mktemp("corrupt") / "data"
+    shutil.copytree(tiny["path"], path)
+    victim = path / "class_001" / "img_000004.jpg"
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 3])
+    return path
+
+
+def ctx(tiny=None, budget=60.0, clock=None, **inputs):
+    seen = []
+    c = ProbeContext(device="cpu", quick=True,
+                     policy=RepeatPolicy(min_repeats=1, max_repeats=1, warmup_s=0.0),
+                     budget=Budget(budget), facts={}, progress=lambda *a: seen.append(a),
+                     inputs=RunInputs(data_dir=tiny and tiny["path"], dataset=tiny, **inputs))
+    if clock:
+        c.clock = clock
+    return c, seen
+
+
+def check_batch(images, labels, batch=4, size=32):
+    assert images.shape == (batch, 3, size, size) and images.dtype == torch.float32
+    assert labels.shape == (batch,) and labels.dtype == torch.int64
+    assert 0 <= int(labels.min()) and int(labels.max()) < 3
+    # Normalized with ImageNet's mean and std: undoing it gives pixels in [0, 1] again.
+    pixels = images * torch.tensor(STD).view(1, 3, 1, 1) + torch.tensor(MEAN).view(1, 3, 1, 1)
+    assert float(pixels.min()) > -0.02 and float(pixels.max()) < 1.02
+    assert float(images.min()) < -0.5 and float(images.std()) > 0.2  # not left in [0, 1]
+
+
+@pytest.mark.parametrize("kind, workers", [
+    ("torchvision", 0), ("torchvision", 1),
+    pytest.param("dali_cpu", 1, marks=needs_dali), pytest.param("dali_cpu", 2, marks=needs_dali),
+])
+def test_loader_gives_normalized_batches_across_epochs(tiny, kind, workers):
+    with build_loader(kind, tiny["path"], 4, workers, 32, "cpu") as loader:
+        assert len(loader) == 6 and loader.threads == max(1, workers)
+        assert loader.output_device == "cpu"
+        batches = list(loader.stream(8))  # runs into a second epoch
+        assert len(batches) == 8
+        for images, labels in batches:
+            check_batch(images, labels)
+        assert loader.corrupt == 0
+
+
+def test_torchvision_close_stops_its_workers(tiny):
+    psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+
+    def workers():  # forkserver's children: the server itself is our child and stays
+        return {p for p in me.children(recursive=True) if p.ppid() != me.pid}
+
+    before = workers()
+    loader = build_loader("torchvision", tiny["path"], 4, 2, 32, "cpu")
+    next(iter(loader))
+    started = workers() - before
+    assert len(started) == 2
+    loader.close()
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert alive == []
+
+
+def test_loader_refuses_a_dataset_smaller_than_a_batch(tiny):
+    with pytest.raises(LoaderError, match="fewer than one batch"):
+        build_loader("torchvision", tiny["path"], 64, 0, 32, "cpu")
+
+
+def test_dali_gpu_without_a_gpu_gives_a_reason():
+    with pytest.raises(LoaderError, match="CUDA GPU"):
+        build_loader("dali_gpu", "/nonexistent", 4, 1, 32, "cpu")
+
+
+@pytest.mark.gpu
+def test_torchvision_pins_its_batches_for_a_gpu(tiny):
+    with build_loader("torchvision", tiny["path"], 4, 0, 32, "cuda:0") as loader:
+        images, labels = next(iter(loader))
+    assert images.is_pinned() and labels.is_pinned()
+
+
+@pytest.mark.gpu
+@needs_dali
+def test_dali_gpu_batches_arrive_on_the_gpu(tiny):
+    with build_loader("dali_gpu", tiny["path"], 4, 1, 32, "cuda:0") as loader:
+        assert loader.output_device == "cuda:0"
+        images, labels = next(iter(loader))
+        assert images.is_cuda and labels.is_cuda
+        check_batch(images.cpu(), labels.cpu())
+
+
+def test_torchvision_skips_and_counts_a_corrupt_jpeg(corrupt_dir):
+    with build_loader("torchvision", str(corrupt_dir), 4, 1, 32, "cpu") as loader:
+        with pytest.warns(UserWarning, match="img_000004.jpg"):
+            images = sum(len(x) for x, _ in loader)  # one whole epoch: every file once
+        assert images == 23
+        assert loader.corrupt == 1
+        assert "truncated" in loader.corrupt_files[str(corrupt_dir / "class_001/img_000004.jpg")]
+
+
+@needs_dali
+def test_dali_reports_a_corrupt_jpeg_as_a_failure(corrupt_dir):
+    with build_loader("dali_cpu", str(corrupt_dir), 4, 1, 32, "cpu") as loader:
+        with pytest.raises(LoaderError, match="DALI stopped: .*img_000004.jpg") as err:
+            list(loader)
+    assert "\n" not in str(err.value)
+
+
+def test_probe_measures_every_loader_and_worker_count(tiny):
+    c, seen = ctx(tiny)
+    cfg = DataloaderConfig(batch_size=4, image_size=32, workers=(0, 1), batches=2)
+    out = dataloader.run(c, cfg)
+    wanted = {("torchvision", 0), ("torchvision", 1)}
+    if dali_available() is None:
+        wanted.add(("dali_cpu", 1))  # workers 0 and 1 are the same DALI configuration
+    rates = [m for m in out.measurements if m.metric == "throughput"]
+    per_core = {(m.key["loader"], m.key["workers"]): m for m in out.measurements
+                if m.metric == "throughput_per_core"}
+    assert {(m.key["loader"], m.key["workers"]) for m in rates} == wanted
+    for m in rates:
+        assert m.unit == "samples/s" and m.statistic == "total_over_time"
+        assert m.key["batch_size"] == 4 and m.key["image_size"] == 32
+        assert len(m.samples) == 2 and m.context["images"] == 8
+        # total images over total time: the batch times are 4 / each sample
+        assert m.value == pytest.approx(8 / sum(4 / s for s in m.samples))
+        core = per_core[(m.key["loader"], m.key["workers"])]
+        assert core.value == pytest.approx(m.value / m.context["cores_used"])
+    (best,) = [m for m in out.measurements if m.metric == "best_throughput"]
+    top = max(rates, key=lambda m: m.value)
+    assert best.statistic == "max" and best.value == top.value
+    assert sorted(best.samples) == sorted(m.value for m in rates)
+    assert (best.context["loader"], best.context["workers"]) == (top.key["loader"],
+                                                                  top.key["workers"])
+    assert out.params["dataset_mean_file_size"] == tiny["mean_file_size"]
+    assert out.params["page_cache_bytes"] == tiny["total_bytes"]
+    assert out.params["corrupt_files"] == 0
+    assert seen[-1][0] == "done"
+
+
+@pytest.mark.gpu
+def test_probe_on_a_gpu_adds_dali_gpu(tiny):
+    c, _ = ctx(tiny)
+    c.device = "cuda"
+    out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(1,),
+                                             batches=2))
+    loaders = {m.key["loader"] for m in out.measurements if m.metric == "throughput"}
+    assert loaders == ({"torchvision"} if dali_available() else
+                       {"torchvision", "dali_cpu", "dali_gpu"})
+
+
+def test_probe_notes_a_missing_dali(tiny, monkeypatch):
+    monkeypatch.setattr(_loaders, "dali_available", lambda: DALI_MISSING)
+    c, _ = ctx(tiny)
+    out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(0,),
+                                             batches=2))
+    assert "dali_cpu skipped, because DALI is not installed; pip install 'benchbench[dali]'" \
+        in out.notes
+    assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
+    with pytest.raises(ProbeSkipped, match="no loader could run: dali_cpu skipped, because DALI"):
+        dataloader.run(c, DataloaderConfig(loaders=("dali_cpu",), batch_size=4, image_size=32,
+                                           workers=(0,), batches=2))
+
+
+def test_probe_counts_corrupt_files(tiny, corrupt_dir):
+    c, _ = ctx(tiny)
+    c.inputs = RunInputs(data_dir=str(corrupt_dir))
+    # 1 warm-up + 6 timed batches of 4 cover the 24 files of the first epoch.
+    with pytest.warns(UserWarning, match="skipped corrupt image"):
+        out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(1,),
+                                                 batches=6))
+    assert out.params["corrupt_files"] == 1
+    assert any(n.startswith("1 corrupt image(s) skipped by torchvision") for n in out.notes)
+    if dali_available() is None:
+        assert any(n.startswith("dali_cpu skipped, because it failed at workers=1")
+                   for n in out.notes)
+    assert [m.key["loader"] for m in out.measurements if m.metric == "throughput"] == [
+        "torchvision"]
+
+
+def test_probe_skips_without_a_dataset():
+    c, _ = ctx()
+    with pytest.raises(ProbeSkipped, match="no dataset|no --data-dir"):
+        dataloader.run(c, DataloaderConfig())
+
+
+def test_probe_stops_a_configuration_that_overruns_its_share(tiny):
+    ticks = iter(range(0, 10_000, 10))  # every reading of the clock is 10 s later
+    c, _ = ctx(tiny, budget=30.0, clock=lambda: float(next(ticks)))
+    out = dataloader.run(c, DataloaderConfig(loaders=("torchvision",), batch_size=4,
+                                             image_size=32, workers=(0,), batches=5))
+    (m,) = [m for m in out.measurements if m.metric == "throughput"]
+    assert m.context["stopped_by"] == "budget" and m.context["batches"] == 2
+
+
+def test_probe_skips_what_the_budget_no_longer_allows(tiny):
+    c, _ = ctx(tiny, budget=0.0)
+    with pytest.raises(ProbeSkipped, match="time budget ran out"):
+        dataloader.run(c, DataloaderConfig(loaders=("torchvision",), batch_size=4,
+                                           image_size=32, workers=(0, 1), batches=2))
+
+
+def test_auto_workers_sweep_up_to_the_cores():
+    assert dataloader.auto_workers(8, quick=False) == (0, 1, 2, 4, 8)
+    assert dataloader.auto_workers(6, quick=False) == (0, 1, 2, 4, 6)
+    assert dataloader.auto_workers(1, quick=False) == (0, 1)
+    assert dataloader.auto_workers(8, quick=True) == (0, 8)
