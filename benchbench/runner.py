@@ -27,7 +27,10 @@ from benchbench.worker import ProbeJob
 # Under --quick the probes that run share this many seconds (the whole `run --quick` must stay
 # within 90 s on a 2-core box, with worker start-up and reporting on top).
 QUICK_TOTAL_S = 60.0
+# Without --quick each probe gets up to 60 s, and all of them together about 4 minutes, so
+# that a default run stays within 5 minutes on a 2-core box with every probe selected.
 DEFAULT_PROBE_S = 60.0
+DEFAULT_TOTAL_S = 240.0
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
@@ -36,12 +39,12 @@ def utc_now() -> str:
 
 
 def probe_budget(n_running: int, quick: bool, time_budget: float | None) -> float:
-    """Seconds each probe may spend: --time-budget, else a share of the quick total, else 60."""
+    """Seconds each probe may spend: --time-budget, else an equal share of the total."""
     if time_budget:
         return float(time_budget)
     if quick:
         return QUICK_TOTAL_S / max(1, n_running)
-    return DEFAULT_PROBE_S
+    return min(DEFAULT_PROBE_S, DEFAULT_TOTAL_S / max(1, n_running))
 
 
 def hard_limit(budget_s: float) -> float:

@@ -95,6 +95,7 @@ def test_interrupt_keeps_finished_probes(tmp_path):
 def test_budgets():
     assert probe_budget(3, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 3)
     assert probe_budget(3, quick=False, time_budget=None) == 60.0
+    assert probe_budget(8, quick=False, time_budget=None) == pytest.approx(30.0)
     assert probe_budget(3, quick=True, time_budget=7) == 7.0
     assert hard_limit(10) == 70 and hard_limit(100) == 300
 
