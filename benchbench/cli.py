@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, metavar="N",
                    help="fewest timed samples per measurement (default 5, 3 with --quick)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="seconds per probe (default: up to 60, the probes sharing 240 s; "
-                        "--quick shares 60 s)")
+                   help="seconds per probe (default: a weighted share of 210 s, 60 s with "
+                        "--quick)")
     r.set_defaults(func=commands.run)
 
     rep = sub.add_parser("report", help="re-render report.md from a saved results.json")

@@ -26,6 +26,7 @@ class ProbeSpec:
     cpu_resource: str
     requires_gpu: bool = False
     needs_data: bool = False  # reads the dataset (the user's --data-dir or a generated one)
+    budget_weight: float = 1.0  # its share of a shared time budget, relative to other probes
     # device- and --quick-dependent defaults, applied before --config and --set
     defaults: Callable[[str, bool], dict[str, Any]] = field(default=_no_defaults)
 

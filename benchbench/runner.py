@@ -27,10 +27,10 @@ from benchbench.worker import ProbeJob
 # Under --quick the probes that run share this many seconds (the whole `run --quick` must stay
 # within 90 s on a 2-core box, with worker start-up and reporting on top).
 QUICK_TOTAL_S = 60.0
-# Without --quick each probe gets up to 60 s, and all of them together about 4 minutes, so
-# that a default run stays within 5 minutes on a 2-core box with every probe selected.
+# Without --quick a probe of weight 1 gets up to 60 s, and all of them together 3.5 minutes,
+# so that a default run, dataset generation included, stays within 5 minutes on 2 cores.
 DEFAULT_PROBE_S = 60.0
-DEFAULT_TOTAL_S = 240.0
+DEFAULT_TOTAL_S = 210.0
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
@@ -38,13 +38,16 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def probe_budget(n_running: int, quick: bool, time_budget: float | None) -> float:
-    """Seconds each probe may spend: --time-budget, else an equal share of the total."""
+def probe_budget(weight: float, total_weight: float, quick: bool,
+                 time_budget: float | None) -> float:
+    """Seconds one probe may spend: --time-budget, else its weighted share of the total
+    (training steps cost more than a matmul sweep, so those probes weigh more)."""
     if time_budget:
         return float(time_budget)
+    share = weight / max(total_weight, 1e-9)
     if quick:
-        return QUICK_TOTAL_S / max(1, n_running)
-    return min(DEFAULT_PROBE_S, DEFAULT_TOTAL_S / max(1, n_running))
+        return QUICK_TOTAL_S * share
+    return min(DEFAULT_PROBE_S * weight, DEFAULT_TOTAL_S * share)
 
 
 def hard_limit(budget_s: float) -> float:
@@ -129,8 +132,7 @@ class Runner:
         specs = self.selected()
         no_gpu = self.facts.get("no_gpu_reason")
         skip = {s.name: s.skip_reason(self.device, no_gpu) for s in specs}
-        budget = probe_budget(sum(1 for s in specs if skip[s.name] is None), self.cfg.quick,
-                              self.cfg.time_budget)
+        total_weight = sum(s.budget_weight for s in specs if skip[s.name] is None)
         results.save(self.run, self.results_path)
         interrupted = False
         for i, spec in enumerate(specs):
@@ -141,6 +143,8 @@ class Runner:
                                  reason=skip[spec.name], started_at=started, duration_s=0.0)
             else:
                 try:
+                    budget = probe_budget(spec.budget_weight, total_weight, self.cfg.quick,
+                                          self.cfg.time_budget)
                     pr = self._run_one(spec, budget, started)
                 except Cancelled:
                     interrupted = True

@@ -93,20 +93,10 @@ def test_interrupt_keeps_finished_probes(tmp_path):
 
 
 def test_budgets():
-    assert probe_budget(3, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 3)
-    assert probe_budget(3, quick=False, time_budget=None) == 60.0
-    assert probe_budget(8, quick=False, time_budget=None) == pytest.approx(30.0)
-    assert probe_budget(3, quick=True, time_budget=7) == 7.0
+    assert probe_budget(1, 3, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 3)
+    assert probe_budget(2, 4, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 2)
+    assert probe_budget(1, 3, quick=False, time_budget=None) == 60.0  # capped
+    assert probe_budget(1, 10, quick=False, time_budget=None) == pytest.approx(21.0)
+    assert probe_budget(2, 10, quick=False, time_budget=None) == pytest.approx(42.0)
+    assert probe_budget(1, 3, quick=True, time_budget=7) == 7.0
     assert hard_limit(10) == 70 and hard_limit(100) == 300
-
-
-def test_previous_results_and_artifacts_reach_later_probes(tmp_path):
-    runner, iso = make(tmp_path, {"matmul": ok(artifacts=["matmul/raw.json"]),
-                                  "memory_bandwidth": ok()},
-                       only=("matmul", "memory_bandwidth"))
-    assert runner.execute() == EXIT_OK
-    first, second = (job for job, _ in iso.jobs)
-    assert first.inputs.previous == {} and first.inputs.run_dir == str(tmp_path)
-    assert second.inputs.previous["matmul"]["measurements"][0]["metric"] == "flops"
-    saved = results.load(tmp_path)
-    assert saved.extra["artifacts"] == [{"probe": "matmul", "path": "matmul/raw.json"}]

@@ -212,3 +212,12 @@ def test_seq_len_beyond_the_auto_preset_is_refused_before_work(tmp_path):
     with pytest.raises(ConfigError, match="larger than the small model supports"):
         Runner(registry, cfg, tmp_path / "r", [], {"cuda_available": False}, {}, None)
     assert not (tmp_path / "r").exists()
+
+
+def test_plan_steps_shrinks_to_the_budget_but_not_below_two():
+    c = ctx()
+    c.budget = Budget(27.0, clock=lambda: 0.0)  # a frozen clock: exactly 27 s remain
+    assert _training.plan_steps(c, 6.5, wanted=5, items_left=2) == 2  # share 13.5 s
+    assert _training.plan_steps(c, 1.0, wanted=5, items_left=2) == 5
+    assert _training.plan_steps(c, 1.0, wanted=50, items_left=1) == 27
+    assert _training.plan_steps(c, 30.0, wanted=5, items_left=2) is None

@@ -58,6 +58,6 @@ def percent(x: float) -> str:
 
 
 def key_value(name: str, v: Any) -> str:
-    if name.endswith("size_bytes") or name == "size_bytes":
-        return iec(v)
+    if (name.endswith("size_bytes") or name == "bs") and isinstance(v, (int, float)):
+        return iec(v)  # byte counts in keys: buffer sizes, block sizes
     return str(v)

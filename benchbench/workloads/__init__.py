@@ -83,7 +83,9 @@ def _pipeline_defaults(device: str, quick: bool) -> dict[str, Any]:
     # The best precision the device has: bf16 where the tensor cores do it, else fp16 (V100,
     # T4); fp32 on a CPU, where bf16 is usually emulated and far slower.
     precisions = ("amp_bf16", "amp_fp16") if device == "cuda" else ("fp32",)
-    return {**_resnet50_defaults(device, quick), "precisions": precisions}
+    # On a CPU a 224 px step at batch 16 takes seconds; 8 keeps both halves within budget.
+    cpu_batch = {"batch_size": 8} if device == "cpu" else {}
+    return {**_resnet50_defaults(device, quick), "precisions": precisions, **cpu_batch}
 
 
 SPECS = (
@@ -117,6 +119,7 @@ SPECS = (
     ),
     ProbeSpec(
         name="resnet50",
+        budget_weight=2.0,
         description="ResNet50 training-step throughput per precision (images/s), synthetic "
                     "data on the device",
         config_cls=ResNet50Config,
@@ -127,6 +130,7 @@ SPECS = (
     ),
     ProbeSpec(
         name="transformer",
+        budget_weight=2.0,
         description="GPT-style decoder training throughput per precision (tokens/s) and "
                     "FLOPs per token for MFU",
         config_cls=TransformerConfig,
@@ -152,6 +156,7 @@ SPECS = (
 # Runs after dataloader (it reuses the best loader configuration) and after storage.
 PIPELINE_SPEC = ProbeSpec(
     name="pipeline",
+    budget_weight=2.0,
     description="the real input pipeline feeding the ResNet50 training step: total_ips against "
                 "compute_ips (accelerator utilisation), data wait and compute per step",
     config_cls=PipelineConfig,

@@ -179,13 +179,14 @@ def fits(build: Callable[[int], Step], dev: str) -> Callable[[int], bool]:
 
 
 def plan_steps(ctx: ProbeContext, est_step_s: float, wanted: int, items_left: int) -> int | None:
-    """Timed steps that fit this item's share of the budget (at least min_repeats), or None
-    when even that many would overrun it by more than 2x."""
+    """Timed steps that fit this item's share of the budget: `wanted`, or fewer when the
+    budget is short, but never under 2 since the warm-up is already paid; None when even 2
+    would overrun the share by more than 3x."""
     share = ctx.budget.remaining() / max(1, items_left)
-    fewest = ctx.policy.min_repeats
-    if est_step_s * fewest > 2 * share:
+    if est_step_s * 2 > 3 * share:
         return None
-    return max(fewest, min(wanted, math.floor(share / est_step_s) if est_step_s > 0 else wanted))
+    fit = math.floor(share / est_step_s) if est_step_s > 0 else wanted
+    return min(wanted, max(2, fit))
 
 
 def warm_up(step: Step, ctx: ProbeContext, dev: str) -> float:
@@ -270,7 +271,8 @@ def run_training(ctx: ProbeContext, dev: str, precisions: tuple[str, ...],
                     raise
                 est = 0.0  # unknown: the back-off below finds a batch that fits
             free_memory()
-            if est * (ctx.policy.warmup_steps + ctx.policy.min_repeats + 1) > 2 * (
+            # 3x slack: the batch-2 estimate scales linearly and so errs high.
+            if est * (ctx.policy.warmup_steps + ctx.policy.min_repeats + 1) > 3 * (
                     ctx.budget.remaining() / items_left):
                 notes.append(f"{name} skipped, because one step at batch {batch} would take "
                              f"~{est:.3g} s, beyond its time budget")
