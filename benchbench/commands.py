@@ -107,7 +107,10 @@ def _dataset(cfg: RunConfig, registry: Registry) -> dict[str, Any] | None:
 
     ds_cfg = DatasetConfig(**cfg.overrides.get("dataset", {}))
     with task_progress("generating the synthetic dataset") as progress:
-        return dataset.ensure_synthetic(ds_cfg, cfg.quick, progress=progress)
+        try:
+            return dataset.ensure_synthetic(ds_cfg, cfg.quick, progress=progress)
+        except dataset.DatasetError as exc:  # e.g. a full disk or a read-only cache folder
+            raise UsageError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
