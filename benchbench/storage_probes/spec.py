@@ -21,5 +21,6 @@ SPEC = ProbeSpec(
     gpu_resource="storage",
     cpu_resource="storage",
     needs_data=True,
+    budget_weight=2.0,  # three fio jobs with repeated runs, plus the dataset's cold read
     defaults=_storage_defaults,
 )
