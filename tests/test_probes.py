@@ -129,3 +129,17 @@ def test_worker_runs_a_probe_job_and_reports_skips():
             config=HostDeviceCopyConfig(sizes=(1 << 20,)),
             facts={**facts, "cuda_device_count": 0}), lambda *a: None)
         assert skip["status"] == "skipped" and "no CUDA GPU" in skip["reason"]
+
+
+def test_pre_ampere_gpus_skip_tf32_and_bf16(monkeypatch):
+    from benchbench.workloads._devices import usable_on
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev: (7, 0))  # a V100
+    notes = []
+    got = usable_on("cuda:0", ("fp32", "tf32", "amp_bf16", "amp_fp16"), (), ("tf32", "amp_bf16"),
+                    "n/a", notes)
+    assert got == ["fp32", "amp_fp16"]
+    assert notes == [f"{m} on cuda:0 skipped, because compute capability 7.0 has no TF32/bf16 "
+                     "tensor cores" for m in ("tf32", "amp_bf16")]
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev: (9, 0))  # H100/H200
+    assert usable_on("cuda:0", ("fp32", "bf16"), (), ("bf16",), "n/a", []) == ["fp32", "bf16"]

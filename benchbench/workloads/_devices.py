@@ -59,3 +59,34 @@ def random_bytes(size: int, device: str) -> Any:
     buf[:whole].view(-1, block.numel()).copy_(block.expand(whole // block.numel(), -1))
     buf[whole:] = block[: size - whole]
     return buf
+
+
+def apply_tf32(enabled: bool) -> None:
+    """TF32 on or off for matmuls and cuDNN convolutions alike. cuDNN defaults to TF32, so a
+    true fp32 measurement must switch off both flags."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
+              ampere_only: tuple[str, ...], cpu_reason: str, notes: list[str]) -> list[str]:
+    """The modes in `wanted` that `dev` can run; each one it cannot gets a note.
+
+    TF32 and bf16 tensor cores arrive with Ampere (compute capability 8.0). Judge by the
+    hardware: torch.cuda.is_bf16_supported() says True on V100/T4 through emulation, which
+    would be measured as if it were the real thing.
+    """
+    import torch
+
+    if dev == "cpu":
+        notes += [f"{m} on cpu skipped, because {cpu_reason}" for m in wanted
+                  if m not in cpu_allowed]
+        return [m for m in wanted if m in cpu_allowed]
+    major, minor = torch.cuda.get_device_capability(dev)
+    if major >= 8:
+        return list(wanted)
+    notes += [f"{m} on {dev} skipped, because compute capability {major}.{minor} has no "
+              "TF32/bf16 tensor cores" for m in wanted if m in ampere_only]
+    return [m for m in wanted if m not in ampere_only]

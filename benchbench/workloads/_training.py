@@ -21,7 +21,7 @@ import torch
 from benchbench.probe import ProbeContext
 from benchbench.results import Measurement
 from benchbench.stats import median
-from benchbench.workloads._devices import is_oom
+from benchbench.workloads._devices import apply_tf32, is_oom, usable_on
 
 Step = Callable[[], None]
 CPU_PRECISIONS = ("fp32", "amp_bf16")
@@ -44,29 +44,9 @@ PRECISIONS = {
 }
 
 
-def apply_tf32(enabled: bool) -> None:
-    """cuDNN convolutions default to TF32, so a true fp32 run must switch off both flags."""
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    torch.backends.cudnn.allow_tf32 = enabled
-
-
 def usable_precisions(dev: str, wanted: tuple[str, ...], notes: list[str]) -> list[str]:
-    if dev == "cpu":
-        for p in wanted:
-            if p not in CPU_PRECISIONS:
-                notes.append(f"{p} on cpu skipped, because the CPU path trains in fp32 and "
-                             "amp_bf16 only")
-        return [p for p in wanted if p in CPU_PRECISIONS]
-    major, minor = torch.cuda.get_device_capability(dev)
-    usable = []
-    for p in wanted:
-        # is_bf16_supported() says True on V100/T4 through emulation: judge by the hardware.
-        if p in ("tf32", "amp_bf16") and major < 8:
-            notes.append(f"{p} on {dev} skipped, because compute capability {major}.{minor} "
-                         "has no TF32/bf16 tensor cores")
-        else:
-            usable.append(p)
-    return usable
+    return usable_on(dev, wanted, CPU_PRECISIONS, ("tf32", "amp_bf16"),
+                     "the CPU path trains in fp32 and amp_bf16 only", notes)
 
 
 def make_step(loss_fn: Callable[[], torch.Tensor], optimizer: torch.optim.Optimizer,

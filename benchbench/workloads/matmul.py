@@ -14,35 +14,22 @@ import torch
 
 from benchbench.probe import ProbeContext, ProbeOutput, peak_of, throughput
 from benchbench.probe_configs import MatmulConfig
-from benchbench.workloads._devices import budget_allows, gpu_indices, is_oom
+from benchbench.workloads._devices import (
+    apply_tf32,
+    budget_allows,
+    gpu_indices,
+    is_oom,
+    usable_on,
+)
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
                 "fp16": torch.float16}
 CPU_DTYPES = ("fp32", "bf16")  # TF32 is a GPU tensor-core mode; fp16 GEMM on CPU is emulated
 
 
-def _set_tf32(enabled: bool) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    torch.backends.cudnn.allow_tf32 = enabled
-
-
 def _usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str]) -> list[str]:
-    if dev == "cpu":
-        for d in wanted:
-            if d not in CPU_DTYPES:
-                notes.append(f"{d} on cpu skipped, because the CPU path measures fp32 and bf16")
-        return [d for d in wanted if d in CPU_DTYPES]
-    major, minor = torch.cuda.get_device_capability(dev)
-    usable = []
-    for d in wanted:
-        # bf16 and TF32 tensor cores arrive with Ampere (8.0). is_bf16_supported() says True on
-        # V100/T4 through emulation, which would be measured as if it were the real thing.
-        if d in ("bf16", "tf32") and major < 8:
-            notes.append(f"{d} on {dev} skipped, because compute capability {major}.{minor} "
-                         f"has no {d} tensor cores")
-        else:
-            usable.append(d)
-    return usable
+    return usable_on(dev, wanted, CPU_DTYPES, ("tf32", "bf16"),
+                     "the CPU path measures fp32 and bf16", notes)
 
 
 def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
@@ -55,7 +42,7 @@ def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
     done = 0
     measurements = []
     for dev, dt in plan:
-        _set_tf32(dt == "tf32")
+        apply_tf32(dt == "tf32")
         per_size = []
         last: tuple[int, float] | None = None  # (n, seconds per call) of the previous size
         for n in sizes:
@@ -82,7 +69,7 @@ def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
             measurements.extend(per_size)
             measurements.append(
                 peak_of("peak_flops", {"device": dev, "dtype": dt}, per_size, "size", "FLOP/s"))
-    _set_tf32(False)
+    apply_tf32(False)
     ctx.progress("done", total, total)
     return ProbeOutput(measurements, notes=notes,
                        params={"sizes": sizes, "dtypes": list(cfg.dtypes)})

@@ -20,11 +20,11 @@ from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import PipelineConfig
 from benchbench.results import Measurement
 from benchbench.stats import median
+from benchbench.workloads._devices import apply_tf32
 from benchbench.workloads._loaders import build_loader
 from benchbench.workloads._training import (
     PRECISIONS,
     Step,
-    apply_tf32,
     plan_steps,
     step_measurements,
     sync,
