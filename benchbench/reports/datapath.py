@@ -25,15 +25,14 @@ def section(run: RunResult) -> list[str]:
                 "(files in the page cache).", ""]
     rows = analysis.accelerator_utilisation(run)
     if rows:
-        out += ["| loader | workers | total_ips | compute_ips | AU | |", "|---" * 6 + "|"]
-        for r in rows:
-            verdict = "passes" if r["passes"] else (
-                f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data")
-            out.append(f"| {r['key']['loader']} | {r['key']['workers']} | "
-                       f"{fmt.value(r['total_ips'], 'samples/s')} | "
-                       f"{fmt.value(r['compute_ips'], 'samples/s')} | **{fmt.percent(r['au'])}** "
-                       f"| {verdict} |")
-        out += ["", "AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "
+        out += fmt.table(["loader", "workers", "total_ips", "compute_ips", "AU", ""], [
+            [str(r["key"]["loader"]), str(r["key"]["workers"]),
+             fmt.value(r["total_ips"], "samples/s"), fmt.value(r["compute_ips"], "samples/s"),
+             f"**{fmt.percent(r['au'])}**",
+             "passes" if r["passes"] else
+             f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data"]
+            for r in rows])
+        out += ["AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "
                 "the real loader feeding the real training step, against synthetic data on the "
                 "device, same batch, size and precision.", ""]
     return ["## Data path", "", *out] if out else []

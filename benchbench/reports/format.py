@@ -61,3 +61,14 @@ def key_value(name: str, v: Any) -> str:
     if (name.endswith("size_bytes") or name == "bs") and isinstance(v, (int, float)):
         return iec(v)  # byte counts in keys: buffer sizes, block sizes
     return str(v)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table (cells escaped) followed by a blank line."""
+
+    def esc(cell: str) -> str:
+        return str(cell).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return lines + [""]

@@ -11,15 +11,6 @@ from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.stats import UNSTABLE_CV, summarize
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def esc(cell: str) -> str:
-        return str(cell).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-    return lines + [""]
-
-
 def _yes_no(v: Any) -> str:
     return "?" if v is None else ("on" if v else "off")
 
@@ -62,7 +53,7 @@ def environment_section(env: dict[str, Any]) -> list[str]:
     if st:
         rows.append(["Output storage", f"{st.get('path')} on {st.get('fstype')} "
                                        f"({st.get('device')})"])
-    return ["## Environment", ""] + _table(["", ""], rows)
+    return ["## Environment", ""] + fmt.table(["", ""], rows)
 
 
 def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
@@ -105,7 +96,7 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     # Summaries (statistic "max" over sizes) first: they are what a reader looks for.
     for metric in sorted(by_metric, key=lambda k: by_metric[k][0].statistic != "max"):
         header, rows = _measurement_rows(run, pr, by_metric[metric])
-        out += [f"**{metric}**", ""] + _table(header, rows)
+        out += [f"**{metric}**", ""] + fmt.table(header, rows)
     for row in analysis.gpu_spread(run, pr.name, "peak_flops", "dtype"):
         flag = " ⚠ 5% or more: check cooling, power caps and links" if row["warn"] else ""
         out.append(f"- {row['dtype']}: slowest GPU {row['slowest_device']} at "
@@ -141,7 +132,7 @@ def render(run: RunResult) -> str:
         "unless its statistic says otherwise; IQR is the middle half of the samples.", "",
     ]
     out += environment_section(run.environment)
-    out += ["## Probes", ""] + _table(
+    out += ["## Probes", ""] + fmt.table(
         ["probe", "resource", "status", "time", "note"],
         [[p.name, p.resource, p.status,
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",

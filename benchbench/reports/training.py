@@ -7,11 +7,6 @@ from benchbench.reports import format as fmt
 from benchbench.results import RunResult
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(r) + " |" for r in rows] + [""])
-
-
 def section(run: RunResult) -> list[str]:
     rows = []
     util = {str(u["key"]): u for u in analysis.transformer_utilisation(run)}
@@ -41,12 +36,12 @@ def section(run: RunResult) -> list[str]:
            "Throughput is total work over total time of the timed steps. MFU divides the "
            "achieved FLOP/s by the datasheet peak of the dtype used; mamfu by the matmul "
            "ceiling measured in this run.", ""]
-    out += _table(["model", "precision", "throughput", "batch", "steps", "peak memory", "MFU",
+    out += fmt.table(["model", "precision", "throughput", "batch", "steps", "peak memory", "MFU",
                    "mamfu"], rows)
     speedups = analysis.precision_speedups(run)
     if speedups:
         out += ["**Precision speedups**", ""]
-        out += _table(["model", "ratio", "measured", "datasheet"], [
+        out += fmt.table(["model", "ratio", "measured", "datasheet"], [
             [s["model"], s["ratio"], f"{s['measured']:.2f}x",
              f"{s['expected']:.2f}x ({s['expected_source']})" if s["expected"] else
              "no datasheet figure for this device"] for s in speedups])

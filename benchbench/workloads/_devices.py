@@ -90,3 +90,11 @@ def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
     notes += [f"{m} on {dev} skipped, because compute capability {major}.{minor} has no "
               "TF32/bf16 tensor cores" for m in wanted if m in ampere_only]
     return [m for m in wanted if m not in ampere_only]
+
+
+def sync(device: str) -> None:
+    """Wait for a GPU's queued work before reading a host clock; nothing to do on the CPU."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)

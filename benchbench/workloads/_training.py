@@ -21,7 +21,7 @@ import torch
 from benchbench.probe import ProbeContext
 from benchbench.results import Measurement
 from benchbench.stats import median
-from benchbench.workloads._devices import apply_tf32, is_oom, usable_on
+from benchbench.workloads._devices import apply_tf32, is_oom, sync, usable_on
 
 Step = Callable[[], None]
 CPU_PRECISIONS = ("fp32", "amp_bf16")
@@ -70,11 +70,6 @@ def make_step(loss_fn: Callable[[], torch.Tensor], optimizer: torch.optim.Optimi
         optimizer.zero_grad(set_to_none=True)
 
     return step
-
-
-def sync(dev: str) -> None:
-    if dev.startswith("cuda"):
-        torch.cuda.synchronize(dev)
 
 
 def time_steps(step: Step, n: int, dev: str) -> list[float]:

@@ -32,6 +32,7 @@ from benchbench.environment import usable_cores
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import DataloaderConfig
 from benchbench.results import Measurement
+from benchbench.workloads._devices import sync
 from benchbench.workloads._loaders import LoaderError, build_loader, unavailable
 
 _READ_CHUNK = 1 << 20
@@ -125,11 +126,11 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any], data
         while warmed < warmup or ctx.clock() - start < ctx.policy.warmup_s:
             next(stream)
             warmed += 1
-        _sync(loader.output_device)
+        sync(loader.output_device)
         stopped_by = "batches"
         last = ctx.clock()
         for images, _ in stream:
-            _sync(loader.output_device)
+            sync(loader.output_device)
             now = ctx.clock()
             times.append(now - last)
             sizes.append(len(images))
@@ -156,13 +157,6 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any], data
         Measurement("throughput_per_core", key, value / used, "samples/s", "total_over_time",
                     [r / used for r in rates], True, context),
     ]
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):  # dali_gpu hands over batches its CUDA stream still writes
-        import torch
-
-        torch.cuda.synchronize(device)
 
 
 def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:

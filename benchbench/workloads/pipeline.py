@@ -9,6 +9,7 @@ as MLPerf Storage does; the probe's resource is the one that result points at.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -20,14 +21,13 @@ from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import PipelineConfig
 from benchbench.results import Measurement
 from benchbench.stats import median
-from benchbench.workloads._devices import apply_tf32
+from benchbench.workloads._devices import apply_tf32, sync
 from benchbench.workloads._loaders import build_loader
 from benchbench.workloads._training import (
     PRECISIONS,
     Step,
     plan_steps,
     step_measurements,
-    sync,
     time_steps,
     usable_precisions,
     warm_up,
@@ -126,10 +126,8 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     total, _ = step_measurements(key, walls, batch, "samples/s", context)
     compute, _ = step_measurements(key, compute_times, batch, "samples/s", context)
     measurements = [
-        Measurement("total_throughput", key, total.value, total.unit, total.statistic,
-                    total.samples, True, context),
-        Measurement("compute_throughput", key, compute.value, compute.unit, compute.statistic,
-                    compute.samples, True, context),
+        dataclasses.replace(total, metric="total_throughput"),
+        dataclasses.replace(compute, metric="compute_throughput"),
         Measurement("data_wait", key, median(waits), "s", "median", waits, False,
                     {**context, "mean": sum(waits) / n}),
         Measurement("compute_time", key, median(computes), "s", "median", computes, False,
