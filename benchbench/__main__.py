@@ -2,4 +2,6 @@ import sys
 
 from benchbench.cli import main
 
-sys.exit(main())
+# Guarded: multiprocessing's spawn re-imports the main module in each child it starts.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchbench import scaling
 from benchbench.peaks import gpu_peak, pcie_rate
 from benchbench.probe_configs import PRECISION_DTYPE
 from benchbench.results import Measurement, RunResult
@@ -73,7 +74,7 @@ def gpu_spread(run: RunResult, probe: str, metric: str, group: str) -> list[dict
 
 # --- training ---------------------------------------------------------------------------------
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2  # 2: all-reduce against its link, DDP scaling and knee
 TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
@@ -178,4 +179,6 @@ def derive(run: RunResult) -> dict[str, Any]:
     return {"analysis_version": ANALYSIS_VERSION,
             "precision_speedup": precision_speedups(run),
             "transformer_utilisation": transformer_utilisation(run),
-            "accelerator_utilisation": accelerator_utilisation(run)}
+            "accelerator_utilisation": accelerator_utilisation(run),
+            "allreduce": scaling.allreduce_vs_link(run),
+            "ddp_scaling": scaling.ddp_scaling(run)}

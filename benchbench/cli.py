@@ -65,6 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("env", help="print the read-only environment snapshot")
     e.add_argument("--json", action="store_true", help="as JSON")
     e.set_defaults(func=commands.env)
+
+    sl = sub.add_parser("slurm", help="print an sbatch script that runs `run` on every GPU of "
+                                      "N Slurm nodes; submit it with sbatch")
+    sl.add_argument("--nodes", type=int, required=True, metavar="N", help="nodes to run on")
+    sl.add_argument("--gpus-per-node", type=int, required=True, metavar="G",
+                    help="GPUs per node; srun starts one task per GPU")
+    sl.add_argument("--partition", metavar="P", help="Slurm partition (default: the site's)")
+    sl.add_argument("--time", metavar="HH:MM:SS",
+                    help="time limit, HH:MM:SS or D-HH:MM:SS (default 00:30:00)")
+    sl.add_argument("--account", metavar="A", help="account to charge (default: the site's)")
+    sl.add_argument("--out", metavar="DIR",
+                    help="run folder, written by global rank 0 on the first node (default "
+                         "runs/slurm-<job id> under the directory sbatch runs in)")
+    sl.add_argument("run_args", nargs="*", metavar="-- RUN_ARGS",
+                    help="flags for `benchbench run`, after --, e.g. -- --quick --only allreduce")
+    # The run parser checks RUN_ARGS now, not after the job has waited in the queue.
+    sl.set_defaults(func=commands.slurm, parse_run_args=r.parse_args)
     return p
 
 

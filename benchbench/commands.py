@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import sys
+import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchbench import config, results
+from benchbench import analysis, config, launch, multinode, results
 from benchbench.config import ConfigError, RunConfig
 from benchbench.isolation import Cancelled, Isolator
-from benchbench.probe import RunInputs
+from benchbench.launch import DistEnv
 from benchbench.probe_configs import DatasetConfig
 from benchbench.registry import Registry, default_registry
-from benchbench.runner import EXIT_INTERRUPTED, Runner, StopFlag, default_out_dir, resolve_device
+from benchbench.runner import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Runner,
+    SilentDisplay,
+    StopFlag,
+    default_out_dir,
+    resolve_device,
+    selected_specs,
+)
 
 
 class UsageError(Exception):
@@ -89,7 +103,7 @@ def _check_storage_path(cfg: RunConfig) -> None:
         raise UsageError(f"--storage-path {cfg.storage_path}: {exc}") from None
 
 
-def _dataset(cfg: RunConfig, registry: Registry) -> dict[str, Any] | None:
+def _dataset(cfg: RunConfig, specs: list[Any]) -> dict[str, Any] | None:
     """The dataset's facts: the user's --data-dir checked, or the synthetic one generated (or
     reused from the cache) when a selected probe reads data."""
     from benchbench import dataset
@@ -99,9 +113,7 @@ def _dataset(cfg: RunConfig, registry: Registry) -> dict[str, Any] | None:
             return dataset.scan_imagefolder(cfg.data_dir)
         except dataset.DatasetError as exc:
             raise UsageError(f"--data-dir {cfg.data_dir}: {exc}") from None
-    selected = [s for s in registry if (not cfg.only or s.name in cfg.only)
-                and s.name not in cfg.skip]
-    if not any(s.needs_data for s in selected):
+    if not any(s.needs_data for s in specs):
         return None
     from benchbench.progress import task_progress
 
@@ -113,58 +125,132 @@ def _dataset(cfg: RunConfig, registry: Registry) -> dict[str, Any] | None:
             raise UsageError(str(exc)) from None
 
 
+def _launched() -> DistEnv | None:
+    try:
+        return launch.from_environ()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _prepare(args: argparse.Namespace, registry: Registry, launched: DistEnv | None
+             ) -> tuple[RunConfig, Path, dict[str, Any] | None]:
+    """Everything checked before anything is written: config, --out, storage path, dataset."""
+    cfg = build_run_config(args, registry)
+    out = Path(cfg.out) if cfg.out else default_out_dir()
+    if launched is None or launched.is_master:
+        _check_out_dir(out)
+    else:  # only rank 0 writes the run folder; this rank keeps its scratch in a temp folder
+        out = Path(tempfile.mkdtemp(prefix=f"benchbench-rank{launched.rank}-"))
+    _check_storage_path(cfg)
+    data = _dataset(cfg, selected_specs(registry, cfg, launched))
+    return cfg, out, data
+
+
+def _facts(isolator: Isolator, stop: StopFlag) -> dict[str, Any]:
+    got = isolator.call("benchbench.worker:collect_facts", None, timeout_s=300,
+                        should_stop=stop)
+    return got.value if got.ok else {
+        "cuda_available": False, "cuda_device_count": 0, "gpus": [],
+        "no_gpu_reason": f"reading the devices failed: {got.error}"}
+
+
 def run(args: argparse.Namespace) -> int:
     from benchbench import environment
     from benchbench.progress import RichDisplay
     from benchbench.reports import markdown
 
     registry = default_registry()
-    cfg = build_run_config(args, registry)
-    out = Path(cfg.out) if cfg.out else default_out_dir()
-    _check_out_dir(out)
-    _check_storage_path(cfg)
-    data = _dataset(cfg, registry)  # before signals are taken over: Ctrl-C simply stops it
+    launched = _launched()
+    isolator = Isolator() if launched else None
+    try:
+        cfg, out, data = _prepare(args, registry, launched)
+    except UsageError as exc:
+        if launched and isolator:  # tell the other ranks why, so they do not wait for us
+            try:
+                multinode.start_together(isolator, launched, str(exc))
+            except multinode.RankError:
+                pass  # our own input error is the message that matters here
+        raise
     stop = StopFlag()
     restore = stop.install()
+    scratch = out if launched and not launched.is_master else None
     try:
-        isolator = Isolator()
+        isolator = isolator or Isolator()
+        if launched:
+            try:
+                multinode.start_together(isolator, launched, None)
+            except multinode.RankError as exc:
+                raise UsageError(str(exc)) from None
         try:
-            got = isolator.call("benchbench.worker:collect_facts", None, timeout_s=300,
-                                should_stop=stop)
+            facts = _facts(isolator, stop)
         except Cancelled:
             print(f"benchbench: interrupted by {stop.signal_name}; nothing was run",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
-        facts: dict[str, Any] = got.value if got.ok else {
-            "cuda_available": False, "cuda_device_count": 0, "gpus": [],
-            "no_gpu_reason": f"reading the devices failed: {got.error}"}
         if resolve_device(cfg.device, facts) == "cuda" and not facts.get("cuda_available"):
             raise UsageError(f"--device cuda: no usable CUDA GPU here "
                              f"({facts.get('no_gpu_reason')})")
         try:
-            runner = Runner(registry, cfg, out, sys.argv[:], facts, {}, isolator, stop=stop)
+            runner = Runner(registry, cfg, out, sys.argv[:], facts, {}, isolator, stop=stop,
+                            launched=launched)
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot create: {exc.strerror}") from None
-        runner.run.environment = environment.snapshot(out, facts)
+        if launched is None or launched.is_node_leader:
+            runner.run.environment = environment.snapshot(out, facts)
+        else:
+            runner.run.environment = {"host": environment.host_snapshot()}
         if data is not None:
             runner.run.extra["dataset"] = data
-        runner.inputs = RunInputs(run_dir=str(out), data_dir=data["path"] if data else None,
-                                  dataset=data, storage_path=cfg.storage_path)
-        with RichDisplay() as display:
+        runner.inputs = dataclasses.replace(
+            runner.inputs, data_dir=data["path"] if data else None, dataset=data,
+            storage_path=cfg.storage_path)
+        with (RichDisplay() if runner.writes else nullcontext(SilentDisplay())) as display:
             runner.display = display
             code = runner.execute()
+        if launched:
+            code = _gather(isolator, launched, runner, registry, code)
+            if not launched.is_master:
+                return code
     finally:
         restore()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     results.write_atomic(out / "report.md", markdown.render(runner.run))
     print(f"results: {runner.results_path}\nreport:  {out / 'report.md'}")
     if code == EXIT_INTERRUPTED:
         print(f"benchbench: interrupted by {stop.signal_name}; finished probes were kept",
               file=sys.stderr)
     return code
+
+
+def _gather(isolator: Isolator, launched: DistEnv, runner: Runner, registry: Registry,
+            code: int) -> int:
+    """Send this rank's results to rank 0; on rank 0, merge them into the run and save it.
+    Other ranks exit 0 once their results are sent (srun --kill-on-bad-exit would otherwise
+    stop rank 0 before it writes): rank 0's exit code speaks for the run."""
+    # Rank 0 waits for the slowest node: its per-node probes may run to their hard limits.
+    timeout = runner.worst_case_s() + 300
+    try:
+        reports = multinode.gather(isolator, launched, runner.run, timeout)
+    except multinode.RankError as exc:
+        print(f"benchbench: {exc}", file=sys.stderr)
+        return EXIT_FAILED if code == EXIT_OK else code
+    if not launched.is_master:
+        print(f"benchbench: rank {launched.rank}: results sent to rank 0 "
+              f"({launched.master_addr})", file=sys.stderr)
+        return EXIT_INTERRUPTED if code == EXIT_INTERRUPTED else EXIT_OK
+    multinode.merge(runner.run, launched, reports or [],
+                    {s.name for s in registry if s.distributed})
+    runner.run.extra["derived"] = analysis.derive(runner.run)
+    runner.save()
+    elsewhere = multinode.failed_elsewhere(reports or [])
+    for line in elsewhere:
+        print(f"benchbench: failed on {line}", file=sys.stderr)
+    return EXIT_FAILED if elsewhere and code == EXIT_OK else code
 
 
 def report(args: argparse.Namespace) -> int:
@@ -214,4 +300,19 @@ def env(args: argparse.Namespace) -> int:
         print(json.dumps(snap, indent=1, default=str))
     else:
         print("\n".join(environment_section(snap)))
+    return 0
+
+
+def slurm(args: argparse.Namespace) -> int:
+    from benchbench.slurm import SlurmError, sbatch_script
+
+    try:
+        script = sbatch_script(args.nodes, args.gpus_per_node, partition=args.partition,
+                               time=args.time, account=args.account, out=args.out,
+                               run_args=args.run_args)
+    except SlurmError as exc:
+        raise UsageError(str(exc)) from None
+    if args.parse_run_args(args.run_args).out is not None:
+        raise UsageError("give the run folder as `benchbench slurm --out DIR`, before --")
+    print(script, end="")
     return 0

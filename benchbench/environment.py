@@ -274,6 +274,11 @@ def gpu_snapshot(nvml: Any = None) -> tuple[dict[str, Any], str | None]:
             "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
             "gpus": [_gpu_record(nvml, i, ncpus) for i in range(nvml.nvmlDeviceGetCount())],
         }
+        # Imported here: topology borrows this module's NVML helpers.
+        from benchbench.topology import gpu_topology
+
+        info["topology"] = _try(lambda: gpu_topology(
+            nvml, [nvml.nvmlDeviceGetHandleByIndex(g["index"]) for g in info["gpus"]]))
     finally:
         _try(nvml.nvmlShutdown)
     return info, None if info["gpus"] else "NVML reports no GPU"
@@ -322,6 +327,7 @@ def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None
         "cuda_driver": gpu_info.get("cuda_driver"),
         "gpus": gpu_info["gpus"],
         "gpus_reason": reason,
+        "topology": gpu_info.get("topology"),
         "storage": storage_snapshot(out_dir),
     }
     if facts is not None:

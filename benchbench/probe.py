@@ -43,6 +43,7 @@ class RunInputs:
     dataset: dict[str, Any] | None = None  # dataset.py's facts: source, counts, file sizes
     storage_path: str | None = None  # --storage-path: where the storage probe puts its scratch
     previous: dict[str, Any] = field(default_factory=dict)  # finished probes: name -> result dict
+    distributed: dict[str, Any] | None = None  # launch.DistEnv as a dict, when torchrun/srun
 
 
 @dataclass(frozen=True)

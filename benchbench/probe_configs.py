@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchbench.config import ConfigError, ProbeConfig, SamplingConfig, doc_field, size_field
+from benchbench.sampling import RepeatPolicy
 
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
@@ -260,3 +261,72 @@ class PipelineConfig(ResNet50Config):
             raise ConfigError(f"loader: unknown {self.loader}; choose from {', '.join(LOADERS)}")
         if self.workers is not None and self.workers < 0:
             raise ConfigError("workers must be >= 0")
+
+
+# --- distributed probes ------------------------------------------------------------------------
+
+ALLREDUCE_DTYPES = ("fp32", "fp16", "bf16")
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+@dataclass(frozen=True)
+class AllreduceConfig:
+    """Its own warm-up and iteration fields carry nccl-tests' names (-w, -n), so that its
+    figures and settings read the same as nccl-tests'."""
+
+    sizes: tuple[int, ...] | None = field(default=None, metadata={
+        "size": True, "doc": "message sizes in bytes; auto: 1K, 4K, ... 1G on GPU, 1K ... 256M "
+                             "on CPU (64M with --quick)"})
+    dtype: str = doc_field("fp32", "element type: fp32, fp16 or bf16")
+    iters: int = doc_field(20, "all-reduces per timed sample, fewer when the budget is short "
+                               "(nccl-tests' -n)")
+    warmup: int = doc_field(5, "untimed all-reduces per size (nccl-tests' -w)")
+    ranks: int | None = doc_field(None, "ranks on one node; auto: one per GPU, or 2 CPU ranks")
+    backend: str = doc_field("auto", "auto (NCCL on GPUs, gloo on CPU), nccl or gloo")
+    timeout_s: float = doc_field(60.0, "a rendezvous or collective that takes longer fails, "
+                                       "naming the rank")
+
+    def validate(self) -> None:
+        _check_positive("sizes", self.sizes)
+        _check_choices("dtype", (self.dtype,), ALLREDUCE_DTYPES)
+        _check_choices("backend", (self.backend,), BACKENDS)
+        if self.iters < 1 or self.warmup < 0:
+            raise ConfigError("iters must be at least 1 and warmup not negative")
+        if self.ranks is not None and self.ranks < 1:
+            raise ConfigError("ranks must be at least 1")
+        if self.timeout_s <= 0:
+            raise ConfigError("timeout_s must be positive")
+
+    def repeat_policy(self, min_repeats: int) -> RepeatPolicy:
+        return RepeatPolicy(min_repeats=min_repeats, max_repeats=min_repeats, warmup_s=0.0,
+                            warmup_steps=self.warmup)
+
+
+@dataclass(frozen=True)
+class DdpScalingConfig(ProbeConfig):
+    counts: tuple[int, ...] | None = doc_field(
+        None, "numbers of ranks to train on; auto: 1, 2, 4 ... up to every GPU (1 and 2 CPU "
+              "ranks)")
+    precision: str | None = doc_field(None, "auto: amp_bf16 where the GPU has it, else "
+                                            "amp_fp16; fp32 on CPU")
+    batch_size: int | None = doc_field(None, "images per rank and step; auto: 256 on GPU, 4 "
+                                             "on CPU")
+    image_size: int | None = doc_field(None, "square input side; auto: 224 on GPU, 32 on CPU")
+    channels_last: bool | None = doc_field(None, "NHWC memory format; auto: on for GPU")
+    steps: int | None = doc_field(None, "timed training steps per rank count; auto: 20 on GPU, "
+                                        "3 on CPU")
+    timeout_s: float = doc_field(120.0, "a rendezvous or collective that takes longer fails")
+
+    def validate(self) -> None:
+        super().validate()
+        _check_positive("counts", self.counts)
+        for name in ("batch_size", "steps"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"{name} must be at least 1")
+        if self.precision is not None:
+            _check_choices("precision", (self.precision,), PRECISIONS)
+        if self.image_size is not None and self.image_size < 32:
+            raise ConfigError("image_size must be at least 32 (ResNet50 downsamples 32x)")
+        if self.timeout_s <= 0:
+            raise ConfigError("timeout_s must be positive")

@@ -26,6 +26,7 @@ class ProbeSpec:
     cpu_resource: str
     requires_gpu: bool = False
     needs_data: bool = False  # reads the dataset (the user's --data-dir or a generated one)
+    distributed: bool = False  # runs on every rank of a torchrun/srun launch, not per node
     budget_weight: float = 1.0  # its share of a shared time budget, relative to other probes
     # device- and --quick-dependent defaults, applied before --config and --set
     defaults: Callable[[str, bool], dict[str, Any]] = field(default=_no_defaults)
@@ -75,7 +76,7 @@ class Registry:
 def default_registry() -> Registry:
     """Every probe benchbench ships, in the order a run executes them."""
     from benchbench.storage_probes.spec import SPEC as STORAGE_SPEC
-    from benchbench.workloads import PIPELINE_SPEC
+    from benchbench.workloads import DISTRIBUTED_SPECS, PIPELINE_SPEC
     from benchbench.workloads import SPECS as WORKLOAD_SPECS
 
-    return Registry([*WORKLOAD_SPECS, STORAGE_SPEC, PIPELINE_SPEC])
+    return Registry([*WORKLOAD_SPECS, STORAGE_SPEC, PIPELINE_SPEC, *DISTRIBUTED_SPECS])

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from benchbench import __version__, analysis, results
 from benchbench.config import RunConfig, build_probe_config
 from benchbench.isolation import Cancelled, Isolator
+from benchbench.launch import DistEnv
 from benchbench.probe import RunInputs
 from benchbench.registry import ProbeSpec, Registry
 from benchbench.results import Measurement, ProbeResult, RunResult
@@ -98,10 +99,24 @@ class StopFlag:
         return lambda: [signal.signal(s, h) for s, h in old.items()]  # type: ignore[func-returns-value]
 
 
+def selected_specs(registry: Registry, cfg: RunConfig,
+                   launched: DistEnv | None = None) -> list[ProbeSpec]:
+    """The probes this process runs, in order. Under torchrun or srun every rank runs the
+    distributed probes, first, so that all ranks reach them together; only local rank 0 of
+    each node runs the per-node ones."""
+    specs = [s for s in registry
+             if (not cfg.only or s.name in cfg.only) and s.name not in cfg.skip]
+    if launched is None:
+        return specs
+    return [s for s in specs if s.distributed] + (
+        [s for s in specs if not s.distributed] if launched.is_node_leader else [])
+
+
 class Runner:
     def __init__(self, registry: Registry, cfg: RunConfig, out_dir: Path, argv: list[str],
                  facts: dict[str, Any], environment: dict[str, Any], isolator: Isolator,
-                 display: Display | None = None, stop: StopFlag | None = None) -> None:
+                 display: Display | None = None, stop: StopFlag | None = None,
+                 launched: DistEnv | None = None) -> None:
         self.registry = registry
         self.cfg = cfg
         self.out_dir = out_dir
@@ -109,7 +124,11 @@ class Runner:
         self.isolator = isolator
         self.display = display or SilentDisplay()
         self.stop = stop or StopFlag()
-        self.inputs = RunInputs(run_dir=str(out_dir))
+        self.launched = launched
+        # Only global rank 0 writes results.json; other ranks send theirs to it at the end.
+        self.writes = launched is None or launched.is_master
+        self.inputs = RunInputs(run_dir=str(out_dir),
+                                distributed=launched.to_dict() if launched else None)
         self.device = resolve_device(cfg.device, facts)
         # Resolve every selected probe's config now, so that a bad combination (a seq_len the
         # preset cannot take) is refused before anything is measured or written.
@@ -125,15 +144,25 @@ class Runner:
         return self.out_dir / "results.json"
 
     def selected(self) -> list[ProbeSpec]:
-        return [s for s in self.registry
-                if (not self.cfg.only or s.name in self.cfg.only) and s.name not in self.cfg.skip]
+        return selected_specs(self.registry, self.cfg, self.launched)
+
+    def worst_case_s(self) -> float:
+        """The longest the selected probes can take together: the sum of their hard limits."""
+        specs = selected_specs(self.registry, self.cfg)
+        total = sum(s.budget_weight for s in specs)
+        return sum(hard_limit(probe_budget(s.budget_weight, total, self.cfg.quick,
+                                           self.cfg.time_budget)) for s in specs)
+
+    def save(self) -> None:
+        if self.writes:
+            results.save(self.run, self.results_path)
 
     def execute(self) -> int:
         specs = self.selected()
         no_gpu = self.facts.get("no_gpu_reason")
         skip = {s.name: s.skip_reason(self.device, no_gpu) for s in specs}
         total_weight = sum(s.budget_weight for s in specs if skip[s.name] is None)
-        results.save(self.run, self.results_path)
+        self.save()
         interrupted = False
         for i, spec in enumerate(specs):
             self.display.start_probe(spec.name, i, len(specs))
@@ -153,13 +182,13 @@ class Runner:
                                             "finished", started_at=started)
             pr.duration_s = round(time.monotonic() - t0, 3)
             self.run.probes.append(pr)
-            results.save(self.run, self.results_path)
+            self.save()
             self.display.end_probe(pr)
             if interrupted:
                 break
         self.run.finished_at = utc_now()
         self.run.extra["derived"] = analysis.derive(self.run)
-        results.save(self.run, self.results_path)
+        self.save()
         if interrupted:
             return EXIT_INTERRUPTED
         return EXIT_FAILED if any(p.status == "failed" for p in self.run.probes) else EXIT_OK
@@ -181,7 +210,10 @@ class Runner:
         params = dataclasses.asdict(cfg)
         outcome = self.isolator.call("benchbench.worker:run_probe", job,
                                      on_progress=self.display.update,
-                                     timeout_s=hard_limit(budget), should_stop=self.stop)
+                                     # a distributed probe may first wait out its own collective
+                                     # timeout, which names the rank that hung: let it report
+                                     timeout_s=hard_limit(budget) + getattr(cfg, "timeout_s", 0),
+                                     should_stop=self.stop)
         resource = spec.resource(self.device)
         if not outcome.ok:
             if outcome.detail:

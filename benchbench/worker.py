@@ -62,3 +62,11 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
         "measurements": [dataclasses.asdict(m) for m in out.measurements],
         "artifacts": out.artifacts,
     }
+
+
+def exchange(payload: dict[str, Any], progress: Progress) -> list[str] | None:
+    """All ranks' strings, through rank 0's store (see workloads/_ranks.exchange)."""
+    from benchbench.workloads._ranks import exchange as store_exchange
+
+    return store_exchange(payload["launched"], payload["step"], payload["value"],
+                          payload["timeout_s"], payload["to_all"])

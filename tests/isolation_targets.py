@@ -26,3 +26,19 @@ def killed(payload, progress):
 def sleepy(payload, progress):
     time.sleep(payload)
     return "woke"
+
+
+def echo_rank(comm, payload):
+    """A rank function: every rank answers; the launcher returns rank 0's."""
+    return {"rank": comm.rank, "world": comm.world_size}
+
+
+def rank_one_hangs(comm, payload):
+    """Rank 0 all-reduces; rank 1 never does, as a rank stuck in a dead peer would."""
+    import torch
+    import torch.distributed as dist
+
+    if comm.rank == 1:
+        time.sleep(3600)
+    dist.all_reduce(torch.ones(4))
+    return "unreachable"

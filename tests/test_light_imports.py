@@ -11,7 +11,9 @@ sys.modules["pynvml"] = None
 sys.modules["nvidia.dali"] = None
 import benchbench.results, benchbench.stats, benchbench.reports.markdown, benchbench.analysis
 import benchbench.config, benchbench.registry, benchbench.workloads, benchbench.cli
-import benchbench.runner, benchbench.peaks
+import benchbench.runner, benchbench.peaks, benchbench.launch, benchbench.multinode
+import benchbench.scaling, benchbench.slurm, benchbench.topology, benchbench.reports.interconnect
+import benchbench.commands
 from benchbench import results
 from benchbench.reports import markdown
 run = results.load(sys.argv[1])

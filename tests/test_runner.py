@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from benchbench import results
+from benchbench import analysis, results
 from benchbench.config import RunConfig
 from benchbench.isolation import Cancelled, Outcome
 from benchbench.registry import default_registry
@@ -64,7 +64,7 @@ def test_ok_skip_and_failure(tmp_path):
     assert saved.finished_at and saved.config["device_resolved"] == "cpu"
     assert "host_device_copy" not in [j.name for j, _ in iso.jobs]  # skipped: never ran
     assert [j.name for j, _ in iso.jobs][:2] == ["matmul", "memory_bandwidth"]
-    assert saved.extra["derived"]["analysis_version"] == 1
+    assert saved.extra["derived"]["analysis_version"] == analysis.ANALYSIS_VERSION
 
 
 def test_params_are_the_resolved_config(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench import analysis
-from benchbench.reports import datapath, training
+from benchbench.reports import datapath, interconnect, training
 from benchbench.reports import format as fmt
 from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.stats import UNSTABLE_CV, summarize
@@ -42,6 +42,9 @@ def environment_section(env: dict[str, Any]) -> list[str]:
         rows.append([f"GPU {g.get('index')}",
                      f"{g.get('name')}, {fmt.iec(g.get('memory_total') or 0)}, {link}, "
                      f"{extra}{busy}"])
+    links = _gpu_links(env.get("topology"))
+    if links:
+        rows.append(["GPU links", links])
     if env.get("driver"):
         rows.append(["Driver", f"{env.get('driver')} (CUDA driver {env.get('cuda_driver')})"])
     rows.append(["Software", f"Python {ver.get('python')}, torch {ver.get('torch')} "
@@ -54,6 +57,16 @@ def environment_section(env: dict[str, Any]) -> list[str]:
         rows.append(["Output storage", f"{st.get('path')} on {st.get('fstype')} "
                                        f"({st.get('device')})"])
     return ["## Environment", ""] + fmt.table(["", ""], rows)
+
+
+def _gpu_links(topology: dict[str, Any] | None) -> str | None:
+    """GPU pairs grouped by the path NVML reports between them: '0-1, 2-3: NVLink ×4 (P2P
+    ok)'."""
+    groups: dict[str, list[str]] = {}
+    for p in (topology or {}).get("pairs") or []:
+        label = f"{p.get('path')} (P2P {p.get('p2p_read') or '?'})"
+        groups.setdefault(label, []).append(f"{p['a']}-{p['b']}")
+    return "; ".join(f"{', '.join(pairs)}: {label}" for label, pairs in groups.items()) or None
 
 
 def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
@@ -139,6 +152,7 @@ def render(run: RunResult) -> str:
           p.reason or ""] for p in run.probes])
     out += training.section(run)
     out += datapath.section(run)
+    out += interconnect.section(run)
     for pr in run.probes:
         if pr.status == "ok":
             out += _probe_section(run, pr)

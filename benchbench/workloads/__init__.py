@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench.probe_configs import (
+    AllreduceConfig,
     DataloaderConfig,
+    DdpScalingConfig,
     HostDeviceCopyConfig,
     MatmulConfig,
     MemoryBandwidthConfig,
@@ -88,6 +90,28 @@ def _pipeline_defaults(device: str, quick: bool) -> dict[str, Any]:
     return {**_resnet50_defaults(device, quick), "precisions": precisions, **cpu_batch}
 
 
+def _allreduce_defaults(device: str, quick: bool) -> dict[str, Any]:
+    # nccl-tests' usual sweep is 8 B to 8 GB; 1K..1G x4 covers the latency- and the
+    # bandwidth-bound ends. CPU ranks stop lower: gloo moves ~1 GB/s on a small box.
+    top = 1024**3 if device == "cuda" else (64 if quick else 256) * MiB
+    sizes = []
+    size = 1024
+    while size <= top:
+        sizes.append(size)
+        size *= 4
+    return {"sizes": tuple(sizes), "timeout_s": 30.0 if quick else 60.0}
+
+
+def _ddp_defaults(device: str, quick: bool) -> dict[str, Any]:
+    if device == "cuda":
+        return {"steps": 10 if quick else 20, "warmup_steps": 3 if quick else 5,
+                "image_size": 224, "batch_size": 256, "channels_last": True}
+    # A functional check on CPU: two ranks share the cores, so the figures are contention.
+    return {"steps": 2 if quick else 3, "warmup_steps": 1, "image_size": 32,
+            "batch_size": 4, "channels_last": False, "counts": (1, 2),
+            "timeout_s": 60.0 if quick else 120.0}
+
+
 SPECS = (
     ProbeSpec(
         name="matmul",
@@ -149,6 +173,35 @@ SPECS = (
         cpu_resource="cpu_dataloading",
         needs_data=True,
         defaults=_dataloader_defaults,
+    ),
+)
+
+
+# Distributed probes: they run first under torchrun or srun, where every rank must reach them
+# together (see runner.py).
+DISTRIBUTED_SPECS = (
+    ProbeSpec(
+        name="allreduce",
+        description="torch.distributed all_reduce time, algbw and busbw (nccl-tests' "
+                    "definitions) from 1K to 1G, NCCL across GPUs or gloo across CPU ranks",
+        config_cls=AllreduceConfig,  # type: ignore[arg-type]
+        impl="benchbench.workloads.allreduce",
+        gpu_resource="interconnect",
+        cpu_resource="interconnect",
+        distributed=True,
+        defaults=_allreduce_defaults,
+    ),
+    ProbeSpec(
+        name="ddp_scaling",
+        budget_weight=2.0,
+        description="DistributedDataParallel ResNet50 throughput at 1, 2, 4 ... GPUs: scaling "
+                    "efficiency and the cost knee",
+        config_cls=DdpScalingConfig,
+        impl="benchbench.workloads.ddp_scaling",
+        gpu_resource="interconnect",
+        cpu_resource="interconnect",
+        distributed=True,
+        defaults=_ddp_defaults,
     ),
 )
 

@@ -1,0 +1,149 @@
+"""Probe `ddp_scaling`: DistributedDataParallel ResNet50 throughput at 1, 2, 4 ... ranks.
+
+Weak scaling, as data-parallel training runs: every rank trains its own batch of synthetic
+images on its own GPU, and DDP all-reduces the gradients (overlapped with the backward pass).
+The ranks start once; each count trains on a sub-group of the first N ranks while the others
+wait. A step's time is the slowest rank's. Efficiency and the cost knee are derived from these
+throughputs in analysis.py. On CPU ranks that share a few cores this is a functional check.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probe_configs import DdpScalingConfig
+from benchbench.results import Measurement
+from benchbench.workloads._devices import apply_tf32, usable_on
+from benchbench.workloads._ranks import RankFailure, run_ranks
+from benchbench.workloads._training import (
+    PRECISIONS,
+    free_memory,
+    step_measurements,
+    time_steps,
+)
+from benchbench.workloads.resnet50 import ResNetTrainer, prepare_device
+
+
+def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
+    """1, 2, 4 ... and the world size itself, or the requested counts that fit."""
+    if requested:
+        return sorted({n for n in requested if n <= world})
+    out, n = [], 1
+    while n < world:
+        out.append(n)
+        n *= 2
+    return [*out, world]
+
+
+def _plan(est_s: float, steps: int, share_s: float) -> int | None:
+    if est_s * 2 > 3 * share_s:
+        return None
+    return max(2, min(steps, int(share_s / max(est_s, 1e-9))))
+
+
+def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """The rank function: for each count, the first N ranks train while the rest wait."""
+    if job.get("threads"):
+        torch.set_num_threads(job["threads"])
+    precision = PRECISIONS[job["precision"]]
+    apply_tf32(precision.tf32)
+    prepare_device(comm.device)
+    deadline = time.monotonic() + job["work_s"]
+    rows, notes = [], []
+    counts = job["counts"]
+    for i, n in enumerate(counts):
+        comm.progress(f"{n} rank(s)", i, len(counts))
+        group = dist.new_group(list(range(n)))
+        member = comm.rank < n
+        step, est = None, 0.0
+        if member:
+            trainer = ResNetTrainer(comm.device, job["channels_last"], False)
+            trainer.forward = DistributedDataParallel(
+                trainer.forward, process_group=group,
+                device_ids=[torch.device(comm.device)] if comm.device != "cpu" else None)
+            trainer.set_synthetic_batch(job["batch"], job["image_size"])
+            step = trainer.step(precision)
+            for _ in range(max(1, job["warmup_steps"])):
+                step()
+            est = max(time_steps(step, 1, comm.device))
+        est = max(comm.max_over_ranks([est]))
+        share = max(0.0, deadline - time.monotonic()) / (len(counts) - i)
+        planned = comm.decide(_plan(est, job["steps"], share))
+        if planned is None:
+            notes.append(f"{n} ranks and more skipped, because one step takes ~{est:.3g} s, "
+                         "beyond the time budget")
+            break
+        times = time_steps(step, planned, comm.device) if member else [0.0] * planned
+        rows.append({"ranks": n, "step_s": comm.max_over_ranks(times)})
+        step = trainer = None  # noqa: F841 - free the model before the next count
+        dist.destroy_process_group(group)
+        free_memory()
+    comm.progress("done", len(counts), len(counts))
+    return {"rows": rows, "notes": notes, "hosts": comm.gather([comm.host, comm.node])}
+
+
+def _precision(cfg: DdpScalingConfig, dev: str, notes: list[str]) -> str:
+    if cfg.precision:
+        usable = usable_on(dev, (cfg.precision,), ("fp32", "amp_bf16"), ("tf32", "amp_bf16"),
+                           "CPU ranks train in fp32 or amp_bf16", notes)
+        if not usable:
+            raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
+        return cfg.precision
+    if dev == "cpu":
+        return "fp32"  # bf16 is emulated on most CPUs, and far slower
+    major, _ = torch.cuda.get_device_capability(dev)
+    return "amp_bf16" if major >= 8 else "amp_fp16"
+
+
+def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
+    launched = ctx.inputs.distributed
+    if ctx.device == "cuda":
+        local = int(ctx.facts.get("cuda_device_count", 0))
+        if local == 0:
+            raise ProbeSkipped("no CUDA GPU is visible to torch")
+        backend = "nccl" if dist.is_nccl_available() else "gloo"
+    else:
+        local, backend = 2, "gloo"
+    world = launched["world_size"] if launched else local
+    notes: list[str] = []
+    precision = _precision(cfg, "cuda:0" if ctx.device == "cuda" else "cpu", notes)
+    counts = counts_for(world, cfg.counts)
+    if not counts:
+        raise ProbeSkipped(f"no requested count fits {world} ranks")
+    job = {"counts": counts, "precision": precision, "batch": cfg.batch_size,
+           "image_size": cfg.image_size, "channels_last": bool(cfg.channels_last),
+           "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
+           "work_s": ctx.budget.remaining(),
+           # CPU ranks split the cores between them instead of oversubscribing them.
+           "threads": max(1, (os.cpu_count() or 1) // local) if ctx.device == "cpu" else None}
+    try:
+        answer = run_ranks(ctx, "ddp_scaling", "benchbench.workloads.ddp_scaling:train", job,
+                           backend, local, cfg.timeout_s, ctx.budget.remaining())
+    except RankFailure as exc:
+        raise RuntimeError(str(exc)) from None
+    params = {"precision": precision, "counts": counts, "backend": backend,
+              "world_size": world}
+    if launched and launched["rank"] != 0:
+        return ProbeOutput([], params=params, notes=["measured on rank 0"])
+    hosts = sorted({host for host, _ in answer["hosts"] or []})
+    context: dict[str, Any] = {"backend": backend, "hosts": hosts, "weak_scaling": True,
+                               "batch_per_rank": cfg.batch_size, "sample": "slowest rank"}
+    if ctx.device == "cpu":
+        context["functional_check_only"] = (
+            f"{world if not launched else 'the'} CPU ranks share each node's {os.cpu_count()} "
+            "cores: the figures show CPU contention, not the interconnect")
+    out: list[Measurement] = []
+    for row in answer["rows"]:
+        key = {"ranks": row["ranks"], "precision": precision, "batch_per_rank": cfg.batch_size,
+               "image_size": cfg.image_size, "backend": backend}
+        samples_per_step = float(cfg.batch_size * row["ranks"])
+        out += step_measurements(key, row["step_s"], samples_per_step, "samples/s",
+                                 {**context, "steps": len(row["step_s"])})
+    return ProbeOutput(out, params=params, notes=notes + list(answer["notes"]))
