@@ -74,7 +74,7 @@ def gpu_spread(run: RunResult, probe: str, metric: str, group: str) -> list[dict
 
 # --- training ---------------------------------------------------------------------------------
 
-ANALYSIS_VERSION = 2  # 2: all-reduce against its link, DDP scaling and knee
+ANALYSIS_VERSION = 3  # 2: all-reduce against its link, DDP scaling; 3: the verdict
 TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),

@@ -10,6 +10,8 @@ import argparse
 import sys
 
 from benchbench import __version__, commands
+from benchbench.doctor import SCENARIOS
+from benchbench.probe_configs import WORKLOADS
 
 EXIT_USAGE = 2
 
@@ -46,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder on the filesystem the storage probe measures (default: the "
                         "data dir's, else --out's)")
     r.add_argument("--label", metavar="TEXT", help="a name for this run in reports and compare")
+    r.add_argument("--workload", choices=WORKLOADS,
+                   help="the workload the top-level verdict is for (default resnet50)")
     r.add_argument("--repeats", type=int, metavar="N",
                    help="fewest timed samples per measurement (default 5, 3 with --quick)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
@@ -56,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render report.md from a saved results.json")
     rep.add_argument("results", metavar="RESULTS.json", help="a results.json or a run folder")
     rep.add_argument("--out", metavar="DIR", help="where to write (default: beside the results)")
+    rep.add_argument("--workload", choices=WORKLOADS,
+                     help="the workload the verdict is for (default: the run's, else resnet50)")
     rep.set_defaults(func=commands.report)
 
     ls = sub.add_parser("list", help="every probe, its resource, and whether it would run here")
@@ -65,6 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("env", help="print the read-only environment snapshot")
     e.add_argument("--json", action="store_true", help="as JSON")
     e.set_defaults(func=commands.env)
+
+    doc = sub.add_parser("doctor", help="read-only configuration checks (RAM, cores, storage, "
+                                        "driver, persistence, PCIe, throttling, ECC, network) "
+                                        "with fixes to run; exit 1 when one fails")
+    doc.add_argument("results", nargs="?", metavar="RESULTS",
+                     help="check this saved run (a results.json or run folder) instead of "
+                          "this machine now")
+    doc.add_argument("--json", action="store_true", help="as JSON")
+    doc.add_argument("--scenario", choices=list(SCENARIOS),
+                     help="also hold the machine against the buyer's guide's recommended "
+                          "configuration for this workload")
+    doc.set_defaults(func=commands.doctor)
 
     sl = sub.add_parser("slurm", help="print an sbatch script that runs `run` on every GPU of "
                                       "N Slurm nodes; submit it with sbatch")

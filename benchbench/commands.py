@@ -13,11 +13,11 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchbench import analysis, config, launch, multinode, results
+from benchbench import config, launch, multinode, results
 from benchbench.config import ConfigError, RunConfig
 from benchbench.isolation import Cancelled, Isolator
 from benchbench.launch import DistEnv
-from benchbench.probe_configs import DatasetConfig
+from benchbench.probe_configs import AnalysisConfig, DatasetConfig
 from benchbench.registry import Registry, default_registry
 from benchbench.runner import (
     EXIT_FAILED,
@@ -53,7 +53,10 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
         toml_data = config.read_toml(args.config) if args.config else {}
         file_run = config.run_section(toml_data)
         overrides = config.collect_overrides(
-            {**registry.config_classes(), "dataset": DatasetConfig}, toml_data, args.set or [])
+            {**registry.config_classes(), "dataset": DatasetConfig, "analysis": AnalysisConfig},
+            toml_data, args.set or [])
+        if getattr(args, "workload", None):
+            overrides.setdefault("analysis", {})["workload"] = args.workload
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     only = _names(args.only, registry, "--only") or _names(
@@ -157,7 +160,6 @@ def _facts(isolator: Isolator, stop: StopFlag) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from benchbench import environment
     from benchbench.progress import RichDisplay
-    from benchbench.reports import markdown
 
     registry = default_registry()
     launched = _launched()
@@ -219,8 +221,8 @@ def run(args: argparse.Namespace) -> int:
         restore()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    results.write_atomic(out / "report.md", markdown.render(runner.run))
-    print(f"results: {runner.results_path}\nreport:  {out / 'report.md'}")
+    written = write_reports(runner.run, out, cfg.overrides.get("analysis", {}).get("workload"))
+    print(f"results: {runner.results_path}\n" + "\n".join(f"report:  {p}" for p in written))
     if code == EXIT_INTERRUPTED:
         print(f"benchbench: interrupted by {stop.signal_name}; finished probes were kept",
               file=sys.stderr)
@@ -245,7 +247,7 @@ def _gather(isolator: Isolator, launched: DistEnv, runner: Runner, registry: Reg
         return EXIT_INTERRUPTED if code == EXIT_INTERRUPTED else EXIT_OK
     multinode.merge(runner.run, launched, reports or [],
                     {s.name for s in registry if s.distributed})
-    runner.run.extra["derived"] = analysis.derive(runner.run)
+    runner.analyse()
     runner.save()
     elsewhere = multinode.failed_elsewhere(reports or [])
     for line in elsewhere:
@@ -254,8 +256,6 @@ def _gather(isolator: Isolator, launched: DistEnv, runner: Runner, registry: Reg
 
 
 def report(args: argparse.Namespace) -> int:
-    from benchbench.reports import markdown
-
     try:
         run_result = results.load(args.results)
     except results.ResultsError as exc:
@@ -264,11 +264,24 @@ def report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else (src if src.is_dir() else src.parent)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        results.write_atomic(out / "report.md", markdown.render(run_result))
+        written = write_reports(run_result, out, args.workload)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write: {exc.strerror}") from None
-    print(f"report: {out / 'report.md'}")
+    print("\n".join(f"report: {p}" for p in written))
     return 0
+
+
+def write_reports(run: Any, out: Path, workload: str | None) -> list[Path]:
+    """report.md, report.html, measurements.csv and the plots, with the verdict recomputed
+    from the measurements (the one stored in results.json is only a cache)."""
+    from benchbench import verdict
+    from benchbench.reports import doctor, markdown, outputs
+
+    v = verdict.verdict(run, workload)
+    md = markdown.render(run, workload)
+    results.write_atomic(out / "report.md", md)
+    return [out / "report.md",
+            *outputs.write_all(run, out, v, doctor.section(run), markdown_text=md)]
 
 
 def list_probes(args: argparse.Namespace) -> int:
@@ -316,3 +329,39 @@ def slurm(args: argparse.Namespace) -> int:
         raise UsageError("give the run folder as `benchbench slurm --out DIR`, before --")
     print(script, end="")
     return 0
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """Read-only checks of this machine now, or of a saved run (its environment and
+    measurements). Exit 1 when a check fails; warnings alone exit 0."""
+    from benchbench import doctor as rules
+    from benchbench.reports import doctor as doctor_report
+
+    run_result = None
+    if args.results:
+        try:
+            run_result = results.load(args.results)
+        except results.ResultsError as exc:
+            raise UsageError(str(exc)) from None
+        snap = run_result.environment
+        if not isinstance(snap, dict):
+            raise UsageError(f"{args.results}: its environment is not a JSON object")
+    else:
+        from benchbench.environment import snapshot, torch_facts
+
+        snap = snapshot(".", torch_facts())
+        for g in snap["gpus"]:  # should torch_facts() have made a CUDA context, NVML lists us
+            if "other_processes" in g:
+                g["other_processes"] = [p for p in g["other_processes"]
+                                        if p.get("pid") != os.getpid()]
+    checks = rules.run_checks(snap, run_result, args.scenario)
+    if args.json:
+        print(json.dumps({"results": args.results, "scenario": args.scenario,
+                          "summary": rules.counts(checks),
+                          "checks": [dataclasses.asdict(c) for c in checks]}, indent=1))
+    else:
+        where = f"the run in {args.results}" if args.results else "this machine"
+        print(f"# Configuration doctor: {where}\n")
+        print("\n".join(doctor_report.table(checks)))
+        print(f"{doctor_report.summary(checks)}. Read-only: nothing was changed.")
+    return EXIT_FAILED if rules.failed(checks) else EXIT_OK

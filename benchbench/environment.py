@@ -1,8 +1,9 @@
 """A read-only snapshot of the machine: host, GPUs (through NVML), versions, storage.
 
-Nothing here changes a setting: NVML is only queried. Units are fixed so key names carry none:
-sizes and memory in bytes, clocks in Hz, power in W. Every field that cannot be read is None,
-and a missing GPU list comes with the reason.
+Nothing here changes a setting: NVML is only queried and sysfs only read. Units are fixed so
+key names carry none: sizes and memory in bytes, clocks in Hz, power in W, network link rates in
+B/s per direction. Every field that cannot be read is None, and a missing GPU list comes with
+the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from benchbench.network import network_snapshot
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 
@@ -217,6 +220,55 @@ def pcie_link(nvml: Any, h: Any) -> dict[str, Any]:
     }
 
 
+# nvmlClocksEventReason* bits (nvml.h; "ClocksThrottleReason" before NVML 12.2). Which of them
+# slow training is the doctor's call, not this module's.
+CLOCK_EVENT_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+                    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+                    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+                    0x100: "display_clock_setting"}
+
+
+def clock_event_names(mask: int | None) -> list[str] | None:
+    """The names of the bits set in an NVML clocks-event mask; an unnamed bit as 'bit_0x...'."""
+    if mask is None:
+        return None
+    return [CLOCK_EVENT_BITS.get(1 << b, f"bit_{1 << b:#x}") for b in range(64) if mask >> b & 1]
+
+
+def _clock_events(nvml: Any, h: Any) -> list[str] | None:
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons",
+                 "nvmlDeviceGetCurrentClocksThrottleReasons"):  # the older pynvml spelling
+        fn = getattr(nvml, name, None)
+        mask = _try(lambda f=fn: f(h)) if fn else None
+        if mask is not None:
+            return clock_event_names(mask)
+    return None
+
+
+def memory_errors(nvml: Any, h: Any) -> dict[str, Any]:
+    """Uncorrected ECC counts, retired pages (before A100) and remapped rows (A100 and later).
+    A GPU without ECC, or of the other generation, answers NotSupported: None."""
+    unc = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    volatile, aggregate = (getattr(nvml, "NVML_VOLATILE_ECC", 0),
+                           getattr(nvml, "NVML_AGGREGATE_ECC", 1))
+    sbe = getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0)
+    dbe = getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)
+    pending = _try(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(h))
+    rows = _try(lambda: nvml.nvmlDeviceGetRemappedRows(h))
+    return {
+        "ecc_uncorrected_volatile": _try(lambda: nvml.nvmlDeviceGetTotalEccErrors(h, unc,
+                                                                                  volatile)),
+        "ecc_uncorrected_aggregate": _try(lambda: nvml.nvmlDeviceGetTotalEccErrors(h, unc,
+                                                                                   aggregate)),
+        "retired_pages_double_bit": _try(lambda: len(nvml.nvmlDeviceGetRetiredPages(h, dbe))),
+        "retired_pages_single_bit": _try(lambda: len(nvml.nvmlDeviceGetRetiredPages(h, sbe))),
+        "retired_pages_pending": None if pending is None else bool(pending),
+        "remapped_rows": None if rows is None else {
+            "correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]),
+            "failure": bool(rows[3])},
+    }
+
+
 def _gpu_record(nvml: Any, i: int, ncpus: int) -> dict[str, Any]:
     h = nvml.nvmlDeviceGetHandleByIndex(i)
     bus_id = _text(_try(lambda: nvml.nvmlDeviceGetPciInfo(h).busId))
@@ -226,6 +278,7 @@ def _gpu_record(nvml: Any, i: int, ncpus: int) -> dict[str, Any]:
     mem_clock = nvml.NVML_CLOCK_MEM if hasattr(nvml, "NVML_CLOCK_MEM") else 2
     procs = _try(lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h)) or []
     power = _try(lambda: nvml.nvmlDeviceGetPowerManagementLimit(h))
+    power_default = _try(lambda: nvml.nvmlDeviceGetPowerManagementDefaultLimit(h))
     cc = _try(lambda: nvml.nvmlDeviceGetCudaComputeCapability(h))
     sm_now = _try(lambda: nvml.nvmlDeviceGetClockInfo(h, clock))
     sm_max = _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, clock))
@@ -246,6 +299,9 @@ def _gpu_record(nvml: Any, i: int, ncpus: int) -> dict[str, Any]:
         "sm_clock_max": None if sm_max is None else sm_max * mhz,
         "memory_clock_max": None if mem_max is None else mem_max * mhz,
         "power_limit": None if power is None else power / 1000.0,
+        "power_limit_default": None if power_default is None else power_default / 1000.0,
+        "clock_event_reasons": _clock_events(nvml, h),
+        **memory_errors(nvml, h),
         "other_processes": [
             {"pid": p.pid, "memory_used": getattr(p, "usedGpuMemory", None)} for p in procs
         ],
@@ -316,6 +372,8 @@ def storage_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
     return info
 
 
+# --- network ---------------------------------------------------------------------------------
+
 def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None = None
              ) -> dict[str, Any]:
     """The whole environment. `facts` comes from torch_facts() (run in a worker by `run`)."""
@@ -329,6 +387,7 @@ def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None
         "gpus_reason": reason,
         "topology": gpu_info.get("topology"),
         "storage": storage_snapshot(out_dir),
+        "network": network_snapshot(),
     }
     if facts is not None:
         env["torch"] = {k: facts.get(k) for k in

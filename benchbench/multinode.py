@@ -50,6 +50,7 @@ def rank_report(run: RunResult, launched: DistEnv) -> dict[str, Any]:
             "node_rank": launched.node_rank, "host": socket.gethostname(),
             "environment": run.environment if launched.is_node_leader else None,
             "dataset": run.extra.get("dataset"),
+            "telemetry": run.extra.get("telemetry") if launched.is_node_leader else None,
             "probes": [asdict(p) for p in run.probes]}
 
 
@@ -73,7 +74,8 @@ def merge(run: RunResult, launched: DistEnv, reports: list[dict[str, Any]],
                   for r in reports],
     }
     run.extra["nodes"] = [
-        {k: r[k] for k in ("host", "node_rank", "rank", "environment", "dataset")}
+        {k: r.get(k) for k in ("host", "node_rank", "rank", "environment", "dataset",
+                                "telemetry")}
         | {"probes": [p for p in r["probes"] if p["name"] not in distributed]}
         for r in reports if r["local_rank"] == 0 and r["rank"] != 0
     ]

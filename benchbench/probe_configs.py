@@ -330,3 +330,30 @@ class DdpScalingConfig(ProbeConfig):
             raise ConfigError("image_size must be at least 32 (ResNet50 downsamples 32x)")
         if self.timeout_s <= 0:
             raise ConfigError("timeout_s must be positive")
+
+
+# --- the verdict -------------------------------------------------------------------------------
+
+WORKLOADS = ("resnet50", "transformer")
+# ImageNet-1k's training set: 1,281,167 JPEGs of 114,660 B on average, about 147 GB.
+IMAGENET_SAMPLES = 1_281_167
+IMAGENET_MEAN_FILE_BYTES = 114_660
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """What the verdict is about (not a probe: set with --set analysis.<field>=…). The probes
+    measure a small sample; the verdict judges the user's real training set."""
+
+    workload: str = doc_field("resnet50", "the workload the top-level verdict is for: "
+                                          "resnet50 or transformer")
+    dataset_samples: int = doc_field(IMAGENET_SAMPLES, "images in the real training set "
+                                                       "(default ImageNet-1k's)")
+    dataset_bytes: int = size_field(IMAGENET_SAMPLES * IMAGENET_MEAN_FILE_BYTES,
+                                    "bytes of the real training set (default ImageNet-1k's, "
+                                    "about 147 GB)")
+
+    def validate(self) -> None:
+        _check_choices("workload", (self.workload,), WORKLOADS)
+        if self.dataset_samples < 1 or self.dataset_bytes < 1:
+            raise ConfigError("dataset_samples and dataset_bytes must be positive")

@@ -191,13 +191,18 @@ def load(path: str | os.PathLike[str]) -> RunResult:
         raise ResultsError(f"{p}: {exc}") from None
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write text so that readers see the old file or the new one, never half of one."""
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write text (UTF-8) or bytes so that readers see the old file or the new one, never
+    half of one."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        # mkstemp creates 0600; a report is as readable as any file the user's umask allows.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

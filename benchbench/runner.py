@@ -16,13 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchbench import __version__, analysis, results
+from benchbench import __version__, analysis, results, verdict
 from benchbench.config import RunConfig, build_probe_config
 from benchbench.isolation import Cancelled, Isolator
 from benchbench.launch import DistEnv
 from benchbench.probe import RunInputs
 from benchbench.registry import ProbeSpec, Registry
 from benchbench.results import Measurement, ProbeResult, RunResult
+from benchbench.telemetry import Guarded, Sampler, default_sampler, store
 from benchbench.worker import ProbeJob
 
 # Under --quick the probes that run share this many seconds (the whole `run --quick` must stay
@@ -116,7 +117,8 @@ class Runner:
     def __init__(self, registry: Registry, cfg: RunConfig, out_dir: Path, argv: list[str],
                  facts: dict[str, Any], environment: dict[str, Any], isolator: Isolator,
                  display: Display | None = None, stop: StopFlag | None = None,
-                 launched: DistEnv | None = None) -> None:
+                 launched: DistEnv | None = None,
+                 telemetry: Callable[[], Sampler] | None = None) -> None:
         self.registry = registry
         self.cfg = cfg
         self.out_dir = out_dir
@@ -125,6 +127,8 @@ class Runner:
         self.display = display or SilentDisplay()
         self.stop = stop or StopFlag()
         self.launched = launched
+        # Builds one sampler per probe, which records CPU and GPU readings while it runs.
+        self.telemetry = telemetry or default_sampler
         # Only global rank 0 writes results.json; other ranks send theirs to it at the end.
         self.writes = launched is None or launched.is_master
         self.inputs = RunInputs(run_dir=str(out_dir),
@@ -152,6 +156,12 @@ class Runner:
         total = sum(s.budget_weight for s in specs)
         return sum(hard_limit(probe_budget(s.budget_weight, total, self.cfg.quick,
                                            self.cfg.time_budget)) for s in specs)
+
+    def analyse(self) -> None:
+        """Derived figures and the verdict, stored as a cache stamped with the analysis
+        version (report and compare recompute them)."""
+        self.run.extra["derived"] = analysis.derive(self.run)
+        self.run.verdict = verdict.verdict(self.run)
 
     def save(self) -> None:
         if self.writes:
@@ -187,7 +197,7 @@ class Runner:
             if interrupted:
                 break
         self.run.finished_at = utc_now()
-        self.run.extra["derived"] = analysis.derive(self.run)
+        self.analyse()
         self.save()
         if interrupted:
             return EXIT_INTERRUPTED
@@ -208,13 +218,18 @@ class Runner:
                            p.name: dataclasses.asdict(p) for p in self.run.probes
                            if p.status == "ok"}))
         params = dataclasses.asdict(cfg)
-        outcome = self.isolator.call("benchbench.worker:run_probe", job,
-                                     on_progress=self.display.update,
-                                     # a distributed probe may first wait out its own collective
-                                     # timeout, which names the rank that hung: let it report
-                                     timeout_s=hard_limit(budget) + getattr(cfg, "timeout_s", 0),
-                                     should_stop=self.stop)
         resource = spec.resource(self.device)
+        sampler = Guarded(self.telemetry)
+        sampler.start()
+        try:
+            outcome = self.isolator.call(
+                "benchbench.worker:run_probe", job, on_progress=self.display.update,
+                # a distributed probe may first wait out its own collective timeout, which
+                # names the rank that hung: let it report
+                timeout_s=hard_limit(budget) + getattr(cfg, "timeout_s", 0),
+                should_stop=self.stop)
+        finally:
+            store(self.run.extra, spec.name, sampler.stop(), resource)
         if not outcome.ok:
             if outcome.detail:
                 (self.out_dir / f"{spec.name}.traceback.txt").write_text(outcome.detail)

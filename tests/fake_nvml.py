@@ -4,6 +4,11 @@ The NVLink, P2P and PCIe-ancestor answers, and the other machines below (an NVLi
 a PCIe-only pair, an old pynvml), are modelled on NVML's documented answers, not recorded.
 Every `nvml*`/`NVML_*` name looked up is kept in `looked_up`, so a test can prove that nothing
 reached for a setter; `missing` names what an older pynvml lacks.
+
+The health answers (clock-event reasons, ECC counts, retired pages, remapped rows, the default
+power limit) follow NVML's documented shapes; a GPU dict without them answers as a healthy
+idle H100 does: GPU-idle only, no errors, page retirement NotSupported (A100 and later remap
+rows instead).
 """
 
 from types import SimpleNamespace
@@ -139,6 +144,39 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerManagementLimit(self, h):
         return h["power"]
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h):
+        return h.get("power_default", h["power"])
+
+    # --- health: a key set to None answers NotSupported ----------------------------------------
+
+    @staticmethod
+    def _answer(h, key, default):
+        value = h.get(key, default)
+        if value is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return value
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self._answer(h, "clock_events", 0x1)  # nvmlClocksEventReasonGpuIdle
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):  # the pre-12.2 name, same answer
+        return self._answer(h, "clock_events", 0x1)
+
+    def nvmlDeviceGetTotalEccErrors(self, h, error_type, counter_type):
+        assert error_type == 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED: all the doctor asks for
+        return self._answer(h, "ecc_errors", (0, 0))[counter_type]  # (volatile, aggregate)
+
+    def nvmlDeviceGetRetiredPages(self, h, cause):
+        # (multiple single-bit, double-bit) lists of page addresses, by retirement cause
+        return self._answer(h, "retired_pages", None)[cause]
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h):
+        return self._answer(h, "retired_pending", None)
+
+    def nvmlDeviceGetRemappedRows(self, h):
+        # (correctable rows, uncorrectable rows, remap pending, remap failure)
+        return self._answer(h, "remapped_rows", (0, 0, 0, 0))
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         return h["procs"]

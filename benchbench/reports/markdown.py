@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench import analysis
+from benchbench import verdict as verdict_mod
 from benchbench.reports import datapath, interconnect, training
+from benchbench.reports import doctor as doctor_section
 from benchbench.reports import format as fmt
+from benchbench.reports import verdict as verdict_section
 from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.stats import UNSTABLE_CV, summarize
 
@@ -103,6 +106,10 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
         return out + [f"**{pr.status}**, because {pr.reason}", ""]
     if pr.reason:
         out += [f"Partly skipped: {pr.reason}.", ""]
+    flags = ((run.extra.get("telemetry") or {}).get("flags") or {}).get(pr.name) or []
+    if flags:
+        # Throttling or a clock drop during the probe makes its numbers wrong: say so here.
+        out += [f"⚠ During this probe: {f}." for f in flags] + [""]
     by_metric: dict[str, list[Measurement]] = {}
     for m in pr.measurements:
         by_metric.setdefault(m.metric, []).append(m)
@@ -133,7 +140,8 @@ def _warnings(run: RunResult) -> list[str]:
     return lines
 
 
-def render(run: RunResult) -> str:
+def render(run: RunResult, workload: str | None = None) -> str:
+    """report.md; the verdict is recomputed from the measurements, never read from a cache."""
     title = run.label or run.environment.get("host", {}).get("hostname", "run")
     cfg = run.config
     out = [
@@ -144,7 +152,9 @@ def render(run: RunResult) -> str:
         "B/s); sizes in binary units (1 MiB = 2²⁰ B). Each value is the median of its samples "
         "unless its statistic says otherwise; IQR is the middle half of the samples.", "",
     ]
+    out += verdict_section.section(verdict_mod.verdict(run, workload))
     out += environment_section(run.environment)
+    out += doctor_section.section(run)
     out += ["## Probes", ""] + fmt.table(
         ["probe", "resource", "status", "time", "note"],
         [[p.name, p.resource, p.status,

@@ -1,0 +1,43 @@
+"""Write every measurement of a run as measurements.csv, one row each, for spreadsheets and
+pandas: its key fields as `key.<name>` columns, its value and unit, and the statistics
+recomputed from its raw samples."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from benchbench.results import RunResult, write_atomic
+from benchbench.stats import summarize
+
+LEADING = ["probe", "metric"]
+TRAILING = ["value", "unit", "statistic", "n", "median", "q1", "q3", "cv", "higher_is_better"]
+
+
+def rows(run: RunResult) -> tuple[list[str], list[dict[str, Any]]]:
+    """(the columns, one dict per measurement). Key columns in the order they first appear."""
+    key_names: dict[str, None] = {}
+    out = []
+    for pr in run.probes:
+        for m in pr.measurements:
+            s = summarize(m.samples)
+            row: dict[str, Any] = {"probe": pr.name, "metric": m.metric}
+            for k, v in m.key.items():
+                key_names.setdefault(k)
+                # Lists and dicts in a key would become Python reprs; a cell holds a scalar.
+                row[f"key.{k}"] = v if isinstance(v, (str, int, float, bool)) or v is None \
+                    else str(v)
+            row.update(value=m.value, unit=m.unit, statistic=m.statistic, n=s.n,
+                       median=s.median, q1=s.q1, q3=s.q3, cv=s.cv,
+                       higher_is_better=m.higher_is_better)
+            out.append(row)
+    return LEADING + [f"key.{k}" for k in key_names] + TRAILING, out
+
+
+def write(run: RunResult, path: str | os.PathLike[str]) -> None:
+    import pandas as pd
+
+    columns, data = rows(run)
+    # Nullable dtypes keep an integer key column integral where other probes leave it empty.
+    frame = pd.DataFrame(data, columns=columns).convert_dtypes()
+    write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))

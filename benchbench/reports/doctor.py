@@ -1,0 +1,45 @@
+"""Render the configuration doctor's checks: a Markdown section for reports, and the CLI table."""
+
+from __future__ import annotations
+
+from benchbench.doctor import Check, counts, run_checks
+from benchbench.reports import format as fmt
+from benchbench.results import RunResult
+
+HEADER = ["check", "status", "measured", "threshold", "source", "fix"]
+
+
+def _status(c: Check) -> str:
+    return f"**{c.label}**" if c.status in ("fail", "warn") else c.label
+
+
+def rows(checks: list[Check], emphasis: bool = True) -> list[list[str]]:
+    """One row per check under HEADER; `emphasis` puts warn and fail in Markdown bold."""
+    return [[c.name, _status(c) if emphasis else c.label, c.measured, c.threshold, c.source,
+             c.fix or ""] for c in checks]
+
+
+def notes(checks: list[Check]) -> list[str]:
+    """'name: detail' for each check that has a note (a skipped check's reason is in its row)."""
+    return [f"{c.name}: {c.detail}" for c in checks if c.detail and c.status != "skipped"]
+
+
+def table(checks: list[Check]) -> list[str]:
+    """The checks as a Markdown table, then each note as a bullet."""
+    bullets = [f"- {n}" for n in notes(checks)]
+    return fmt.table(HEADER, rows(checks)) + (bullets + [""] if bullets else [])
+
+
+def summary(checks: list[Check]) -> str:
+    n = counts(checks)
+    return ", ".join(f"{n[s]} {s}" for s in ("fail", "warn", "pass", "skipped"))
+
+
+def section(run: RunResult, scenario: str | None = None) -> list[str]:
+    """'## Configuration doctor': the run's environment and measurements held against the
+    buyer's guide, NVIDIA's driver table and the run's own needs. Nothing was changed."""
+    checks = run_checks(run.environment, run, scenario)
+    return (["## Configuration doctor", "",
+             f"Read-only checks of the machine this run measured ({summary(checks)}). A fix is "
+             "advice for an administrator; benchbench never changes a setting.", ""]
+            + table(checks))

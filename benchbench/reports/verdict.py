@@ -1,0 +1,65 @@
+"""The verdict section that opens report.md: the limiting resource, capacities, evidence, advice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.reports import format as fmt
+
+NAMES = {"resnet50": "ResNet50", "transformer": "the transformer"}
+
+
+def _cap(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def section(v: dict[str, Any]) -> list[str]:
+    limiting = v.get("limiting_resource")
+    unit = v.get("unit", "samples/s")
+    name = NAMES.get(v.get("workload", ""), v.get("workload"))
+    if limiting is None:
+        head = f"## Verdict: unknown — nothing measured names what limits {name}"
+        lead = "No capacity could be measured; see Unknown below."
+    else:
+        head = f"## Verdict: {limiting} limits {name} training here"
+        au = v.get("predicted_accelerator_utilisation")
+        lead = (f"**{limiting}** caps {name} training at "
+                f"**{_cap(v['capacities'][limiting])} {unit}**"
+                + (f" ({v['precision']})" if v.get("precision") else "") + "; "
+                f"predicted accelerator utilisation "
+                f"**{fmt.percent(au) if au is not None else 'unknown'}**")
+        if v.get("measured_accelerator_utilisation") is not None:
+            lead += (f", measured by the real pipeline at "
+                     f"{fmt.percent(v['measured_accelerator_utilisation'])}")
+        lead += "."
+    out = [head, "", lead, ""]
+    rows = []
+    for r, d in sorted(v.get("capacity_details", {}).items(),
+                       key=lambda kv: (kv[1]["value"] is None, kv[1]["value"] or 0)):
+        label = f"**{r}** ← limits" if r == limiting else r
+        rows.append([label, _cap(d["value"]), d["status"], d["how"] or d["missing"] or ""])
+    out += fmt.table(["resource", f"capacity ({unit})", "status", "how"], rows)
+    if v.get("first_epoch"):
+        out += [f"First epoch: {v['first_epoch']['detail']}.", ""]
+    # The per-resource evidence is the table above; list the rest.
+    table_rows = tuple(f"{r}:" for r in v.get("capacity_details", {}))
+    evidence = [e for e in v.get("evidence", []) if not e.startswith(table_rows)]
+    out += ["**Evidence**", ""] + [f"- {e}" for e in evidence] + [""]
+    out += ["**What would fix it**", ""] + [f"- {a}" for a in v.get("advice", [])] + [""]
+    if v.get("unknown"):
+        out += ["**Unknown** (not measured, so not judged)", ""]
+        out += [f"- {u}" for u in v["unknown"]] + [""]
+    cons = [c for c in v.get("constraints", []) if c.get("status") != "not applicable"]
+    if cons:
+        out += ["**GPU memory**", ""] + [f"- {c['check']}: {c['status']} — {c.get('detail')}"
+                                         for c in cons] + [""]
+    others = [(w, o) for w, o in (v.get("per_workload") or {}).items()
+              if w != v.get("workload")]
+    for w, o in others:
+        lim = o.get("limiting_resource")
+        out.append(f"For {NAMES.get(w, w)}: "
+                   + (f"{lim} at {_cap(o['capacities'][lim])} {o.get('unit')}." if lim
+                      else "unknown (" + "; ".join(o.get("unknown", [])) + ")."))
+    return out + ([""] if others else [])
