@@ -1,7 +1,8 @@
 """Command-line parsing: one sub-command per verb, each handed to commands.py. No logic here.
 
 Exit codes: 0 all probes ok or skipped; 1 some probe failed (results still written); 2 bad
-usage or input (one line on stderr); 130 interrupted by SIGINT or SIGTERM.
+usage or input (one line on stderr); 3 compare found a regression; 130 interrupted by SIGINT
+or SIGTERM.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchbench import __version__, commands
+from benchbench import __version__, commands, sandbox
 from benchbench.doctor import SCENARIOS
 from benchbench.probe_configs import WORKLOADS
+from benchbench.runner import SaveError
 
 EXIT_USAGE = 2
 
@@ -55,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="seconds per probe (default: a weighted share of 210 s, 60 s with "
                         "--quick)")
+    r.add_argument("--price-per-hour", type=float, metavar="USD",
+                   help="what this machine costs per hour in US dollars (its cloud price, or "
+                        "your own); stored with the run so compare can cost it")
     r.set_defaults(func=commands.run)
 
     rep = sub.add_parser("report", help="re-render report.md from a saved results.json")
@@ -100,16 +105,63 @@ def build_parser() -> argparse.ArgumentParser:
                     help="flags for `benchbench run`, after --, e.g. -- --quick --only allreduce")
     # The run parser checks RUN_ARGS now, not after the job has waited in the queue.
     sl.set_defaults(func=commands.slurm, parse_run_args=r.parse_args)
+
+    c = sub.add_parser(
+        "compare", help="runs side by side: regressions against a baseline (exit 3), verdicts, "
+                        "environment differences, cost",
+        description="Compare saved runs. Each RUN (a results.json or run folder) is one side; "
+                    "a quoted glob matching several runs is one side that pools their samples. "
+                    "The baseline is the --baseline runs pooled, else the first RUN. Prints "
+                    "Markdown; writes no file unless --out is given. Exit 0 no regression, 3 at "
+                    "least one regression, 2 bad input.")
+    c.add_argument("runs", nargs="*", metavar="RUN",
+                   help="a results.json, a run folder, or a quoted glob of them (one pooled side)")
+    c.add_argument("--baseline", action="append", metavar="RUN",
+                   help="the baseline; repeatable or a glob: all of them are pooled into one side "
+                        "(default: the first RUN)")
+    c.add_argument("--out", metavar="DIR",
+                   help="also write compare.md, compare.html and compare.csv into this new or "
+                        "empty folder (default: no files, Markdown on stdout only)")
+    c.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="a significant change worse than this percentage is a regression "
+                        "(default 5)")
+    c.add_argument("--alpha", type=float, default=0.01, metavar="A",
+                   help="significance level of the test on the raw samples (default 0.01)")
+    c.add_argument("--workload", choices=WORKLOADS,
+                   help="the workload the verdicts are for (default: each run's, else resnet50)")
+    c.add_argument("--price", action="append", metavar="LABEL=USD_PER_HOUR",
+                   help="what a side costs per hour; repeatable (default: the price stored by "
+                        "run --price-per-hour)")
+    c.add_argument("--tokens", type=int, metavar="N",
+                   help="tokens in the transformer reference job (default 10,000,000,000)")
+    c.add_argument("--buy", action="append", metavar="LABEL=PURCHASE_USD",
+                   help="buy vs rent: the price of buying the machine of this side")
+    c.add_argument("--power-watts", type=float, metavar="W",
+                   help="the bought machine's power under load (default: estimated from its GPUs' "
+                        "power limits and its cores)")
+    c.add_argument("--usd-per-kwh", type=float, default=0.15, metavar="P",
+                   help="electricity price (default 0.15)")
+    c.add_argument("--years", type=float, default=3.0, metavar="Y",
+                   help="years to write the purchase off over (default 3)")
+    c.add_argument("--ops-usd-per-year", type=float, default=0.0, metavar="X",
+                   help="yearly running cost besides power: colocation, support (default 0)")
+    c.add_argument("--utilization", type=float, default=0.7, metavar="U",
+                   help="fraction of hours the bought machine does useful work (default 0.7)")
+    c.set_defaults(func=commands.compare)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    sandbox.contain_caches()  # first: before any verb imports matplotlib, torch or DALI
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except commands.UsageError as exc:
         print(f"benchbench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except SaveError as exc:  # e.g. the disk filled up while the run went on
+        print(f"benchbench: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("benchbench: interrupted", file=sys.stderr)
         return 130

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from contextlib import nullcontext
@@ -59,6 +61,12 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
             overrides.setdefault("analysis", {})["workload"] = args.workload
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    for flag, value in (("--out", args.out), ("--data-dir", args.data_dir),
+                        ("--storage-path", args.storage_path)):
+        if value is not None and not value.strip():  # most likely an unset shell variable
+            raise UsageError(f"{flag} must not be empty")
+    if args.only is not None and not _names(args.only, registry, "--only"):
+        raise UsageError(f"--only: no probe named; valid: {', '.join(registry.names())}")
     only = _names(args.only, registry, "--only") or _names(
         ",".join(file_run.get("only", ())), registry, "run.only")
     skip = _names(args.skip, registry, "--skip") or _names(
@@ -70,15 +78,19 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
     if repeats is not None and repeats < 1:
         raise UsageError("--repeats must be at least 1")
     budget = args.time_budget if args.time_budget is not None else file_run.get("time_budget")
-    if budget is not None and budget <= 0:
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
         raise UsageError("--time-budget must be a positive number of seconds")
+    price = getattr(args, "price_per_hour", None)
+    price = price if price is not None else file_run.get("price_per_hour")
+    if price is not None and not (math.isfinite(price) and price > 0):
+        raise UsageError("--price-per-hour must be a positive number of US dollars per hour")
     if only and not [n for n in only if n not in skip]:
         raise UsageError("--only and --skip leave no probe to run")
     return RunConfig(
         out=args.out, quick=bool(args.quick or file_run.get("quick", False)), only=only,
         skip=skip, device=device, label=args.label or file_run.get("label"), repeats=repeats,
         time_budget=budget, config_file=args.config, overrides=overrides,
-        data_dir=args.data_dir, storage_path=args.storage_path,
+        data_dir=args.data_dir, storage_path=args.storage_path, price_per_hour=price,
     )
 
 
@@ -92,11 +104,40 @@ def _check_out_dir(out: Path) -> None:
     parent = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"--out {out}: {parent} is not writable")
+    # Root passes os.access everywhere, but /proc, /sys and some mounts still refuse: try it,
+    # on --out's own path only (made and removed again, so a refusal leaves nothing).
+    made = [] if out.exists() else [out, *[p for p in out.absolute().parents
+                                           if not p.exists()]]
+    try:
+        if made:
+            out.mkdir(parents=True)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".benchbench-check-", dir=out))
+    except OSError:
+        raise UsageError(f"--out {out}: {parent} is not writable") from None
+    finally:
+        for p in made:  # innermost first
+            try:
+                p.rmdir()
+            except OSError:
+                break
 
 
 def _check_storage_path(cfg: RunConfig) -> None:
+    raw = cfg.overrides.get("storage", {}).get("raw_device")
+    if raw:
+        try:
+            is_block = stat.S_ISBLK(os.stat(raw).st_mode)
+        except FileNotFoundError:
+            raise UsageError(f"storage.raw_device {raw}: no such file") from None
+        except OSError as exc:
+            raise UsageError(f"storage.raw_device {raw}: {exc.strerror}") from None
+        if not is_block:
+            raise UsageError(f"storage.raw_device {raw}: not a block device")
     if not cfg.storage_path:
         return
+    if raw and os.path.realpath(cfg.storage_path) == os.path.realpath(raw):
+        return  # the opt-in: the probe reads this device, read-only
     from benchbench.storage_probes.probe import default_size, validate_storage_path
 
     size = cfg.overrides.get("storage", {}).get("size") or default_size(cfg.quick)
@@ -145,7 +186,8 @@ def _prepare(args: argparse.Namespace, registry: Registry, launched: DistEnv | N
     else:  # only rank 0 writes the run folder; this rank keeps its scratch in a temp folder
         out = Path(tempfile.mkdtemp(prefix=f"benchbench-rank{launched.rank}-"))
     _check_storage_path(cfg)
-    data = _dataset(cfg, selected_specs(registry, cfg, launched))
+    data = _dataset(cfg, selected_specs(registry, cfg, launched)) \
+        if cfg.data_dir or launched else None
     return cfg, out, data
 
 
@@ -197,6 +239,10 @@ def run(args: argparse.Namespace) -> int:
                             launched=launched)
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
+        if data is None and launched is None:  # generated once nothing can refuse the run
+            restore()  # while it generates, Ctrl-C simply stops it (KeyboardInterrupt)
+            data = _dataset(cfg, runner.selected())
+            restore = stop.install()
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -261,7 +307,10 @@ def report(args: argparse.Namespace) -> int:
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
     src = Path(args.results)
-    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent)
+    home = src if src.is_dir() else src.parent
+    out = Path(args.out) if args.out else home
+    if out.resolve() != home.resolve():  # in place re-renders; elsewhere, never over a run
+        _check_out_dir(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = write_reports(run_result, out, args.workload)
@@ -325,8 +374,10 @@ def slurm(args: argparse.Namespace) -> int:
                                run_args=args.run_args)
     except SlurmError as exc:
         raise UsageError(str(exc)) from None
-    if args.parse_run_args(args.run_args).out is not None:
+    run_args = args.parse_run_args(args.run_args)
+    if run_args.out is not None:
         raise UsageError("give the run folder as `benchbench slurm --out DIR`, before --")
+    build_run_config(run_args, default_registry())  # now, not after the job has queued
     print(script, end="")
     return 0
 
@@ -365,3 +416,71 @@ def doctor(args: argparse.Namespace) -> int:
         print("\n".join(doctor_report.table(checks)))
         print(f"{doctor_report.summary(checks)}. Read-only: nothing was changed.")
     return EXIT_FAILED if rules.failed(checks) else EXIT_OK
+
+
+EXIT_REGRESSION = 3  # compare: at least one measurement regressed
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Runs side by side with regression decisions (exit 3 when one regressed), their verdicts,
+    environments and costs: Markdown on stdout; compare.md/.html/.csv only under --out."""
+    import math
+    import time
+
+    from benchbench import compare as cmp
+    from benchbench import compare_cost, cost
+    from benchbench.reports import compare_html, compare_md, compare_plots
+
+    started = time.perf_counter()
+
+    def check(name: str, value: float | None, ok: bool, what: str) -> None:
+        if value is not None and not (math.isfinite(value) and ok):
+            raise UsageError(f"{name} {value:g}: must be {what}")
+
+    check("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
+    check("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
+    check("--utilization", args.utilization, 0 < args.utilization <= 1,
+          "a fraction above 0 and at most 1")
+    check("--years", args.years, args.years > 0, "positive")
+    check("--usd-per-kwh", args.usd_per_kwh, args.usd_per_kwh >= 0, "0 or more")
+    check("--ops-usd-per-year", args.ops_usd_per_year, args.ops_usd_per_year >= 0, "0 or more")
+    check("--power-watts", args.power_watts, (args.power_watts or 0) > 0, "positive")
+    if args.tokens is not None and args.tokens <= 0:
+        raise UsageError(f"--tokens {args.tokens}: must be a positive number of tokens")
+    try:
+        prices = compare_cost.parse_assignments(args.price, "--price")
+        buys = compare_cost.parse_assignments(args.buy, "--buy")
+        out = Path(args.out) if args.out else None
+        if out is not None:
+            _check_out_dir(out)
+        sides = cmp.make_sides(args.runs, args.baseline or [])
+        comp = cmp.compare(sides, threshold_pct=args.threshold, alpha=args.alpha,
+                           workload=args.workload)
+        if prices or buys or any(cost.price_of(r) is not None
+                                 for s in sides for r in s.runs):
+            extra = {"job_tokens": args.tokens} if args.tokens else {}
+            comp.cost = compare_cost.section(
+                comp, prices, buy=buys, power_watts=args.power_watts,
+                usd_per_kwh=args.usd_per_kwh, years=args.years,
+                ops_usd_per_year=args.ops_usd_per_year, utilization=args.utilization, **extra)
+    except cmp.CompareError as exc:
+        raise UsageError(str(exc)) from None
+    md = compare_md.render(comp)
+    md = md if md.endswith("\n") else md + "\n"
+    print(md, end="")
+    if out is not None:
+        notes: list[str] = []
+        figures = compare_plots.make(comp, notes)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            results.write_atomic(out / "compare.md", md)
+            results.write_atomic(out / "compare.html",
+                                 compare_html.render(comp, md, figures, notes))
+            compare_md.write_csv(comp, out / "compare.csv")
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write: {exc.strerror}") from None
+        for name in ("compare.md", "compare.html", "compare.csv"):
+            print(f"written: {out / name}", file=sys.stderr)
+    print(f"compared {sum(len(s.runs) for s in comp.sides)} run(s) in "
+          f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return EXIT_REGRESSION if comp.regressed else EXIT_OK

@@ -8,6 +8,7 @@ probe decides from the device it runs on, and records what it chose in its param
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import sys
 import types
@@ -29,7 +30,7 @@ class ConfigError(ValueError):
 
 
 _IEC = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE | re.ASCII)
 
 
 def parse_size(text: str | int) -> int:
@@ -41,7 +42,7 @@ def parse_size(text: str | int) -> int:
             raise ConfigError(f"size must not be negative: {text}")
         return text
     m = _SIZE_RE.match(str(text))
-    if not m:
+    if not m or len(m.group(1)) > 30:  # 30 digits is already far beyond any disk
         raise ConfigError(f"not a size: {text!r} (use bytes or K/M/G/T, e.g. 64M)")
     return int(m.group(1)) * _IEC[m.group(2).upper()]
 
@@ -125,6 +126,8 @@ class RunConfig:
     config_file: str | None = None
     data_dir: str | None = None  # the user's ImageFolder dataset; None: generate one
     storage_path: str | None = None  # where the storage probe puts its scratch file
+    # USD per hour for this machine (cloud price or the user's own); compare costs the run by it
+    price_per_hour: float | None = None
     # probe name -> {field: value}, already parsed and type-checked against the probe's class
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -133,7 +136,7 @@ class RunConfig:
 
 
 RUN_FILE_KEYS = {"quick": bool, "label": str, "repeats": int, "time_budget": float,
-                 "device": str, "only": list, "skip": list}
+                 "device": str, "only": list, "skip": list, "price_per_hour": float}
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -166,9 +169,12 @@ def _convert_scalar(tp: Any, raw: Any, is_size: bool, where: str) -> Any:
             raise ConfigError(f"{where}: expected an integer, got {raw!r}") from None
     if tp is float:
         try:
-            return float(raw)
-        except (TypeError, ValueError):
+            value = float(raw)
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"{where}: expected a number, got {raw!r}") from None
+        if not math.isfinite(value):  # nan passes every `< 0` check in validate()
+            raise ConfigError(f"{where}: expected a finite number, got {raw!r}")
+        return value
     return str(raw).strip()
 
 
@@ -224,8 +230,9 @@ def read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: no such file") from None
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # TOMLDecodeError, or a plain ValueError for a huge integer
+        raise ConfigError(f"config file {path}: invalid TOML: "
+                          f"{' '.join(str(exc).splitlines())}") from None
 
 
 def collect_overrides(
@@ -270,6 +277,10 @@ def run_section(toml_data: dict[str, Any]) -> dict[str, Any]:
             value = float(value)
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise ConfigError(f"run.{key}: expected {want.__name__}, got {value!r}")
+        if want is float and not math.isfinite(value):
+            raise ConfigError(f"run.{key}: expected a finite number, got {value!r}")
+        if want is list and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"run.{key}: expected a list of probe names, got {value!r}")
         out[key] = tuple(value) if want is list else value
     return out
 

@@ -171,8 +171,11 @@ def torch_facts() -> dict[str, Any]:
     facts["cuda_available"] = available
     facts["cuda_device_count"] = torch.cuda.device_count() if available else 0
     if not available:
-        facts["no_gpu_reason"] = ("torch was built without CUDA" if torch.version.cuda is None
-                                  else "torch finds no CUDA device")
+        facts["no_gpu_reason"] = (
+            "torch was built without CUDA (install a CUDA build: pip install torch from "
+            "https://download.pytorch.org/whl/cu128)" if torch.version.cuda is None
+            else "torch finds no CUDA device (an NVIDIA GPU with its driver loaded is needed; "
+                 "check nvidia-smi and CUDA_VISIBLE_DEVICES)")
     for i in range(facts["cuda_device_count"]):
         p = torch.cuda.get_device_properties(i)
         facts["gpus"].append({
@@ -321,7 +324,8 @@ def gpu_snapshot(nvml: Any = None) -> tuple[dict[str, Any], str | None]:
     except ImportError:
         return {"gpus": []}, "nvidia-ml-py is not installed"
     except Exception as exc:  # pynvml.NVMLError_LibraryNotFound, _DriverNotLoaded, ...
-        return {"gpus": []}, f"NVML unavailable: {exc}"
+        return {"gpus": []}, (f"NVML unavailable: {exc} (NVML ships with the NVIDIA driver "
+                              "as libnvidia-ml.so; benchbench reads it through nvidia-ml-py)")
     try:
         cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
         ncpus = os.cpu_count() or 1

@@ -63,7 +63,12 @@ class Measurement:
         if self.statistic not in STATISTICS:
             raise ValueError(f"statistic {self.statistic!r} is not one of {sorted(STATISTICS)}")
         if not math.isfinite(self.value):
-            raise ValueError(f"{self.metric}: value {self.value!r} is not finite")
+            raise ValueError(f"{self.metric!r}: value {self.value!r} is not finite")
+        for name in ("key", "context"):
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"{self.metric!r}: {name} is not a JSON object")
+        if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in self.samples):
+            raise ValueError(f"{self.metric!r}: every sample must be a finite number")
 
 
 @dataclass
@@ -124,6 +129,14 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         data = migrate(data)
+        for key, kind, what in (("tool", dict, "a JSON object"), ("environment", dict,
+                                "a JSON object"), ("config", dict, "a JSON object"),
+                                ("argv", list, "a JSON array"), ("probes", list, "a JSON array"),
+                                ("label", (str, type(None)), "a string"),
+                                ("started_at", str, "a string"),
+                                ("finished_at", (str, type(None)), "a string")):
+            if key in data and not isinstance(data[key], kind):
+                raise ResultsError(f"not a valid benchbench results file: {key} is not {what}")
         try:
             probes = [
                 ProbeResult(
@@ -144,8 +157,9 @@ class RunResult:
                 verdict=data.get("verdict"),
                 extra={k: data[k] for k in OPTIONAL_KEYS if k in data},
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ResultsError(f"not a valid benchbench results file: {exc}") from exc
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            detail = " ".join(str(exc).splitlines())  # one line, whatever the file held
+            raise ResultsError(f"not a valid benchbench results file: {detail}") from exc
 
 
 # One function per schema bump, from version N to N+1. Empty while version 1 is the only one.
@@ -157,7 +171,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise ResultsError("not a benchbench results file (no schema_version)")
     version = data["schema_version"]
-    if not isinstance(version, int) or version < 1:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ResultsError(f"invalid schema_version {version!r}")
     if version > SCHEMA_VERSION:
         raise ResultsError(
@@ -181,10 +195,14 @@ def load(path: str | os.PathLike[str]) -> RunResult:
         raise ResultsError(f"{p}: no such file") from None
     except OSError as exc:
         raise ResultsError(f"{p}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{p}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{p}: corrupt JSON at line {exc.lineno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # an integer too long to parse, deep nesting
+        raise ResultsError(f"{p}: corrupt JSON: {type(exc).__name__}") from None
     try:
         return RunResult.from_dict(data)
     except ResultsError as exc:

@@ -80,6 +80,10 @@ def resolve_device(requested: str, facts: dict[str, Any]) -> str:
     return requested
 
 
+class SaveError(Exception):
+    """results.json could not be written; the message says what survived."""
+
+
 class StopFlag:
     """Set by SIGINT or SIGTERM (Slurm and CI send SIGTERM); the runner checks it."""
 
@@ -141,6 +145,7 @@ class Runner:
             tool={"name": "benchbench", "version": __version__},
             label=cfg.label, started_at=utc_now(), environment=environment,
             config={**cfg.to_dict(), "device_resolved": self.device}, argv=argv,
+            extra={"cost": {"usd_per_hour": cfg.price_per_hour}} if cfg.price_per_hour else {},
         )
 
     @property
@@ -164,8 +169,14 @@ class Runner:
         self.run.verdict = verdict.verdict(self.run)
 
     def save(self) -> None:
-        if self.writes:
+        if not self.writes:
+            return
+        try:
             results.save(self.run, self.results_path)
+        except OSError as exc:  # a full disk, a quota, a vanished folder
+            raise SaveError(f"could not write {self.results_path}: {exc.strerror or exc}; the "
+                            "previous results.json is intact (it is replaced atomically), "
+                            "with every probe that finished before this one") from None
 
     def execute(self) -> int:
         specs = self.selected()

@@ -100,3 +100,54 @@ def test_budgets():
     assert probe_budget(2, 10, quick=False, time_budget=None) == pytest.approx(42.0)
     assert probe_budget(1, 3, quick=True, time_budget=7) == 7.0
     assert hard_limit(10) == 70 and hard_limit(100) == 300
+
+
+def test_disk_full_keeps_the_previous_results_and_says_so(tmp_path, monkeypatch):
+    """The first probe's results are saved; the next save fails (ENOSPC): the file on disk is
+    still the complete earlier version, and the error says so in one line."""
+    import errno
+    import os
+
+    from benchbench import cli
+    from benchbench.runner import SaveError
+
+    runner, _ = make(tmp_path, {}, only=("matmul", "memory_bandwidth"))
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] >= 3:  # the initial save and the first probe's save succeed
+            os.unlink(src)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(SaveError, match=r"No space left on device; the previous results.json "
+                                        r"is intact"):
+        runner.execute()
+    saved = results.load(runner.results_path)
+    assert [p.name for p in saved.probes] == ["matmul"]
+    assert not list(tmp_path.rglob(".results.json.*"))  # no half-written temp file left
+    assert cli.SaveError is SaveError  # the CLI turns it into one line and exit 1
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_probe_process_is_recorded_and_the_run_goes_on(tmp_path):
+    from benchbench.config import ProbeConfig
+    from benchbench.isolation import Isolator
+    from benchbench.registry import ProbeSpec, Registry
+
+    victim = ProbeSpec(name="victim", description="dies", config_cls=ProbeConfig,
+                       impl="fault_probe", gpu_resource="cpu_compute",
+                       cpu_resource="cpu_compute")
+    registry = Registry([victim, default_registry().get("matmul")])
+    cfg = RunConfig(quick=True, time_budget=2.0, device="cpu",
+                    overrides={"matmul": {"sizes": (64,), "dtypes": ("fp32",)}})
+    runner = Runner(registry, cfg, tmp_path, ["run"], {"cuda_available": False}, {},
+                    Isolator())
+    assert runner.execute() == EXIT_FAILED
+    saved = results.load(tmp_path)
+    dead, after = saved.probe("victim"), saved.probe("matmul")
+    assert dead.status == "failed" and "SIGKILL" in dead.reason
+    assert after.status == "ok" and after.measurements

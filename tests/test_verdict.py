@@ -20,7 +20,7 @@ def probe(name, *ms, status="ok", reason=None, resource="gpu_compute", params=No
 
 def gpu_run(compute=2500.0, loader=6000.0, cold_files=20000.0, rand_Bps=5e9, h2d=50e9,
             busbw=None, gpus=1, ram=1024 * GiB, pipeline_au=None, extra=(), overrides=None,
-            skip=()):
+            skip=(), wait_s=None):
     env = {"host": {"memory_available": ram, "memory_total": ram, "cores_usable": 32},
            "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "memory_total": 80 * GiB}
                     for i in range(gpus)]}
@@ -59,10 +59,12 @@ def gpu_run(compute=2500.0, loader=6000.0, cold_files=20000.0, rand_Bps=5e9, h2d
             statistic="max"), resource="interconnect", params={"world_size": gpus})
     if pipeline_au is not None:
         pk = {**key, "loader": "torchvision", "workers": 16}
+        timing = [] if wait_s is None else [m("data_wait", pk, wait_s, "s"),
+                                            m("compute_time", pk, 0.1, "s")]
         probes["pipeline"] = probe("pipeline",
                                    m("total_throughput", pk, compute * pipeline_au, "samples/s"),
                                    m("compute_throughput", pk, compute, "samples/s"),
-                                   resource="cpu_dataloading")
+                                   *timing, resource="cpu_dataloading")
     for name in skip:
         probes[name] = probe(name, status="skipped", reason="fio is not installed")
     run = RunResult(tool={"name": "benchbench", "version": "t"}, label="t",
@@ -153,6 +155,13 @@ def test_the_real_pipeline_arbitrates_between_compute_and_loader():
     assert v["limiting_resource"] == "cpu_dataloading"
     assert v["measured_accelerator_utilisation"] == pytest.approx(0.6)
     assert any("compete for the same cores" in e for e in v["evidence"])
+    # ... but only when the steps really waited: a low AU with ~no wait is contention that
+    # slowed the step itself, and compute still limits
+    waited = verdict.verdict(gpu_run(loader=3000.0, pipeline_au=0.6, wait_s=0.05))
+    assert waited["limiting_resource"] == "cpu_dataloading"
+    busy = verdict.verdict(gpu_run(loader=3000.0, pipeline_au=0.85, wait_s=0.0005))
+    assert busy["limiting_resource"] == "gpu_compute"
+    assert any("waited for data only 0.5% of the time" in e for e in busy["evidence"])
     # and a loader figure below compute does not limit when the pipeline kept up
     kept = verdict.verdict(gpu_run(loader=2400.0, pipeline_au=0.97))
     assert kept["limiting_resource"] == "gpu_compute"
@@ -192,9 +201,10 @@ def test_cpu_run_end_to_end_names_the_bottleneck_with_evidence(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "benchbench", "run", "--quick", "--out", str(out),
-         "--only", "resnet50,dataloader,storage,pipeline", "--time-budget", "12",
+         "--only", "resnet50,dataloader,storage,pipeline", "--time-budget", "20",
          "--set", "dataset.num_images=64", "--set", "storage.size=16M",
-         "--set", "resnet50.precisions=fp32"],
+         "--set", "resnet50.precisions=fp32", "--set", "resnet50.batch_size=4",
+         "--set", "pipeline.batch_size=4"],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     v = json.loads((out / "results.json").read_text())["verdict"]

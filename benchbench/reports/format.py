@@ -67,7 +67,7 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     """A Markdown table (cells escaped) followed by a blank line."""
 
     def esc(cell: str) -> str:
-        return str(cell).replace("|", "\\|").replace("\n", " ")
+        return " ".join(str(cell).replace("|", "\\|").splitlines())
 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]

@@ -48,3 +48,21 @@ def style(ax: Any) -> None:
     ax.grid(True, which="major", color="#e4e4e4", linewidth=0.8)
     ax.set_axisbelow(True)
     ax.tick_params(labelsize=8)
+
+
+def draw_all(makers: dict[str, Any], names: tuple[str, ...] | list[str],
+             problems: list[str] | None) -> dict[str, bytes]:
+    """Each figure's PNG by name. A figure that fails to draw is named in `problems` (when
+    given) instead of costing the report; figures with no data are left out."""
+    out: dict[str, bytes] = {}
+    for name in names:
+        try:
+            drawn = makers[name]()
+        except Exception as exc:  # noqa: BLE001 - one broken figure must not cost the report
+            if problems is None:
+                raise
+            problems.append(f"{name}: not drawn, because {type(exc).__name__}: {exc}")
+            continue
+        if drawn is not None:
+            out[name] = drawn
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 from benchbench import analysis
 from benchbench.reports import format as fmt
 from benchbench.reports import plots_telemetry
-from benchbench.reports.plot_base import figure, png, si_axis, style
+from benchbench.reports.plot_base import draw_all, figure, png, si_axis, style
 from benchbench.results import Measurement, RunResult
 from benchbench.stats import summarize
 
@@ -64,18 +64,7 @@ def make(run: RunResult, verdict: dict[str, Any] | None,
         "loader_workers": lambda: loader_workers(run),
         "telemetry": lambda: plots_telemetry.telemetry(run.extra.get("telemetry")),
     }
-    out = {}
-    for name in NAMES:
-        try:
-            drawn = makers[name]()
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            if problems is None:
-                raise
-            problems.append(f"{name}: not drawn, because {type(exc).__name__}: {exc}")
-            continue
-        if drawn is not None:
-            out[name] = drawn
-    return out
+    return draw_all(makers, NAMES, problems)
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -1,0 +1,360 @@
+"""Render a Comparison as Markdown (printed, and compare.md) and as compare.csv rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from typing import Any
+
+from benchbench import regression as reg
+from benchbench.compare import Comparison, Row, headline, row_name, short_name
+from benchbench.compare_env import ENV_BYTES
+from benchbench.reports import format as fmt
+from benchbench.reports.plots import resource_name, sample_unit
+from benchbench.results import write_atomic
+
+MARK = {reg.REGRESSED: "▼", reg.IMPROVED: "▲", reg.WITHIN: "≈", reg.NO_CHANGE: "=",
+        reg.INCONCLUSIVE: "?", reg.NOT_TESTED: "–"}
+LEGEND = ("▼ regressed, ▲ improved (significant and beyond the threshold), ≈ significant but "
+          "within the threshold, = no significant change, ? inconclusive, – not tested; "
+          "ratios are the side's median over the baseline's, > 1× is better whichever way the "
+          "metric points")
+
+
+def _v(v: float, unit: str) -> str:
+    return fmt.value(v, "images/s" if unit == "samples/s" else unit)
+
+
+def _ratio(d: reg.Decision | None) -> str:
+    return "—" if d is None or d.ratio is None else f"{d.ratio:.2f}×"
+
+
+def _pct(d: reg.Decision) -> str:
+    return "—" if d.change_pct is None else f"{d.change_pct:+.1f}%"
+
+
+def _cell(row: Row, label: str) -> str:
+    c = row.cells.get(label)
+    if c is None:
+        return "—"
+    text = _v(c.value, row.unit)
+    if c.runs > 1:
+        text += f" ({c.runs} runs)"
+    d = c.decision
+    return text if d is None else f"{text} · {_ratio(d)} {MARK[d.outcome]}"
+
+
+def _header(comp: Comparison) -> list[str]:
+    base = comp.baseline
+    out = [f"# benchbench compare: {' vs '.join(s.label for s in comp.sides)}", ""]
+    for s in comp.sides:
+        role = "baseline" if s.baseline else "compared"
+        runs = ", ".join(f"`{p}`" for p in s.sources)
+        pooled = f", {len(s.runs)} runs pooled" if len(s.runs) > 1 else ""
+        out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}")
+    out += ["", f"Regression rule: a measurement regressed when it is worse than the baseline "
+                f"({base.label}) by more than {comp.threshold_pct:g}% in the direction of better, "
+                f"and the difference is significant at α = {comp.alpha:g} on the raw samples "
+                f"(Mann-Whitney U, two-sided, where the sample counts can reach α; else "
+                f"non-overlapping {1 - comp.alpha:.0%} confidence intervals of the medians).", ""]
+    return out
+
+
+def _summary(comp: Comparison) -> list[str]:
+    regs = comp.outcomes(reg.REGRESSED)
+    imps = comp.outcomes(reg.IMPROVED)
+    inc = comp.outcomes(reg.INCONCLUSIVE)
+    out = ["## Summary", ""]
+    if regs:
+        out.append(f"**{len(regs)} regression(s)** (exit 3).")
+    else:
+        out.append("**No regression** (exit 0).")
+    out.append(f"{len(imps)} significant improvement(s), {len(inc)} inconclusive, "
+               f"{len(comp.matched)} measurement(s) in every side, {len(comp.partial)} only "
+               "in some.")
+    for lab in comp.different_hardware:
+        side = next(s for s in comp.sides if s.label == lab)
+        out.append(f"\n**Different hardware**: {lab} ({side.hardware}) against the baseline "
+                   f"({comp.baseline.hardware}): compared, but no regression is called.")
+    return out + [""]
+
+
+def _decisions(comp: Comparison) -> list[str]:
+    out: list[str] = []
+    header = ["side", "measurement", "baseline", "side's", "change", "test", "p"]
+    for title, outcome in (("Regressions", reg.REGRESSED), ("Improvements", reg.IMPROVED)):
+        found = comp.outcomes(outcome)
+        if not found:
+            continue
+        base = comp.baseline.label
+        out += [f"## {title}", ""] + fmt.table(header, [
+            [lab, row_name(r), _v(r.cells[base].value, r.unit), _v(r.cells[lab].value, r.unit),
+             _pct(d), d.test or "—", "—" if d.p_value is None else f"{d.p_value:.2g}"]
+            for r, lab, d in found])
+    return out
+
+
+def _undecided(comp: Comparison) -> list[str]:
+    out: list[str] = []
+    inc = comp.outcomes(reg.INCONCLUSIVE)
+    if inc:
+        out += ["## Inconclusive", "",
+                f"Too noisy or too few samples to decide either way: "
+                f"{reg.INCONCLUSIVE_ADVICE}.", ""]
+        out += fmt.table(["side", "measurement", "change", "why"],
+                         [[lab, row_name(r), _pct(d), d.reason] for r, lab, d in inc])
+    skipped = comp.outcomes(reg.NOT_TESTED)
+    if skipped:
+        why: dict[str, int] = {}
+        for _, _, d in skipped:
+            why[d.reason] = why.get(d.reason, 0) + 1
+        out += ["Not tested: " + "; ".join(f"{n} × {w}" for w, n in why.items()) + ".", ""]
+    return out
+
+
+def _verdicts(comp: Comparison) -> list[str]:
+    labels = [s.label for s in comp.sides]
+    vs = {s.label: s.verdict or {} for s in comp.sides}
+    work = next((v.get("workload") for v in vs.values() if v.get("workload")), "training")
+
+    def lim(v: dict[str, Any]) -> str:
+        if v.get("error"):
+            return f"not computed ({v['error']})"
+        r = v.get("limiting_resource")
+        return f"**{resource_name(r)}**" if r else "none named"
+
+    def au(v: dict[str, Any], k: str) -> str:
+        x = v.get(k)
+        return fmt.percent(x) if isinstance(x, (int, float)) else "—"
+
+    rows = [["limiting resource"] + [lim(vs[lab]) for lab in labels],
+            ["predicted accelerator utilisation"]
+            + [au(vs[lab], "predicted_accelerator_utilisation") for lab in labels],
+            ["measured (real pipeline)"]
+            + [au(vs[lab], "measured_accelerator_utilisation") for lab in labels]]
+    resources: dict[str, None] = {}
+    for v in vs.values():
+        resources.update(dict.fromkeys(v.get("capacities") or {}))
+    for r in resources:
+        cells = []
+        for lab in labels:
+            c = (vs[lab].get("capacities") or {}).get(r)
+            cells.append(fmt.si(c, sample_unit(vs[lab])) if isinstance(c, (int, float))
+                         else "—")
+        rows.append([f"capacity: {resource_name(r)}"] + cells)
+    other = [w for w in ("resnet50", "transformer") if w != work]
+    for w in other:
+        rows.append([f"{w}: limiting resource"] + [
+            lim(((vs[lab].get("per_workload") or {}).get(w)) or {}) for lab in labels])
+    return ([f"## Verdicts ({work}, recomputed from each side's measurements)", ""]
+            + fmt.table([""] + labels, rows))
+
+
+def _env_value(name: str, values: list[Any]) -> str:
+    def one(v: Any) -> str:
+        if v is None or v == "":
+            return "—"
+        if name in ENV_BYTES and isinstance(v, (int, float)):
+            return fmt.iec(v)
+        return str(v)
+    return " / ".join(one(v) for v in values) or "—"
+
+
+def _environment(comp: Comparison) -> list[str]:
+    labels = [s.label for s in comp.sides]
+    rows = []
+    for e in comp.env:
+        cells = [_env_value(e.name, e.values.get(lab, [])) for lab in labels]
+        if all(c == "—" for c in cells):
+            continue
+        name = f"**≠ {e.name}**" if e.differs else e.name
+        rows.append([name] + ([f"**{c}**" for c in cells] if e.differs else cells))
+    differs = [e.name for e in comp.env if e.differs and e.name != "host"]
+    lead = (f"Differs: {', '.join(differs)}." if differs
+            else "The environments match (apart from the host name, where shown).")
+    return ["## Environment", "", lead, ""] + fmt.table([""] + labels, rows)
+
+
+def _headline(comp: Comparison) -> list[str]:
+    rows = headline(comp.rows)
+    if not rows:
+        return []
+    labels = [s.label for s in comp.sides]
+    return (["## Headline figures", ""]
+            + fmt.table(["figure"] + labels,
+                        [[short_name(r)] + [_cell(r, lab) for lab in labels] for r in rows]))
+
+
+def _measurements(comp: Comparison) -> list[str]:
+    labels = [s.label for s in comp.sides]
+    out = ["## Measurements", "",
+           "Values are the medians of the raw samples, pooled over a side's runs (a peak "
+           f"over sizes: the median of the runs' peaks). {LEGEND}.", ""]
+    by_probe: dict[str, list[Row]] = {}
+    for r in comp.matched:
+        by_probe.setdefault(r.probe, []).append(r)
+    for probe, rows in by_probe.items():
+        notes = [r.incidental_note() for r in rows]
+        head = ["metric", "key"] + labels + (["differs in"] if any(notes) else [])
+        body = []
+        for r, note in zip(rows, notes, strict=True):
+            key = ", ".join(f"{k}={fmt.key_value(k, v)}" for k, v in r.key.items())
+            body.append([r.metric, key] + [_cell(r, lab) for lab in labels]
+                        + ([note] if any(notes) else []))
+        out += [f"### {probe}", ""] + fmt.table(head, body)
+    return out
+
+
+def _partial(comp: Comparison) -> list[str]:
+    labels = [s.label for s in comp.sides]
+    out: list[str] = []
+    status_rows = []
+    names: dict[str, None] = {}
+    for s in comp.sides:
+        for r in s.runs:
+            names.update(dict.fromkeys(p.name for p in r.probes))
+    for name in names:
+        per = []
+        for s in comp.sides:
+            st = sorted({(p.status, p.reason if p.status != "ok" else None)
+                         for r in s.runs for p in r.probes if p.name == name}, key=str)
+            per.append(" / ".join(f"{a}{f' ({b})' if b else ''}" for a, b in st) or "not run")
+        if len({p.split(" (")[0] for p in per}) > 1:
+            status_rows.append([name] + per)
+    if not comp.partial and not status_rows:
+        return []
+    out += ["## Only in some runs", ""]
+    if status_rows:
+        out += ["Probes whose status differs:", ""] + fmt.table(["probe"] + labels, status_rows)
+    if comp.partial:
+        out += fmt.table(["probe", "metric", "key", "only in"], [
+            [r.probe, r.metric, ", ".join(f"{k}={fmt.key_value(k, v)}" for k, v in
+                                          r.key.items()),
+             ", ".join(lab for lab in labels if lab in r.cells)] for r in comp.partial])
+    return out
+
+
+def _money(x: Any) -> str:
+    return f"${x:,.2f}" if isinstance(x, (int, float)) else "—"
+
+
+def _cost(comp: Comparison) -> list[str]:
+    c = comp.cost
+    if not c:
+        return []
+    out = ["## Cost", ""]
+    priced = [e for e in c["sides"] if e["costs"]]
+    if not priced:
+        out += ["No prices: give `--price LABEL=USD_PER_HOUR`, or run with `--price-per-hour`.",
+                ""]
+    else:
+        rows = []
+        for e in priced:
+            k = e["costs"]
+            ref, tok = k.get("reference_job") or {}, k.get("token_job") or {}
+            rows.append([e["label"] + ("" if k.get("representative") else " ⚠"),
+                         f"{_money(e['usd_per_hour'])}/h ({e['price_from']})",
+                         _money(k.get("usd_per_million_images")),
+                         _money(k.get("usd_per_billion_tokens")),
+                         f"{ref['hours']:,.1f} h, {_money(ref['usd'])}" if ref else "—",
+                         f"{tok['hours']:,.1f} h, {_money(tok['usd'])}" if tok else "—"])
+        what = next((e["costs"]["reference_job"]["what"] for e in priced
+                     if e["costs"].get("reference_job")), "the reference job")
+        out += fmt.table(["side", "price", "$ / 1M images", "$ / 1B tokens",
+                          f"reference job ({what})",
+                          f"token job ({c['job_tokens']:,} tokens)"], rows)
+        if c["ranking"]:
+            out += ["Cheapest per job first: " + " < ".join(c["ranking"]) + ".", ""]
+        if any(not e["costs"].get("representative") for e in priced):
+            out += ["⚠ not representative of real training (a --quick run, or images not at "
+                    "224 px): its costs are shown for completeness, not for a decision.", ""]
+        for e in priced:
+            k = e["costs"]
+            per = [f"{x:,.0f} {u}/s" if x >= 100 else f"{x:.3g} {u}/s"
+                   for x, u in ((k.get("images_per_s_per_usd_hour"), "images"),
+                                (k.get("tokens_per_s_per_usd_hour"), "tokens"))
+                   if isinstance(x, (int, float))]
+            per_usd = f"{' and '.join(per)} per $/h; " if per else ""
+            out.append(f"- **{e['label']}**: {per_usd}images on {k['basis']['images']}; tokens "
+                       f"on {k['basis']['tokens']}.")
+            out += [f"  - {cv}" for cv in k.get("caveats") or []]
+        out.append("")
+    unpriced = [e["label"] for e in c["sides"] if not e["costs"]]
+    if unpriced and priced:
+        out += [f"No price for {', '.join(unpriced)}.", ""]
+    for b in c.get("buy") or []:
+        out += _buy_lines(b)
+    return out
+
+
+def _buy_lines(b: dict[str, Any]) -> list[str]:
+    out = [f"### Buy {b['label']} for {_money(b['purchase_usd'])} or rent it", ""]
+    if "missing" in b:
+        return out + [b["missing"] + ".", ""]
+    r = b["result"]
+    ins = r["inputs"]
+    be = r.get("break_even_utilization")
+    rows = [["cloud price", f"{_money(r['cloud_usd_per_hour'])}/h ({b['cloud_from']})"],
+            ["owned, per useful hour", f"{_money(r['owned_usd_per_useful_hour'])}/h at "
+                                       f"{ins['utilization']:.0%} utilisation"],
+            ["break-even utilisation", f"{be:.0%}" if be is not None else "never"],
+            ["saving at that utilisation", fmt.percent(r["saving_at_utilization"])],
+            [f"saving over {ins['years']:g} years", _money(r["saving_over_years_usd"])],
+            ["power", f"{b['power_watts']:,.0f} W ({b['power_how']})"],
+            ["energy", f"${ins['usd_per_kwh']:g}/kWh"],
+            ["operations", f"{_money(ins['ops_usd_per_year'])}/year"]]
+    if "owned_reference_job_usd" in b:
+        rows.append([f"{b['reference_job']}, owned", _money(b["owned_reference_job_usd"])])
+    return out + fmt.table(["", ""], rows) + [
+        f"The buyer's guide claims: {r['guide_claim']}.", "", r["guide_check"], ""]
+
+
+def render(comp: Comparison) -> str:
+    lines = (_header(comp) + _summary(comp) + _decisions(comp) + _headline(comp)
+             + _verdicts(comp) + _environment(comp) + _cost(comp) + _undecided(comp)
+             + _measurements(comp) + _partial(comp))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- compare.csv ------------------------------------------------------------------------------
+
+LEADING = ["probe", "metric"]
+TRAILING = ["unit", "statistic", "higher_is_better", "side", "baseline", "runs", "n",
+            "median", "cv", "ratio", "change_pct", "outcome", "test", "p_value", "reason",
+            "differs_in"]
+
+
+def csv_rows(comp: Comparison) -> tuple[list[str], list[dict[str, Any]]]:
+    """One row per measurement and side that has it; key fields as key.<name> columns."""
+    keys: dict[str, None] = {}
+    out = []
+    for r in comp.rows:
+        keys.update(dict.fromkeys(r.key))
+        note = r.incidental_note()
+        for s in comp.sides:
+            c = r.cells.get(s.label)
+            if c is None:
+                continue
+            d = c.decision
+            row: dict[str, Any] = {"probe": r.probe, "metric": r.metric,
+                                   **{f"key.{k}": v for k, v in r.key.items()}}
+            row.update(unit=r.unit, statistic=r.statistic, higher_is_better=r.higher_is_better,
+                       side=s.label, baseline=s.baseline, runs=c.runs, n=len(c.samples),
+                       median=c.value, cv=c.cv, ratio=d.ratio if d else None,
+                       change_pct=d.change_pct if d else None,
+                       outcome=d.outcome if d else "baseline", test=d.test if d else None,
+                       p_value=d.p_value if d else None, reason=d.reason if d else "",
+                       differs_in=note)
+            out.append(row)
+    return LEADING + [f"key.{k}" for k in keys] + TRAILING, out
+
+
+def write_csv(comp: Comparison, path: str | os.PathLike[str]) -> None:
+    columns, rows = csv_rows(comp)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: "" if v is None else v for k, v in row.items()})
+    write_atomic(path, buf.getvalue())
