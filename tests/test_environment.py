@@ -31,7 +31,8 @@ def test_gpu_snapshot_without_nvml_gives_reason():
     info, reason = environment.gpu_snapshot(
         FakeNvml(fail_init=RuntimeError("NVML Shared Library Not Found")))
     assert info == {"gpus": []}
-    assert reason == "NVML unavailable: NVML Shared Library Not Found"
+    assert reason.startswith("NVML unavailable: NVML Shared Library Not Found (")
+    assert "libnvidia-ml.so" in reason and "nvidia-ml-py" in reason  # the install hint
 
 
 def test_snapshot_falls_back_to_torch_gpus(monkeypatch):
