@@ -166,8 +166,8 @@ def storage(run: RunResult, s: Setting) -> Capacity:
         return unknown("storage", "the storage probe measured neither the dataset's cold read "
                                   "rate nor random 128 KiB reads")
     value, _ = min(parts)
-    return Capacity("storage", value, "measured",
-                    "the lower of: " + "; ".join(text for _, text in parts))
+    lead = "the lower of: " if len(parts) > 1 else ""
+    return Capacity("storage", value, "measured", lead + "; ".join(text for _, text in parts))
 
 
 def host_memory(run: RunResult, s: Setting) -> Capacity:

@@ -230,7 +230,8 @@ class StorageConfig(ProbeConfig):
     size: int | None = size_field(None, "scratch file size; auto: 4G (256M with --quick), "
                                         "capped by free space")
     runtime: float | None = doc_field(None, "seconds per fio job (time-based); auto: 10 (2 "
-                                            "with --quick)")
+                                            "with --quick), less when the time budget is "
+                                            "short, so that every job runs")
     jobs: tuple[str, ...] = doc_field(STORAGE_JOBS, "seq1m, rand128k and/or rand4k")
     iodepth: int = doc_field(32, "outstanding I/Os per job (needs libaio or io_uring)")
     numjobs: int = doc_field(4, "parallel fio jobs for the random reads")

@@ -251,7 +251,10 @@ def _reader(path: str, size: int, out: ProbeOutput) -> tuple[str | None, str, bo
 
 def _read_jobs(ctx: ProbeContext, cfg: StorageConfig, path: str, size: int,
                snap: dict[str, Any], out: ProbeOutput) -> None:
-    runtime = cfg.runtime or (2.0 if ctx.quick else 10.0)
+    # Auto: 10 s a job (2 with --quick), shorter when the budget is short, so that the random
+    # reads the verdict needs run too, not only the first (sequential) job.
+    runtime = cfg.runtime or max(1.0, min(2.0 if ctx.quick else 10.0,
+                                          ctx.budget.remaining() / (len(cfg.jobs) + 0.5)))
     repeats = max(1, ctx.policy.min_repeats)
     run_s = max(1.0, runtime / repeats)  # one sample per run; shorter runs are mostly ramp-up
     binary, engine, direct = _reader(path, size, out)
