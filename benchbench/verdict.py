@@ -21,6 +21,7 @@ from benchbench.analysis import (
     precision_speedups,
 )
 from benchbench.probe_configs import AnalysisConfig
+from benchbench.reports.format import figure
 from benchbench.results import RunResult
 
 COMPUTE = ("gpu_compute", "cpu_compute")
@@ -32,10 +33,6 @@ def analysis_config(run: RunResult, workload: str | None = None) -> AnalysisConf
     if workload:
         values["workload"] = workload
     return AnalysisConfig(**values)
-
-
-def _fmt(v: float) -> str:
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
 def _pipeline_check(run: RunResult, s: cap.Setting) -> dict[str, Any] | None:
@@ -93,7 +90,7 @@ def _advice(run: RunResult, limiting: str, caps: dict[str, cap.Capacity], s: cap
             nxt = min(others, key=lambda r: others[r])
             should = ", as it should be" if limiting == "gpu_compute" else ""
             out.append(f"Compute is the bottleneck{should}: the next limit, {nxt}, "
-                       f"could feed {_fmt(others[nxt])} {unit}, "
+                       f"could feed {figure(others[nxt])} {unit}, "
                        f"{others[nxt] / (c.value or 1):.1f}× what compute uses.")
         if limiting == "cpu_compute":
             out.append("This machine trains on its CPU: any CUDA GPU raises the compute "
@@ -137,7 +134,7 @@ def _loader_advice(run: RunResult, compute: float | None, unit: str) -> list[str
     tv, best = by_loader.get("torchvision"), max(by_loader.items(), key=lambda kv: kv[1],
                                                  default=(None, 0.0))
     if tv and best[0] and best[0] != "torchvision" and best[1] > tv * 1.1:
-        out.append(f"{best[0]} measured {_fmt(best[1])} img/s vs {_fmt(tv)} for torchvision: "
+        out.append(f"{best[0]} measured {figure(best[1])} img/s vs {figure(tv)} for torchvision: "
                    "switch.")
     per_core = max(cap.metric(dl, "throughput_per_core"), key=lambda m: m.value, default=None)
     cores = (run.environment.get("host") or {}).get("cores_usable")
@@ -145,8 +142,8 @@ def _loader_advice(run: RunResult, compute: float | None, unit: str) -> list[str
         need = compute / per_core.value
         if need > cores:
             out.append(f"{math.ceil(need - cores)} more cores would be needed at the measured "
-                       f"{_fmt(per_core.value)} img/s per core ({per_core.key.get('loader')}) "
-                       f"to feed {_fmt(compute)} {unit}: this machine has {cores}.")
+                       f"{figure(per_core.value)} img/s per core ({per_core.key.get('loader')}) "
+                       f"to feed {figure(compute)} {unit}: this machine has {cores}.")
     out.append("Pre-resize the images offline (decode cost grows with pixels) or cache "
                "decoded samples, if the recipe allows.")
     return out
@@ -216,17 +213,18 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dic
         # Without the compute capacity there is nothing to hold the others against: name
         # no bottleneck rather than the lowest of what happened to be measured.
         notes.append(f"the lowest measured capacity is {limiting} at "
-                     f"{_fmt(caps[limiting].value or 0)} {s.unit}, but compute was not "
+                     f"{figure(caps[limiting].value or 0)} {s.unit}, but compute was not "
                      "measured, so no bottleneck is named")
         limiting = None
     for c in caps.values():
         if c.status == "measured":
-            evidence.append(f"{c.resource}: {_fmt(c.value or 0)} {s.unit} — {c.how}.")
+            evidence.append(f"{c.resource}: {figure(c.value or 0)} {s.unit} — {c.how}.")
     if pipe is not None:
         evidence.append(f"The real pipeline ({pipe['key'].get('loader')}, "
-                        f"{pipe['key'].get('workers')} workers) trained {_fmt(pipe['total_ips'])} "
-                        f"{s.unit} against {_fmt(pipe['compute_ips'])} on synthetic data in the "
-                        f"same process: AU {pipe['au']:.0%}.")
+                        f"{pipe['key'].get('workers')} workers) trained "
+                        f"{figure(pipe['total_ips'])} {s.unit} against "
+                        f"{figure(pipe['compute_ips'])} on synthetic data in the same process: "
+                        f"AU {pipe['au']:.0%}.")
     evidence += [n[0].upper() + n[1:] + "." for n in notes]
     unknown = [f"{c.resource}: {c.missing}" for c in caps.values() if c.status == "unknown"]
     known = [c.value for c in caps.values() if c.value is not None]

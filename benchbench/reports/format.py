@@ -53,6 +53,11 @@ def value(v: float, unit: str) -> str:
     return si(v, unit)
 
 
+def figure(v: float) -> str:
+    """A capacity or rate in its own unit: 2,147 above 100, else three significant digits."""
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def percent(x: float) -> str:
     return f"{x * 100:.1f}%"
 

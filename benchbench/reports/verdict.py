@@ -10,9 +10,7 @@ NAMES = {"resnet50": "ResNet50", "transformer": "the transformer"}
 
 
 def _cap(v: float | None) -> str:
-    if v is None:
-        return "—"
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+    return "—" if v is None else fmt.figure(v)
 
 
 def section(v: dict[str, Any]) -> list[str]:

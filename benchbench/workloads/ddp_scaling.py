@@ -20,13 +20,14 @@ from torch.nn.parallel import DistributedDataParallel
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import DdpScalingConfig
 from benchbench.results import Measurement
-from benchbench.workloads._devices import apply_tf32, usable_on
+from benchbench.workloads._devices import apply_tf32
 from benchbench.workloads._ranks import RankFailure, run_ranks
 from benchbench.workloads._training import (
     PRECISIONS,
     free_memory,
     step_measurements,
     time_steps,
+    usable_precisions,
 )
 from benchbench.workloads.resnet50 import ResNetTrainer, prepare_device
 
@@ -91,15 +92,13 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
 
 def _precision(cfg: DdpScalingConfig, dev: str, notes: list[str]) -> str:
     if cfg.precision:
-        usable = usable_on(dev, (cfg.precision,), ("fp32", "amp_bf16"), ("tf32", "amp_bf16"),
-                           "CPU ranks train in fp32 or amp_bf16", notes)
-        if not usable:
+        if not usable_precisions(dev, (cfg.precision,), notes):
             raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
         return cfg.precision
     if dev == "cpu":
         return "fp32"  # bf16 is emulated on most CPUs, and far slower
-    major, _ = torch.cuda.get_device_capability(dev)
-    return "amp_bf16" if major >= 8 else "amp_fp16"
+    # bf16 where the tensor cores do it (Ampere on), else fp16, as the pipeline probe chooses
+    return usable_precisions(dev, ("amp_bf16", "amp_fp16"), [])[0]
 
 
 def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
