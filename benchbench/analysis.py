@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench import scaling
+from benchbench.gpus import gpu_for
 from benchbench.peaks import gpu_peak, pcie_rate
 from benchbench.probe_configs import PRECISION_DTYPE
 from benchbench.results import Measurement, RunResult
@@ -17,13 +18,8 @@ GPU_SPREAD_WARN = 0.05
 
 def gpu_name(run: RunResult, device: str) -> str | None:
     """The model name of 'cuda:N' from the environment snapshot (NVML, else torch)."""
-    if not device.startswith("cuda:"):
-        return None
-    idx = int(device.split(":")[1])
-    for g in run.environment.get("gpus", []):
-        if g.get("index") == idx:
-            return g.get("name")
-    return None
+    g = gpu_for(run.environment, device)
+    return g.get("name") if g else None
 
 
 def reference(run: RunResult, probe: str, m: Measurement) -> tuple[float, str] | None:
@@ -51,24 +47,34 @@ def fraction_of_reference(run: RunResult, probe: str, m: Measurement) -> float |
     return m.value / ref[0] if ref else None
 
 
-def gpu_spread(run: RunResult, probe: str, metric: str, group: str) -> list[dict[str, Any]]:
-    """Per `group` value (e.g. dtype), the slowest GPU and the relative spread across GPUs."""
+def gpu_spread(run: RunResult, probe: str, metric: str, group: str,
+               same: str | None = None) -> list[dict[str, Any]]:
+    """Per `group` value (e.g. dtype), the slowest GPU and the relative spread across GPUs.
+
+    With `same`, only measurements that agree on that context field are compared (matmul's
+    peaks: `best_size`), so GPUs measured at different matrix sizes are never held against
+    each other: a smaller matrix is slower on any GPU.
+    """
     pr = run.probe(probe)
     if pr is None:
         return []
     by_group: dict[Any, list[Measurement]] = {}
     for m in pr.measurements:
         if m.metric == metric and str(m.key.get("device", "")).startswith("cuda"):
-            by_group.setdefault(m.key.get(group), []).append(m)
+            at = m.context.get(same) if same else None
+            by_group.setdefault((m.key.get(group), at), []).append(m)
     rows = []
-    for g, ms in by_group.items():
+    for (g, at), ms in by_group.items():
         if len(ms) < 2:
             continue
         slowest = min(ms, key=lambda m: m.value)
         s = spread([m.value for m in ms])
-        rows.append({group: g, "slowest_device": slowest.key["device"],
-                     "slowest_value": slowest.value, "unit": slowest.unit, "spread": s,
-                     "warn": s >= GPU_SPREAD_WARN})
+        row = {group: g, "slowest_device": slowest.key["device"],
+               "slowest_value": slowest.value, "unit": slowest.unit, "spread": s,
+               "gpus": len(ms), "warn": s >= GPU_SPREAD_WARN}
+        if same:
+            row[same] = at
+        rows.append(row)
     return rows
 
 

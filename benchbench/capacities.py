@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from benchbench.gpus import gpu_count
 from benchbench.results import Measurement, ProbeResult, RunResult
 
 # torchvision's resnet50: 25,557,032 parameters. DDP all-reduces fp32 gradients, AMP included
@@ -87,7 +88,7 @@ class Setting:
 
 def setting(run: RunResult, workload: str, mean_file_bytes: float) -> Setting:
     device = str(run.config.get("device_resolved") or "cpu")
-    devices = max(1, len(run.environment.get("gpus") or [])) if device == "cuda" else 1
+    devices = max(1, gpu_count(run.environment)) if device == "cuda" else 1
     pipe = next(iter(metric(ok_probe(run, "pipeline"), "total_throughput")), None)
     probe = "resnet50" if workload == "resnet50" else "transformer"
     candidates = metric(ok_probe(run, probe), "throughput")

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, metavar="N",
                    help="fewest timed samples per measurement (default 5, 3 with --quick)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="seconds per probe (default: a weighted share of 210 s, 60 s with "
+                   help="seconds per probe (default: a weighted share of 210 s on a CPU, 480 s "
+                        "on a GPU; 60 s and 120 s with "
                         "--quick)")
     r.add_argument("--price-per-hour", type=float, metavar="USD",
                    help="what this machine costs per hour in US dollars (its cloud price, or "

@@ -191,6 +191,25 @@ def _prepare(args: argparse.Namespace, registry: Registry, launched: DistEnv | N
     return cfg, out, data
 
 
+def _refuse_silent_cpu_fallback(cfg: RunConfig, facts: dict[str, Any]) -> None:
+    """--device auto on a machine whose GPUs torch cannot use (a wheel built for a newer
+    driver, say) would measure the CPU and call it the machine: refuse instead, naming both
+    facts. --device cpu stays the way to measure the CPU on purpose."""
+    if cfg.device != "auto" or facts.get("cuda_available"):
+        return
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return  # the GPUs were hidden on purpose
+    from benchbench import environment
+
+    names = environment.nvml_gpu_names()
+    if not names:
+        return
+    models = ", ".join(sorted(set(names)))
+    raise UsageError(f"NVML sees {len(names)} GPU(s) ({models}) but torch cannot use them: "
+                     f"{facts.get('no_gpu_reason') or 'CUDA is unavailable'}; fix the driver "
+                     "or the torch build, or pass --device cpu to measure the CPU on purpose")
+
+
 def _facts(isolator: Isolator, stop: StopFlag) -> dict[str, Any]:
     got = isolator.call("benchbench.worker:collect_facts", None, timeout_s=300,
                         should_stop=stop)
@@ -220,9 +239,10 @@ def run(args: argparse.Namespace) -> int:
     scratch = out if launched and not launched.is_master else None
     try:
         isolator = isolator or Isolator()
+        ranks_here: set[int] = set()
         if launched:
             try:
-                multinode.start_together(isolator, launched, None)
+                ranks_here = multinode.start_together(isolator, launched, None)
             except multinode.RankError as exc:
                 raise UsageError(str(exc)) from None
         try:
@@ -234,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
         if resolve_device(cfg.device, facts) == "cuda" and not facts.get("cuda_available"):
             raise UsageError(f"--device cuda: no usable CUDA GPU here "
                              f"({facts.get('no_gpu_reason')})")
+        _refuse_silent_cpu_fallback(cfg, facts)
         try:
             runner = Runner(registry, cfg, out, sys.argv[:], facts, {}, isolator, stop=stop,
                             launched=launched)
@@ -248,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot create: {exc.strerror}") from None
         if launched is None or launched.is_node_leader:
-            runner.run.environment = environment.snapshot(out, facts)
+            runner.run.environment = environment.snapshot(out, facts, own=ranks_here)
         else:
             runner.run.environment = {"host": environment.host_snapshot()}
         if data is not None:

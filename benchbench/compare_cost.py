@@ -14,6 +14,7 @@ from typing import Any
 
 from benchbench import cost
 from benchbench.compare import CompareError, Comparison, Side, run_label
+from benchbench.gpus import gpu_count
 
 
 def parse_assignments(items: Sequence[str] | None, flag: str) -> list[tuple[str, float]]:
@@ -74,7 +75,7 @@ def resolve_prices(sides: Sequence[Side], given: Sequence[tuple[str, float]]
 def _equivalent(a: Side, b: Side) -> bool:
     """Same GPU (or CPU) model and the same number of GPUs: one could stand for the other."""
     def count(s: Side) -> set[int]:
-        return {len(r.environment.get("gpus") or []) for r in s.runs}
+        return {gpu_count(r.environment) for r in s.runs}
     return a.hardware == b.hardware and count(a) == count(b)
 
 

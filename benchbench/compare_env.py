@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from benchbench.gpus import gpu_count, run_gpus
 from benchbench.results import RunResult
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def hardware_id(run: RunResult) -> str:
     but no regression is called between them."""
     env = run.environment or {}
     device = (run.config or {}).get("device_resolved")
-    gpus = [str(g.get("name")) for g in env.get("gpus") or [] if isinstance(g, dict)]
+    gpus = [str(g.get("name")) for g in run_gpus(env)]
     if gpus and device != "cpu":
         return "GPU " + " + ".join(sorted(set(gpus)))
     return "CPU " + str((env.get("host") or {}).get("cpu_model") or "unknown")
@@ -39,7 +40,7 @@ def _cudnn(v: Any) -> Any:
 
 
 def _gpu_models(env: dict[str, Any]) -> str | None:
-    gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
+    gpus = run_gpus(env)
     if not gpus:
         return None
     names: dict[str, int] = {}
@@ -51,9 +52,8 @@ def _gpu_models(env: dict[str, Any]) -> str | None:
 # (row name, how to read it from an environment snapshot)
 ENV_FIELDS: list[tuple[str, Any]] = [
     ("GPUs", _gpu_models),
-    ("GPU count", lambda e: len(e.get("gpus") or [])),
-    ("GPU memory", lambda e: next((g.get("memory_total") for g in e.get("gpus") or []
-                                   if isinstance(g, dict)), None)),
+    ("GPU count", gpu_count),
+    ("GPU memory", lambda e: next((g.get("memory_total") for g in run_gpus(e)), None)),
     ("driver", lambda e: e.get("driver")),
     ("CUDA driver", lambda e: e.get("cuda_driver")),
     ("CUDA (torch)", lambda e: (e.get("torch") or {}).get("torch_cuda")),

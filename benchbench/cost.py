@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from benchbench import capacities as cap
+from benchbench.gpus import gpu_count, run_gpus
 from benchbench.results import Measurement, RunResult
 
 REFERENCE_EPOCHS = 90
@@ -52,7 +53,7 @@ def price_of(run: RunResult) -> float | None:
 
 def _devices(run: RunResult) -> tuple[int, str]:
     if str(run.config.get("device_resolved") or "cpu") == "cuda":
-        n = max(1, len(run.environment.get("gpus") or []))
+        n = max(1, gpu_count(run.environment))
         return n, f"{n} GPU(s)"
     return 1, "the CPU"
 
@@ -290,7 +291,7 @@ def default_power_watts(run: RunResult) -> tuple[float, str]:
     host_how = (f"a host allowance of {host_w:,.0f} W ({HOST_BASE_W:.0f} W for memory, fans, "
                 f"NICs and drives + {CPU_CORE_W:.0f} W per CPU core × {counted})")
     cuda = str(run.config.get("device_resolved") or "cpu") == "cuda"
-    gpus = (run.environment.get("gpus") or []) if cuda else []
+    gpus = run_gpus(run.environment) if cuda else []
     if not gpus:
         return host_w, f"no GPUs: {host_how}"
     limits, unknown = [], 0

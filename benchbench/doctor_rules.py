@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.gpus import gpu_for
 from benchbench.reports import format as fmt
 from benchbench.results import RunResult
 
@@ -211,22 +212,24 @@ def check_persistence(env: dict[str, Any]) -> Check:
                  "pays driver initialisation again")
 
 
-def _loaded_links(run: RunResult | None) -> dict[int, dict[str, Any]]:
-    """GPU index -> the PCIe link host_device_copy read from NVML while copies were running."""
+def _loaded_links(env: dict[str, Any], run: RunResult | None) -> dict[int, dict[str, Any]]:
+    """NVML GPU index -> the PCIe link host_device_copy read from NVML while copies were
+    running. The probe names GPUs as the run saw them (cuda:N under CUDA_VISIBLE_DEVICES), so
+    each is matched to its NVML record by UUID."""
     pr = run.probe("host_device_copy") if run else None
     out: dict[int, dict[str, Any]] = {}
     for m in pr.measurements if pr else []:
-        dev = str(m.key.get("device", ""))
-        index = dev.removeprefix("cuda:")
-        if index.isdigit() and m.context.get("pcie_gen_current") is not None:
-            out.setdefault(int(index), m.context)
+        g = gpu_for(env, str(m.key.get("device", "")))
+        if g is not None and g.get("index") is not None \
+                and m.context.get("pcie_gen_current") is not None:
+            out.setdefault(int(g["index"]), m.context)
     return out
 
 
 def check_pcie(env: dict[str, Any], run: RunResult | None) -> Check:
     name, threshold = "PCIe link", "current = maximum generation and width, under load"
     source = "NVML link state"
-    loaded = _loaded_links(run)
+    loaded = _loaded_links(env, run)
     rows, statuses = [], []
     for g in gpus(env):
         i = g.get("index")

@@ -13,6 +13,7 @@ import os
 import platform
 import socket
 import subprocess
+import warnings
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from benchbench.gpus import annotate
 from benchbench.network import network_snapshot
 
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -167,13 +169,20 @@ def torch_facts() -> dict[str, Any]:
         "host_llc_bytes": llc_bytes(),
         "gpus": [],
     }
-    available = bool(_try(torch.cuda.is_available))
+    # torch says why CUDA is unusable only in a warning ("The NVIDIA driver on your system is
+    # too old"): keep its words for the reason.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        available = bool(_try(torch.cuda.is_available))
     facts["cuda_available"] = available
     facts["cuda_device_count"] = torch.cuda.device_count() if available else 0
     if not available:
+        why = next((" ".join(str(w.message).split()) for w in said
+                    if "cuda" in str(w.message).lower()), None)
         facts["no_gpu_reason"] = (
             "torch was built without CUDA (install a CUDA build: pip install torch from "
             "https://download.pytorch.org/whl/cu128)" if torch.version.cuda is None
+            else f"torch cannot use CUDA: {why}" if why
             else "torch finds no CUDA device (an NVIDIA GPU with its driver loaded is needed; "
                  "check nvidia-smi and CUDA_VISIBLE_DEVICES)")
     for i in range(facts["cuda_device_count"]):
@@ -272,7 +281,28 @@ def memory_errors(nvml: Any, h: Any) -> dict[str, Any]:
     }
 
 
-def _gpu_record(nvml: Any, i: int, ncpus: int) -> dict[str, Any]:
+def _parent(pid: int) -> int | None:
+    try:
+        return psutil.Process(pid).ppid() or None
+    except (psutil.Error, OSError):
+        return None
+
+
+def is_own(pid: int, roots: set[int], parent: Callable[[int], int | None] = _parent,
+           depth: int = 32) -> bool:
+    """Whether `pid` is one of `roots` or descends from one: the run's own ranks and their
+    workers, which NVML lists beside any other process holding a CUDA context."""
+    seen = 0
+    current: int | None = pid
+    while current is not None and seen < depth:
+        if current in roots:
+            return True
+        current = parent(current)
+        seen += 1
+    return False
+
+
+def _gpu_record(nvml: Any, i: int, ncpus: int, own: set[int] | None = None) -> dict[str, Any]:
     h = nvml.nvmlDeviceGetHandleByIndex(i)
     bus_id = _text(_try(lambda: nvml.nvmlDeviceGetPciInfo(h).busId))
     ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(h))
@@ -307,16 +337,20 @@ def _gpu_record(nvml: Any, i: int, ncpus: int) -> dict[str, Any]:
         **memory_errors(nvml, h),
         "other_processes": [
             {"pid": p.pid, "memory_used": getattr(p, "usedGpuMemory", None)} for p in procs
+            if not (own and is_own(p.pid, own))
         ],
         "numa_node": _numa_node(nvml, h, bus_id),
         "cpu_affinity": _cpu_affinity(nvml, h, ncpus),
     }
 
 
-def gpu_snapshot(nvml: Any = None) -> tuple[dict[str, Any], str | None]:
+def gpu_snapshot(nvml: Any = None, own: set[int] | None = None
+                 ) -> tuple[dict[str, Any], str | None]:
     """(driver facts with a 'gpus' list, reason when there are none). Read-only NVML queries.
 
-    `nvml` is the pynvml module, or a recorded stand-in in tests.
+    `nvml` is the pynvml module, or a recorded stand-in in tests. Processes that are `own`
+    PIDs or their descendants (this run's ranks and workers) are not listed as other GPU
+    processes.
     """
     try:
         nvml = nvml or _load_nvml()
@@ -332,7 +366,8 @@ def gpu_snapshot(nvml: Any = None) -> tuple[dict[str, Any], str | None]:
         info = {
             "driver": _text(_try(nvml.nvmlSystemGetDriverVersion)),
             "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-            "gpus": [_gpu_record(nvml, i, ncpus) for i in range(nvml.nvmlDeviceGetCount())],
+            "gpus": [_gpu_record(nvml, i, ncpus, own)
+                     for i in range(nvml.nvmlDeviceGetCount())],
         }
         # Imported here: topology borrows this module's NVML helpers.
         from benchbench.topology import gpu_topology
@@ -342,6 +377,24 @@ def gpu_snapshot(nvml: Any = None) -> tuple[dict[str, Any], str | None]:
     finally:
         _try(nvml.nvmlShutdown)
     return info, None if info["gpus"] else "NVML reports no GPU"
+
+
+def nvml_gpu_names(nvml: Any = None) -> list[str] | None:
+    """The names of the GPUs NVML sees (every GPU on the machine, whatever
+    CUDA_VISIBLE_DEVICES says), or None when NVML cannot be read."""
+    try:
+        nvml = nvml or _load_nvml()
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        return [str(_text(_try(lambda i=i: nvml.nvmlDeviceGetName(
+            nvml.nvmlDeviceGetHandleByIndex(i)))) or "?")
+            for i in range(nvml.nvmlDeviceGetCount())]
+    except Exception:
+        return None
+    finally:
+        _try(nvml.nvmlShutdown)
 
 
 # --- storage ---------------------------------------------------------------------------------
@@ -378,10 +431,12 @@ def storage_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 # --- network ---------------------------------------------------------------------------------
 
-def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None = None
-             ) -> dict[str, Any]:
-    """The whole environment. `facts` comes from torch_facts() (run in a worker by `run`)."""
-    gpu_info, reason = gpu_snapshot()
+def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None = None,
+             own: set[int] | None = None) -> dict[str, Any]:
+    """The whole environment. `facts` comes from torch_facts() (run in a worker by `run`);
+    `own` are the PIDs of this run's processes (every rank's, under torchrun or srun): they and
+    their children are not "other GPU processes"."""
+    gpu_info, reason = gpu_snapshot(own={os.getpid(), *(own or ())})
     env: dict[str, Any] = {
         "host": host_snapshot(),
         "versions": package_versions(),
@@ -397,6 +452,8 @@ def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None
         env["torch"] = {k: facts.get(k) for k in
                         ("torch", "torch_cuda", "cudnn", "nccl", "intraop_threads",
                          "cuda_available", "cuda_device_count", "no_gpu_reason")}
+        if env["gpus"] and facts.get("cuda_available"):
+            annotate(env["gpus"], facts.get("gpus") or [])
         if not env["gpus"] and facts.get("gpus"):
             # NVML is absent but torch sees GPUs: fall back to torch's device properties.
             env["gpus"] = facts["gpus"]

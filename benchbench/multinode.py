@@ -8,6 +8,7 @@ rank's message, instead of waiting for a peer that will never come.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from dataclasses import asdict
 from typing import Any
@@ -35,14 +36,19 @@ def _exchange(isolator: Isolator, launched: DistEnv, step: str, value: dict[str,
     return None if got.value is None else [json.loads(v) for v in got.value]
 
 
-def start_together(isolator: Isolator, launched: DistEnv, error: str | None) -> None:
-    """Wait until every rank has checked its input; raise RankError when one refused it."""
+def start_together(isolator: Isolator, launched: DistEnv, error: str | None) -> set[int]:
+    """Wait until every rank has checked its input; raise RankError when one refused it.
+    Returns the process ids of the ranks on this host: their CUDA contexts (and their
+    workers') are this run's own, not another user's processes on the GPUs."""
+    host = socket.gethostname()
     values = _exchange(isolator, launched, "start",
-                       {"host": socket.gethostname(), "error": error}, START_TIMEOUT_S, True)
+                       {"host": host, "error": error, "pid": os.getpid()}, START_TIMEOUT_S,
+                       True)
     bad = [(r, v) for r, v in enumerate(values or []) if v["error"]]
     if bad and error is None:
         r, v = bad[0]
         raise RankError(f"rank {r} on {v['host']} refused its input: {v['error']}")
+    return {int(v["pid"]) for v in values or [] if v.get("host") == host and v.get("pid")}
 
 
 def rank_report(run: RunResult, launched: DistEnv) -> dict[str, Any]:

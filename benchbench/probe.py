@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchbench.results import Measurement
-from benchbench.sampling import Budget, RepeatPolicy, collect
+from benchbench.sampling import Budget, RepeatPolicy, collect, warm_up
 from benchbench.stats import median
-from benchbench.timing import Clock, Timer, calibrate_inner, timer_for
+from benchbench.timing import Clock, Meter, Timer, calibrate_inner
 
 
 class ProbeSkipped(Exception):
@@ -75,15 +75,26 @@ class ProbeContext:
     progress: Progress = lambda desc, done, total: None  # noqa: E731
     clock: Clock = time.perf_counter
     inputs: RunInputs = field(default_factory=RunInputs)
+    # How device work is timed and observed; the simulator swaps in a fake clock and a device
+    # profile. Left out, it reads `clock`.
+    meter: Meter = field(default_factory=Meter)
+
+    def __post_init__(self) -> None:
+        if self.meter.clock is not self.clock and self.meter.clock is time.perf_counter:
+            self.meter = Meter(self.clock)
 
     def time_op(self, fn: Callable[[], Any], device: str, items_left: int,
                 min_sample_s: float, timer: Timer | None = None) -> Timed:
-        """Warm up and time `fn` on `device` ('cpu' or 'cuda:N') within this probe's budget."""
-        timer = timer or timer_for(device)
+        """Warm up, then calibrate, then time `fn` on `device` ('cpu' or 'cuda:N') within
+        this probe's budget. Calibrating after the warm-up matters: a first call that creates
+        a cuBLAS handle or loads kernels would make one call look long enough for a sample."""
+        timer = timer or self.meter.timer_for(device)
         deadline = self.budget.deadline(items_left)
+        warmups = warm_up(lambda: timer(fn, 1), self.policy, deadline, self.clock)
         inner = calibrate_inner(timer, fn, min_sample_s)
-        result = collect(lambda: timer(fn, inner), self.policy, deadline, self.clock)
-        return Timed([s / inner for s in result.samples], inner, result.warmup_runs, result.stop)
+        result = collect(lambda: timer(fn, inner), self.policy, deadline, self.clock,
+                         warmup=False)
+        return Timed([s / inner for s in result.samples], inner, warmups, result.stop)
 
 
 def throughput(metric: str, key: dict[str, Any], timed: Timed, work_per_call: float,

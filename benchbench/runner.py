@@ -26,13 +26,24 @@ from benchbench.results import Measurement, ProbeResult, RunResult
 from benchbench.telemetry import Guarded, Sampler, default_sampler, store
 from benchbench.worker import ProbeJob
 
-# Under --quick the probes that run share this many seconds (the whole `run --quick` must stay
-# within 90 s on a 2-core box, with worker start-up and reporting on top).
-QUICK_TOTAL_S = 60.0
-# Without --quick a probe of weight 1 gets up to 60 s, and all of them together 3.5 minutes,
-# so that a default run, dataset generation included, stays within 5 minutes on 2 cores.
+# The selected probes share a time budget by weight (training probes count double). Seconds
+# for all of them together, by --quick and device:
+# - CPU, --quick: the whole `run --quick` must stay within 90 s on a 2-core box, with worker
+#   start-up and reporting on top.
+# - CPU, default: a probe of weight 1 gets up to DEFAULT_PROBE_S, so that a default run,
+#   dataset generation included, stays within 5 minutes on 2 cores.
+# - GPU: a GPU box is bought for its GPUs and is fast at everything else; its default run gets
+#   8 minutes of probe time (the whole run stays within 10 minutes on one H200 and 15 on eight
+#   H100s, as simulate.py estimates), so that ResNet50 measures all four precisions, cuDNN's
+#   autotuning of each included; --quick gets 2 minutes, enough for the AMP figures.
+TOTAL_S = {(True, "cpu"): 60.0, (False, "cpu"): 210.0,
+           (True, "cuda"): 120.0, (False, "cuda"): 480.0}
+QUICK_TOTAL_S = TOTAL_S[(True, "cpu")]
+DEFAULT_TOTAL_S = TOTAL_S[(False, "cpu")]
 DEFAULT_PROBE_S = 60.0
-DEFAULT_TOTAL_S = 210.0
+# A probe that measures every GPU gets this much more budget per GPU after the first: the
+# others measure one size each, about a quarter of the first GPU's sweep.
+PER_GPU_EXTRA = 0.25
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
@@ -41,15 +52,18 @@ def utc_now() -> str:
 
 
 def probe_budget(weight: float, total_weight: float, quick: bool,
-                 time_budget: float | None) -> float:
-    """Seconds one probe may spend: --time-budget, else its weighted share of the total
-    (training steps cost more than a matmul sweep, so those probes weigh more)."""
+                 time_budget: float | None, device: str = "cpu", gpus: int = 1) -> float:
+    """Seconds one probe may spend: --time-budget, else its weighted share of the total for
+    this device (training steps cost more than a matmul sweep, so those probes weigh more),
+    grown by PER_GPU_EXTRA for each GPU after the first when `gpus` > 1 (a probe that
+    measures every GPU)."""
     if time_budget:
         return float(time_budget)
     share = weight / max(total_weight, 1e-9)
-    if quick:
-        return QUICK_TOTAL_S * share
-    return min(DEFAULT_PROBE_S * weight, DEFAULT_TOTAL_S * share)
+    total = TOTAL_S[(quick, "cuda" if device == "cuda" else "cpu")]
+    base = total * share if quick or device == "cuda" else min(DEFAULT_PROBE_S * weight,
+                                                               total * share)
+    return base * (1 + PER_GPU_EXTRA * (max(1, gpus) - 1))
 
 
 def hard_limit(budget_s: float) -> float:
@@ -131,8 +145,10 @@ class Runner:
         self.display = display or SilentDisplay()
         self.stop = stop or StopFlag()
         self.launched = launched
-        # Builds one sampler per probe, which records CPU and GPU readings while it runs.
-        self.telemetry = telemetry or default_sampler
+        # Builds one sampler per probe, which records CPU and GPU readings while it runs, on
+        # the GPUs this run's torch sees.
+        uuids = [g["uuid"] for g in facts.get("gpus") or [] if g.get("uuid")]
+        self.telemetry = telemetry or (lambda: default_sampler(uuids or None))
         # Only global rank 0 writes results.json; other ranks send theirs to it at the end.
         self.writes = launched is None or launched.is_master
         self.inputs = RunInputs(run_dir=str(out_dir),
@@ -159,8 +175,12 @@ class Runner:
         """The longest the selected probes can take together: the sum of their hard limits."""
         specs = selected_specs(self.registry, self.cfg)
         total = sum(s.budget_weight for s in specs)
-        return sum(hard_limit(probe_budget(s.budget_weight, total, self.cfg.quick,
-                                           self.cfg.time_budget)) for s in specs)
+        return sum(hard_limit(self.budget_for(s, total)) for s in specs)
+
+    def budget_for(self, spec: ProbeSpec, total_weight: float) -> float:
+        gpus = int(self.facts.get("cuda_device_count") or 1) if spec.per_gpu else 1
+        return probe_budget(spec.budget_weight, total_weight, self.cfg.quick,
+                            self.cfg.time_budget, self.device, gpus)
 
     def analyse(self) -> None:
         """Derived figures and the verdict, stored as a cache stamped with the analysis
@@ -193,8 +213,7 @@ class Runner:
                                  reason=skip[spec.name], started_at=started, duration_s=0.0)
             else:
                 try:
-                    budget = probe_budget(spec.budget_weight, total_weight, self.cfg.quick,
-                                          self.cfg.time_budget)
+                    budget = self.budget_for(spec, total_weight)
                     pr = self._run_one(spec, budget, started)
                 except Cancelled:
                     interrupted = True

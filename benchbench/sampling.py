@@ -53,20 +53,29 @@ class SampleSet:
     stop: str  # why sampling stopped: "target_cv", "budget" or "max_repeats"
 
 
+def warm_up(call: Callable[[], object], policy: RepeatPolicy, deadline: float,
+            clock: Clock = time.perf_counter) -> int:
+    """Untimed calls: at least policy.warmup_steps, then more until policy.warmup_s has passed
+    or the deadline comes. Returns how many were made."""
+    t0 = clock()
+    done = 0
+    while done < policy.warmup_steps or (
+        clock() - t0 < policy.warmup_s and clock() < deadline
+    ):
+        call()
+        done += 1
+    return done
+
+
 def collect(sample: Callable[[], float], policy: RepeatPolicy, deadline: float,
-            clock: Clock = time.perf_counter) -> SampleSet:
-    """Warm up, then call `sample` (which returns one timed value) until a stop condition.
+            clock: Clock = time.perf_counter, warmup: bool = True) -> SampleSet:
+    """Warm up (unless the caller already did), then call `sample` (which returns one timed
+    value) until a stop condition.
 
     At least policy.min_repeats samples are always taken, even past the deadline: a median of
     fewer is not worth reporting.
     """
-    t0 = clock()
-    warmups = 0
-    while warmups < policy.warmup_steps or (
-        clock() - t0 < policy.warmup_s and clock() < deadline
-    ):
-        sample()
-        warmups += 1
+    warmups = warm_up(sample, policy, deadline, clock) if warmup else 0
     samples: list[float] = []
     stop = "max_repeats"
     while len(samples) < policy.max_repeats:

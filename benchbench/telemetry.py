@@ -19,6 +19,9 @@ run.extra["telemetry"], which the renderers read:
      "flags": {name: ["GPU 0 power-capped during 35% of the probe", ...]},
      "source": {"cpu": "psutil", "gpu": "NVML" or "skipped, because ...", "disks": [...]}}
 
+GPUs are keyed by the run's cuda:N index (CUDA_VISIBLE_DEVICES may hide some of the machine's
+GPUs; the hidden ones are not sampled), or by NVML's index where the run saw no GPU.
+
 A series whose every reading failed is left out; a reading that failed once is null.
 """
 
@@ -103,8 +106,12 @@ class LiveSampler:
     def __init__(self, cpu: Any, nvml: Any = None, *, no_gpu_reason: str | None = None,
                  clock: Clock = time.monotonic, interval_s: float = INTERVAL_S,
                  max_points: int = MAX_POINTS,
-                 whole_disk: Callable[[str], bool] = is_whole_disk) -> None:
+                 whole_disk: Callable[[str], bool] = is_whole_disk,
+                 uuids: list[str] | None = None) -> None:
         self.cpu, self.nvml = cpu, nvml
+        # The run's GPUs in cuda:N order (CUDA_VISIBLE_DEVICES may hide some): only those are
+        # sampled, each under its N. None samples every GPU NVML lists, under NVML's index.
+        self.uuids = uuids
         self.clock, self.interval_s, self.max_points = clock, interval_s, max_points
         self.whole_disk = whole_disk
         self.source: dict[str, Any] = {
@@ -186,10 +193,17 @@ class LiveSampler:
         self._events = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
                         or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
         count = _try(nvml.nvmlDeviceGetCount)
-        for i in range(count or 0):
-            h = _try(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i))
-            if h is not None:
-                self._handles[str(i)] = h
+        if self.uuids is not None:
+            for i, uuid in enumerate(self.uuids):
+                full = uuid if str(uuid).upper().startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+                h = _try(lambda u=full: nvml.nvmlDeviceGetHandleByUUID(u))
+                if h is not None:
+                    self._handles[str(i)] = h
+        else:
+            for i in range(count or 0):
+                h = _try(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i))
+                if h is not None:
+                    self._handles[str(i)] = h
         self.source["gpu"] = ("NVML" if self._handles else
                               "skipped, because NVML reports no GPU" if count == 0 else
                               "skipped, because NVML could not list the GPUs")
@@ -286,8 +300,9 @@ class LiveSampler:
         return ProbeTelemetry(series, source, throttle_flags(raw), self.interval_s)
 
 
-def default_sampler() -> LiveSampler:
-    """The real sampler: psutil always, NVML where nvidia-ml-py is installed. Both are imported
+def default_sampler(uuids: list[str] | None = None) -> LiveSampler:
+    """The real sampler: psutil always, NVML where nvidia-ml-py is installed, for the GPUs
+    with these UUIDs (the run's, in cuda:N order) or every GPU. Both libraries are imported
     here, so importing this module (as the runner does) needs neither."""
     import psutil
 
@@ -295,7 +310,7 @@ def default_sampler() -> LiveSampler:
         return LiveSampler(psutil, None, no_gpu_reason="nvidia-ml-py is not installed")
     import pynvml
 
-    return LiveSampler(psutil, pynvml)
+    return LiveSampler(psutil, pynvml, uuids=uuids)
 
 
 # --- the runner's side -----------------------------------------------------------------------

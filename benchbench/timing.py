@@ -3,6 +3,11 @@
 A timer runs `fn` `inner` times back to back and returns the elapsed seconds. The CPU path
 makes no CUDA call at all; the GPU path records events on the current stream, so no host
 overhead or queueing delay is counted, and synchronizes on the end event before reading.
+
+A `Meter` bundles how a probe observes a device: a timer per device, a device sync, per-step
+times and the allocator's high-water mark. Probes reach the device's clock only through it,
+so the simulator (simulate.py) can replace it with a fake clock and a device profile and run
+the probes' own planning at GPU speed on a CPU machine.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ def calibrate_inner(timer: Timer, fn: Callable[[], Any], min_sample_s: float,
 
     Short samples are dominated by timer resolution and launch overhead (pyperf warns about
     values that are too short to time), so small operations are repeated inside a sample.
+    Call it after the warm-up: a first call that pays for handle creation or lazy kernel
+    loading would make one call look long enough.
     """
     inner = 1
     while True:
@@ -73,24 +80,92 @@ def calibrate_inner(timer: Timer, fn: Callable[[], Any], min_sample_s: float,
         inner = min(inner, max_inner)
 
 
-def synchronized_wall_timer(devices: list[str]) -> Timer:
+def synchronized_wall_timer(devices: list[str], meter: Meter | None = None) -> Timer:
     """Host timer around work spread over several GPUs: synchronize all, time, synchronize all.
 
     CUDA events belong to one device, so work that runs on several at once is timed on the
     host, with every device synchronized before the clock is read.
     """
-    import torch
+    meter = meter or Meter()
 
     def sync() -> None:
         for d in devices:
-            torch.cuda.synchronize(d)
+            meter.sync(d)
 
     def timed(fn: Callable[[], Any], inner: int) -> float:
         sync()
-        start = time.perf_counter()
+        start = meter.clock()
         for _ in range(inner):
             fn()
         sync()
-        return time.perf_counter() - start
+        return meter.clock() - start
 
     return timed
+
+
+class Meter:
+    """How a probe observes a device: CUDA events and the allocator's statistics on a GPU,
+    the clock on the host."""
+
+    def __init__(self, clock: Clock = time.perf_counter) -> None:
+        self.clock = clock
+
+    def timer_for(self, device: str) -> Timer:
+        return cuda_timer(device) if device.startswith("cuda") else wall_timer(self.clock)
+
+    def sync(self, device: str) -> None:
+        """Wait for a GPU's queued work before reading a host clock; nothing on the CPU."""
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(device)
+
+    def step_times(self, step: Callable[[], Any], n: int, device: str) -> list[float]:
+        """Seconds per step for n consecutive steps, with no host sync between them on a GPU
+        (one event pair per step, read after the last)."""
+        if not device.startswith("cuda"):
+            return self.clock_step_times(step, n)
+        import torch
+
+        with torch.cuda.device(device):
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+            events[0].record()
+            for i in range(n):
+                step()
+                events[i + 1].record()
+            events[-1].synchronize()
+            return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)]
+
+    def clock_step_times(self, step: Callable[[], Any], n: int) -> list[float]:
+        """Seconds per step on the host clock: for work that returns when it is done."""
+        out = []
+        for _ in range(n):
+            t0 = self.clock()
+            step()
+            out.append(self.clock() - t0)
+        return out
+
+    def timed_once(self, fn: Callable[[], Any], device: str) -> float:
+        """Wall seconds of one synchronized call: what a step costs the budget, first-call
+        costs (allocation, kernel selection, cuDNN autotuning) included."""
+        self.sync(device)
+        t0 = self.clock()
+        fn()
+        self.sync(device)
+        return self.clock() - t0
+
+    def reset_peak_memory(self, device: str) -> None:
+        """Start a fresh high-water mark (a failed out-of-memory attempt must not count)."""
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def peak_memory(self, device: str) -> float | None:
+        """Bytes the caching allocator held at most since the last reset; None on the CPU,
+        where torch tracks no allocator peak."""
+        if not device.startswith("cuda"):
+            return None
+        import torch
+
+        return float(torch.cuda.max_memory_allocated(device))

@@ -32,6 +32,14 @@ _NVLINK_LINK_RATE = {"1": 20 * G, "2": 25 * G, "3": 25 * G, "4": 25 * G, "5": 50
 _GA102_NVLINK = re.compile(r"RTX 3090|RTX A6000|RTX A5000|RTX A4500|\bA40\b", re.IGNORECASE)
 _GA102_LINK_RATE = 112.5 * G / 2 / 4
 
+# Per-link, per-direction rate by GPU architecture (compute capability major), from the same
+# datasheet totals: Pascal NVLink 1, Volta NVLink 2, Ampere NVLink 3 and Hopper NVLink 4 run
+# 20, 25, 25 and 25 GB/s a link and direction, Blackwell's NVLink 5 50. The architecture is the
+# first authority: NVML's version code has been seen to read one generation off (a Hopper
+# reading 5.0 would double its links to 900 GB/s a direction, and every all-reduce would then
+# look half as efficient as it is).
+_ARCH_LINK_RATE = {6: 20 * G, 7: 25 * G, 8: 25 * G, 9: 25 * G, 10: 50 * G}
+
 # nvmlGpuTopologyLevel_t (NVML_TOPOLOGY_*): the closest common ancestor of two GPUs.
 _PCIE_LEVEL = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches",
                30: "host bridge", 40: "NUMA node (CPU)",
@@ -73,13 +81,30 @@ def nvlink_version(code: int | None) -> str | None:
     return _NVLINK_VERSION.get(code) if code is not None else None
 
 
-def nvlink_link_rate(version: str | None, gpu_name: str | None = None) -> float | None:
-    """Per-direction rate of one NVLink in B/s, from its generation and the GPU's name."""
+def nvlink_link_rate(version: str | None, gpu_name: str | None = None,
+                     capability: str | None = None) -> float | None:
+    """Per-direction rate of one NVLink in B/s: from the GPU's architecture (its compute
+    capability, "9.0") where known, else from NVML's NVLink generation ("4.0")."""
+    rate, _ = nvlink_rate_and_basis(version, gpu_name, capability)
+    return rate
+
+
+def nvlink_rate_and_basis(version: str | None, gpu_name: str | None = None,
+                          capability: str | None = None) -> tuple[float | None, str | None]:
+    """(per-link, per-direction rate in B/s, what it was derived from)."""
+    major = int(str(capability).split(".")[0]) if capability and str(capability)[0].isdigit() \
+        else None
+    ga102 = bool(gpu_name and _GA102_NVLINK.search(gpu_name))
+    if major is not None and (major in _ARCH_LINK_RATE or ga102):
+        if ga102 or str(capability) == "8.6":
+            return _GA102_LINK_RATE, f"GA102 NVLink bridge (compute capability {capability})"
+        return _ARCH_LINK_RATE[major], f"GPU architecture (compute capability {capability})"
     if not version:
-        return None
-    if version.startswith("3") and gpu_name and _GA102_NVLINK.search(gpu_name):
-        return _GA102_LINK_RATE
-    return _NVLINK_LINK_RATE.get(version.split(".")[0])
+        return None, None
+    if version.startswith("3") and ga102:
+        return _GA102_LINK_RATE, f"NVML NVLink version {version} on a GA102 board"
+    rate = _NVLINK_LINK_RATE.get(version.split(".")[0])
+    return rate, (f"NVML NVLink version {version}" if rate else None)
 
 
 def _is_not_supported(exc: Exception) -> bool:
@@ -98,8 +123,8 @@ def _remote_bus(nvml: Any, h: Any, link: int) -> str | None:
 
 def _nvlinks(nvml: Any, h: Any, own: dict[str, int]) -> dict[str, Any]:
     """Active links of one GPU and where each goes; every field None when NVML cannot say."""
-    unknown = {"nvlink_version": None, "nvlinks_active": None, "nvlink_peers": None,
-               "nvswitch_links": None}
+    unknown = {"nvlink_version": None, "nvlink_version_code": None, "nvlinks_active": None,
+               "nvlink_peers": None, "nvswitch_links": None}
     state = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
     if state is None:  # a pynvml too old to have the NVLink queries
         return unknown
@@ -128,8 +153,8 @@ def _nvlinks(nvml: Any, h: Any, own: dict[str, int]) -> dict[str, Any]:
             # PyTorch's NVLinkDetector counts switch links the same way; without a device type,
             # a link whose far end is none of the GPUs goes to an NVSwitch.
             switch += 1
-    return {"nvlink_version": nvlink_version(code), "nvlinks_active": active,
-            "nvlink_peers": peers, "nvswitch_links": switch}
+    return {"nvlink_version": nvlink_version(code), "nvlink_version_code": code,
+            "nvlinks_active": active, "nvlink_peers": peers, "nvswitch_links": switch}
 
 
 def _p2p(nvml: Any, a: Any, b: Any, index: str, default: int) -> str | None:
@@ -197,13 +222,17 @@ def gpu_topology(nvml: Any, handles: list) -> dict[str, Any]:
     for i, h in enumerate(handles):
         links = _nvlinks(nvml, h, own)
         name = _text(_try(lambda h=h: nvml.nvmlDeviceGetName(h)))
-        rate = nvlink_link_rate(links["nvlink_version"], name)
+        cc = _try(lambda h=h: nvml.nvmlDeviceGetCudaComputeCapability(h))
+        capability = f"{cc[0]}.{cc[1]}" if cc else None
         n = links["nvlinks_active"]
+        rate, basis = nvlink_rate_and_basis(links["nvlink_version"], name, capability) \
+            if n else (None, None)
         if n == 0:
             per_direction = 0.0
         else:
             per_direction = n * rate if n and rate else None
-        gpus.append({"index": i, **links, "nvlink_per_direction": per_direction})
+        gpus.append({"index": i, **links, "nvlink_link_rate": rate, "nvlink_rate_basis": basis,
+                     "nvlink_per_direction": per_direction})
         local.append({"link_rate": rate, **pcie_link(nvml, h)})
     pairs = [_pair(nvml, i, j, handles, gpus, local)
              for i in range(len(handles)) for j in range(i + 1, len(handles))]

@@ -20,6 +20,7 @@ from benchbench.analysis import (
     accelerator_utilisation,
     precision_speedups,
 )
+from benchbench.gpus import run_gpus
 from benchbench.probe_configs import AnalysisConfig
 from benchbench.reports.format import figure
 from benchbench.results import RunResult
@@ -154,7 +155,7 @@ def _constraints(run: RunResult, s: cap.Setting) -> list[dict[str, Any]]:
         return [{"check": "GPU memory fit", "status": "not applicable",
                  "detail": "the CPU trains in host memory"}]
     out = []
-    gpus = run.environment.get("gpus") or []
+    gpus = run_gpus(run.environment)
     total = gpus[0].get("memory_total") if gpus else None
     for probe in ("resnet50", "transformer", "pipeline"):
         for m in cap.metric(cap.ok_probe(run, probe), "peak_memory"):

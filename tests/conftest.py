@@ -2,6 +2,17 @@ import importlib.util
 
 import pytest
 
+# The property and safety tests need hypothesis (the [test] extra). A GPU box lent with torch
+# and pytest but not hypothesis still runs the rest, and the header says what was left out.
+_NEEDS_HYPOTHESIS = ["test_properties.py", "test_safety.py"]
+collect_ignore = [] if importlib.util.find_spec("hypothesis") else _NEEDS_HYPOTHESIS
+
+
+def pytest_report_header(config):
+    if collect_ignore:
+        return f"hypothesis is not installed: {', '.join(collect_ignore)} not collected"
+    return None
+
 
 def _cuda_available() -> bool:
     if importlib.util.find_spec("torch") is None:

@@ -101,6 +101,12 @@ class FakeNvml:
     def nvmlDeviceGetHandleByIndex(self, i):
         return self.gpus[i]
 
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        for g in self.gpus:
+            if g["uuid"] == uuid:
+                return g
+        raise NVMLError_NotSupported("Not Found")
+
     def nvmlDeviceGetName(self, h):
         return h["name"]
 

@@ -70,9 +70,9 @@ def check_batch(images, labels, batch=4, size=32):
 ])
 def test_loader_gives_normalized_batches_across_epochs(tiny, kind, workers):
     with build_loader(kind, tiny["path"], 4, workers, 32, "cpu") as loader:
-        assert len(loader) == 6 and loader.threads == max(1, workers)
+        assert loader.images == 24 and loader.threads == max(1, workers)
         assert loader.output_device == "cpu"
-        batches = list(loader.stream(8))  # runs into a second epoch
+        batches = list(loader.stream(8))  # runs into a second pass
         assert len(batches) == 8
         for images, labels in batches:
             check_batch(images, labels)
@@ -96,9 +96,12 @@ def test_torchvision_close_stops_its_workers(tiny):
     assert alive == []
 
 
-def test_loader_refuses_a_dataset_smaller_than_a_batch(tiny):
-    with pytest.raises(LoaderError, match="fewer than one batch"):
-        build_loader("torchvision", tiny["path"], 64, 0, 32, "cpu")
+@pytest.mark.parametrize("kind", ["torchvision", pytest.param("dali_cpu", marks=needs_dali)])
+def test_a_dataset_smaller_than_a_batch_still_fills_batches(tiny, kind):
+    """24 images, batches of 64: every batch is full, drawn from passes over the files."""
+    with build_loader(kind, tiny["path"], 64, 1, 32, "cpu") as loader:
+        batches = list(loader.stream(3))
+    assert [len(x) for x, _ in batches] == [64, 64, 64]
 
 
 def test_dali_gpu_without_a_gpu_gives_a_reason():
@@ -126,7 +129,7 @@ def test_dali_gpu_batches_arrive_on_the_gpu(tiny):
 def test_torchvision_skips_and_counts_a_corrupt_jpeg(corrupt_dir):
     with build_loader("torchvision", str(corrupt_dir), 4, 1, 32, "cpu") as loader:
         with pytest.warns(UserWarning, match="img_000004.jpg"):
-            images = sum(len(x) for x, _ in loader)  # one whole epoch: every file once
+            images = sum(len(x) for x, _ in loader.stream(6))  # 24 files: one whole pass
         assert images == 23
         assert loader.corrupt == 1
         assert "truncated" in loader.corrupt_files[str(corrupt_dir / "class_001/img_000004.jpg")]
@@ -136,7 +139,7 @@ def test_torchvision_skips_and_counts_a_corrupt_jpeg(corrupt_dir):
 def test_dali_reports_a_corrupt_jpeg_as_a_failure(corrupt_dir):
     with build_loader("dali_cpu", str(corrupt_dir), 4, 1, 32, "cpu") as loader:
         with pytest.raises(LoaderError, match="DALI stopped: .*img_000004.jpg") as err:
-            list(loader)
+            list(loader.stream(12))
     assert "\n" not in str(err.value)
 
 

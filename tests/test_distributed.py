@@ -96,9 +96,11 @@ def test_ddp_scaling_at_one_and_two_cpu_ranks():
 
 def test_counts_are_powers_of_two_and_the_world():
     assert ddp_scaling.counts_for(1, None) == [1]
-    assert ddp_scaling.counts_for(6, None) == [1, 2, 4, 6]
-    assert ddp_scaling.counts_for(8, None) == [1, 2, 4, 8]
+    # the ends first: scaling efficiency needs one rank and all of them
+    assert ddp_scaling.counts_for(6, None) == [1, 6, 2, 4]
+    assert ddp_scaling.counts_for(8, None) == [1, 8, 2, 4]
     assert ddp_scaling.counts_for(4, (1, 3, 16)) == [1, 3]
+    assert ddp_scaling.counts_for(4, (2,)) == [2]
 
 
 def test_a_rank_that_never_joins_is_named_within_the_timeout():

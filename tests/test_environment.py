@@ -36,7 +36,8 @@ def test_gpu_snapshot_without_nvml_gives_reason():
 
 
 def test_snapshot_falls_back_to_torch_gpus(monkeypatch):
-    monkeypatch.setattr(environment, "gpu_snapshot", lambda: ({"gpus": []}, "NVML unavailable"))
+    monkeypatch.setattr(environment, "gpu_snapshot",
+                        lambda **kw: ({"gpus": []}, "NVML unavailable"))
     facts = {"cuda_available": True, "gpus": [{"index": 0, "name": "NVIDIA L4"}]}
     env = environment.snapshot(".", facts)
     assert env["gpus"] == facts["gpus"]

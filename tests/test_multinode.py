@@ -195,7 +195,8 @@ def test_two_node_run_between_network_namespaces(tmp_path):
                   "--node-rank", str(node), "--nproc-per-node", "1",
                   "--master-addr", hosts.ips[0], "--master-port", "29500",
                   "-m", "benchbench", "run", "--only", "allreduce,memory_bandwidth",
-                  "--quick", "--time-budget", "8", "--set", "allreduce.sizes=1K,64K,1M",
+                  "--device", "cpu", "--quick", "--time-budget", "8",
+                  "--set", "allreduce.sizes=1K,64K,1M",
                   "--set", "memory_bandwidth.host_size_bytes=64M", "--out", str(out)]
                  for node in (0, 1)]
         done = hosts.run_both(argvs, env={"OMP_NUM_THREADS": "1"}, timeout_s=150)

@@ -24,6 +24,13 @@ def ctx(budget=120.0):
                         budget=Budget(budget), facts=torch_facts())
 
 
+def job(precisions=("fp32",), batch=16, steps=3, dev="cpu"):
+    return _training.TrainingJob(dev=dev, precisions=precisions, batch_size=batch,
+                                 default_batch=16, batch_cap=64, steps=steps,
+                                 work_per_sample=1.0, unit="samples/s",
+                                 key=lambda p: {"precision": p})
+
+
 def check_training(out, unit, precisions):
     thr = {m.key["precision"]: m for m in out.measurements if m.metric == "throughput"}
     assert set(thr) == set(precisions)
@@ -130,13 +137,13 @@ def test_oom_back_off_with_injected_failure():
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return lambda: None
 
-    ms, notes = _training.run_training(
-        ctx(), "cpu", ("fp32",), 16, 3, build, lambda p: {"precision": p}, 1.0, "samples/s",
-        64, 16, {})
-    thr = next(m for m in ms if m.metric == "throughput")
-    assert thr.context["batch"] == 4 and thr.context["oom_backoff"] == [16, 8]
-    assert built[0] == 2  # the CPU cost estimate at batch 2 comes first
-    assert built[1:] == [16, 8, 4]
+    ms, notes = _training.run_training(ctx(), job(("fp32", "amp_bf16")), build)
+    thr = [m for m in ms if m.metric == "throughput"]
+    assert [m.context["batch"] for m in thr] == [4, 4]
+    assert [m.context["oom_backoff"] for m in thr] == [[16, 8], [16, 8]]
+    # fp32 is built at its batch at once; amp_bf16 (often emulated on a CPU) is previewed at
+    # batch 2 first
+    assert built == [16, 8, 4, 2, 16, 8, 4]
 
 
 def test_oom_even_at_batch_one_is_a_skip_not_a_crash():
@@ -145,15 +152,12 @@ def test_oom_even_at_batch_one_is_a_skip_not_a_crash():
 
     with pytest.raises(RuntimeError, match="out of memory"):
         _training.with_backoff(2, lambda b: never_fits(b, None))
-    ms, notes = _training.run_training(
-        ctx(), "cpu", ("fp32",), 2, 3, never_fits, lambda p: {"precision": p}, 1.0,
-        "samples/s", 64, 16, {})
+    ms, notes = _training.run_training(ctx(), job(batch=2), never_fits)
     assert ms == [] and notes == ["fp32 skipped, because even a batch of 1 does not fit in "
                                   "memory"]
-    ms, _ = _training.run_training(  # batch 2 fails (the estimate too), batch 1 fits
-        ctx(), "cpu", ("fp32",), 2, 3,
-        lambda b, p: never_fits(b, p) if b > 1 else (lambda: None),
-        lambda p: {"precision": p}, 1.0, "samples/s", 64, 16, {})
+    ms, _ = _training.run_training(  # batch 2 fails (the preview too), batch 1 fits
+        ctx(), job(("amp_bf16",), batch=2),
+        lambda b, p: never_fits(b, p) if b > 1 else (lambda: None))
     assert ms[0].context["batch"] == 1 and ms[0].context["oom_backoff"] == [2]
 
 
@@ -180,9 +184,7 @@ def test_budget_skips_a_precision_that_cannot_fit():
     def build(batch, precision):
         return lambda: time.sleep(0.05 * batch)
 
-    ms, notes = _training.run_training(
-        ctx(budget=0.2), "cpu", ("fp32",), 8, 3, build, lambda p: {"precision": p}, 1.0,
-        "samples/s", 64, 16, {})
+    ms, notes = _training.run_training(ctx(budget=0.2), job(batch=8), build)
     assert ms == [] and "beyond its time budget" in notes[0]
 
 
@@ -215,9 +217,7 @@ def test_seq_len_beyond_the_auto_preset_is_refused_before_work(tmp_path):
 
 
 def test_plan_steps_shrinks_to_the_budget_but_not_below_two():
-    c = ctx()
-    c.budget = Budget(27.0, clock=lambda: 0.0)  # a frozen clock: exactly 27 s remain
-    assert _training.plan_steps(c, 6.5, wanted=5, items_left=2) == 2  # share 13.5 s
-    assert _training.plan_steps(c, 1.0, wanted=5, items_left=2) == 5
-    assert _training.plan_steps(c, 1.0, wanted=50, items_left=1) == 27
-    assert _training.plan_steps(c, 30.0, wanted=5, items_left=2) is None
+    assert _training.plan_steps(6.5, wanted=5, share_s=13.5) == 2
+    assert _training.plan_steps(1.0, wanted=5, share_s=13.5) == 5
+    assert _training.plan_steps(1.0, wanted=50, share_s=27.0) == 27
+    assert _training.plan_steps(30.0, wanted=5, share_s=13.5) is None

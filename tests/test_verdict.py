@@ -200,8 +200,8 @@ def test_cpu_run_end_to_end_names_the_bottleneck_with_evidence(tmp_path):
 
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchbench", "run", "--quick", "--out", str(out),
-         "--only", "resnet50,dataloader,storage,pipeline", "--time-budget", "20",
+        [sys.executable, "-m", "benchbench", "run", "--quick", "--device", "cpu", "--out",
+         str(out), "--only", "resnet50,dataloader,storage,pipeline", "--time-budget", "20",
          "--set", "dataset.num_images=64", "--set", "storage.size=16M",
          "--set", "resnet50.precisions=fp32", "--set", "resnet50.batch_size=4",
          "--set", "pipeline.batch_size=4"],

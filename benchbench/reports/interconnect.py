@@ -28,6 +28,11 @@ def _allreduce(run: RunResult) -> list[str]:
            "(nccl-tests' definitions: algbw = bytes / time, busbw = algbw × 2(n−1)/n; each "
            "sample is the slowest rank's)", ""]
     out += fmt.table(["size", "time", "algbw", "busbw", "all-reduces per sample"], rows)
+    overhead = next((m.context.get("launch_overhead") for m in pr.measurements
+                     if m.context.get("launch_overhead")), None)
+    if overhead and overhead.startswith("included"):
+        out.append("- Small sizes include torch's per-call host overhead (20-40 µs a call): "
+                   "their times are not NCCL's latency.")
     if "busbw" in a:
         line = (f"- Best busbw **{fmt.value(a['busbw'], 'B/s')}** at "
                 f"{fmt.iec(a['best_size_bytes'] or 0)}")

@@ -42,7 +42,11 @@ def environment_section(env: dict[str, Any]) -> list[str]:
                  if "persistence_mode" in g else "facts from torch (NVML unavailable)")
         others = g.get("other_processes") or []
         busy = f", **{len(others)} other process(es) on it**" if others else ""
-        rows.append([f"GPU {g.get('index')}",
+        seen = ""
+        if "torch_index" in g:  # matched to the run's devices by UUID
+            seen = (f" (cuda:{g['torch_index']})" if g["torch_index"] is not None
+                    else " (not visible to this run: CUDA_VISIBLE_DEVICES)")
+        rows.append([f"GPU {g.get('index')}{seen}",
                      f"{g.get('name')}, {fmt.iec(g.get('memory_total') or 0)}, {link}, "
                      f"{extra}{busy}"])
     links = _gpu_links(env.get("topology"))
@@ -117,9 +121,11 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     for metric in sorted(by_metric, key=lambda k: by_metric[k][0].statistic != "max"):
         header, rows = _measurement_rows(run, pr, by_metric[metric])
         out += [f"**{metric}**", ""] + fmt.table(header, rows)
-    for row in analysis.gpu_spread(run, pr.name, "peak_flops", "dtype"):
+    for row in analysis.gpu_spread(run, pr.name, "peak_flops", "dtype", same="best_size"):
         flag = " ⚠ 5% or more: check cooling, power caps and links" if row["warn"] else ""
-        out.append(f"- {row['dtype']}: slowest GPU {row['slowest_device']} at "
+        at = f" at n={row['best_size']}" if row.get("best_size") else ""
+        out.append(f"- {row['dtype']}{at}, {row['gpus']} GPUs: slowest GPU "
+                   f"{row['slowest_device']} at "
                    f"{fmt.value(row['slowest_value'], row['unit'])}, spread "
                    f"{fmt.percent(row['spread'])}{flag}")
     return out + [""]

@@ -249,14 +249,21 @@ def _reader(path: str, size: int, out: ProbeOutput) -> tuple[str | None, str, bo
     return binary, engine, direct
 
 
+def plan_runtime(runtime: float | None, quick: bool, remaining_s: float, jobs: int,
+                 min_repeats: int) -> tuple[float, int, float]:
+    """(seconds per job, runs per job, seconds per run). Auto: 10 s a job (2 with --quick),
+    shorter when the budget is short, so that the random reads the verdict needs run too, not
+    only the first (sequential) job; each job runs min_repeats times, one sample per run, and
+    a run shorter than a second is mostly ramp-up."""
+    per_job = runtime or max(1.0, min(2.0 if quick else 10.0, remaining_s / (jobs + 0.5)))
+    repeats = max(1, min_repeats)
+    return per_job, repeats, max(1.0, per_job / repeats)
+
+
 def _read_jobs(ctx: ProbeContext, cfg: StorageConfig, path: str, size: int,
                snap: dict[str, Any], out: ProbeOutput) -> None:
-    # Auto: 10 s a job (2 with --quick), shorter when the budget is short, so that the random
-    # reads the verdict needs run too, not only the first (sequential) job.
-    runtime = cfg.runtime or max(1.0, min(2.0 if ctx.quick else 10.0,
-                                          ctx.budget.remaining() / (len(cfg.jobs) + 0.5)))
-    repeats = max(1, ctx.policy.min_repeats)
-    run_s = max(1.0, runtime / repeats)  # one sample per run; shorter runs are mostly ramp-up
+    runtime, repeats, run_s = plan_runtime(cfg.runtime, ctx.quick, ctx.budget.remaining(),
+                                           len(cfg.jobs), ctx.policy.min_repeats)
     binary, engine, direct = _reader(path, size, out)
     version = fio.fio_version(binary) if binary else None
     mode = fallback.DIRECT if direct else fallback.BUFFERED

@@ -120,6 +120,7 @@ SPECS = (
         impl="benchbench.workloads.matmul",
         gpu_resource="gpu_compute",
         cpu_resource="cpu_compute",
+        per_gpu=True,
         defaults=_matmul_defaults,
     ),
     ProbeSpec(
@@ -129,6 +130,7 @@ SPECS = (
         impl="benchbench.workloads.memory_bandwidth",
         gpu_resource="gpu_memory",
         cpu_resource="host_memory",
+        per_gpu=True,
         defaults=_sampling_defaults,
     ),
     ProbeSpec(
@@ -139,6 +141,7 @@ SPECS = (
         gpu_resource="host_device_link",
         cpu_resource="host_device_link",
         requires_gpu=True,
+        per_gpu=True,
         defaults=_copy_defaults,
     ),
     ProbeSpec(

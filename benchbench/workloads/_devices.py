@@ -20,14 +20,22 @@ def gpu_indices(ctx: ProbeContext, requested: tuple[int, ...] | None) -> list[in
     return list(requested)
 
 
+# How allocation failures read when they do not come as torch.cuda.OutOfMemoryError: the
+# caching allocator ("CUDA out of memory"), the CPU allocator ("DefaultCPUAllocator: can't
+# allocate memory"), and cuBLAS and cuDNN failing to get their workspace, which torch raises as
+# a plain RuntimeError ("CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)",
+# "cuDNN error: CUDNN_STATUS_ALLOC_FAILED"; cuDNN 9 adds "CUDNN_STATUS_ALLOC_FAILED_DEVICE").
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed",
+             "cudnn_status_alloc_failed")
+
+
 def is_oom(exc: BaseException) -> bool:
     """True for a CUDA or host allocation failure (torch raises several kinds)."""
     import torch
 
     oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
     text = str(exc).lower()
-    # CUDA: "CUDA out of memory"; the CPU allocator: "DefaultCPUAllocator: can't allocate memory"
-    return isinstance(exc, oom_type) or "out of memory" in text or "can't allocate memory" in text
+    return isinstance(exc, oom_type) or any(t in text for t in _OOM_TEXT)
 
 
 def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool:
@@ -43,18 +51,19 @@ def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool
 _BLOCK = 16 * 1024**2
 
 
-def random_bytes(size: int, device: str) -> Any:
-    """A uint8 buffer of random bytes, every page touched.
+def random_bytes(size: int, device: str, pin: bool = False) -> Any:
+    """A uint8 buffer of random bytes, every page touched; in pinned host memory with `pin`.
 
     A 16 MiB random block is tiled over the buffer: random data (never zeros, which some
-    hardware compresses or skips) without spending a minute in the RNG for gigabytes.
+    hardware compresses or skips) without spending a minute in the RNG for gigabytes. A pinned
+    buffer is allocated pinned, not copied into pinned memory: no second copy of it exists.
     """
     import torch
 
     gen = torch.Generator(device=device).manual_seed(size)
     block = torch.randint(0, 256, (min(size, _BLOCK),), dtype=torch.uint8, device=device,
                           generator=gen)
-    buf = torch.empty(size, dtype=torch.uint8, device=device)
+    buf = torch.empty(size, dtype=torch.uint8, device=device, pin_memory=pin)
     whole = size // block.numel() * block.numel()
     buf[:whole].view(-1, block.numel()).copy_(block.expand(whole // block.numel(), -1))
     buf[whole:] = block[: size - whole]
@@ -70,21 +79,34 @@ def apply_tf32(enabled: bool) -> None:
     torch.backends.cudnn.allow_tf32 = enabled
 
 
+def capability(facts: dict[str, Any], dev: str) -> tuple[int, int]:
+    """The compute capability of 'cuda:N' from the device facts torch gathered (so that the
+    simulator can plan for a GPU it does not have); torch itself when the facts lack it."""
+    index = int(dev.split(":")[1]) if ":" in dev else 0
+    gpus = facts.get("gpus") or []
+    text = gpus[index].get("capability") if index < len(gpus) else None
+    if text:
+        major, _, minor = str(text).partition(".")
+        return int(major), int(minor or 0)
+    import torch
+
+    return torch.cuda.get_device_capability(dev)
+
+
 def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
-              ampere_only: tuple[str, ...], cpu_reason: str, notes: list[str]) -> list[str]:
+              ampere_only: tuple[str, ...], cpu_reason: str, notes: list[str],
+              facts: dict[str, Any] | None = None) -> list[str]:
     """The modes in `wanted` that `dev` can run; each one it cannot gets a note.
 
     TF32 and bf16 tensor cores arrive with Ampere (compute capability 8.0). Judge by the
     hardware: torch.cuda.is_bf16_supported() says True on V100/T4 through emulation, which
     would be measured as if it were the real thing.
     """
-    import torch
-
     if dev == "cpu":
         notes += [f"{m} on cpu skipped, because {cpu_reason}" for m in wanted
                   if m not in cpu_allowed]
         return [m for m in wanted if m in cpu_allowed]
-    major, minor = torch.cuda.get_device_capability(dev)
+    major, minor = capability(facts or {}, dev)
     if major >= 8:
         return list(wanted)
     notes += [f"{m} on {dev} skipped, because compute capability {major}.{minor} has no "

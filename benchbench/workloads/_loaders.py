@@ -1,11 +1,14 @@
 """Build an ImageNet-style training input pipeline with torchvision or DALI, behind one interface.
 
-`build_loader` returns a Loader: iterating it gives one epoch of (images, labels) batches,
-images float32 NCHW normalized with the ImageNet mean and std, labels int64. `stream()` cycles
-epochs for as many batches as a caller wants. The batches arrive on `Loader.output_device`:
-the GPU for dali_gpu, else the CPU (in pinned memory for torchvision when the device is CUDA,
-ready for a non_blocking copy). A Loader releases its worker processes or DALI pipeline on
-`close()` or at the end of a `with` block.
+`build_loader` returns a Loader: iterating it gives (images, labels) batches for as long as the
+caller asks, images float32 NCHW normalized with the ImageNet mean and std, labels int64. It
+cycles through the files, each pass in a fresh random order, so a loader is never limited by
+the dataset's length: a set smaller than one batch still fills every batch, and a set of a few
+batches never ends an epoch, which would idle most workers and stall at every restart while a
+real training set keeps them busy. `stream(n)` gives n batches. The batches arrive on
+`Loader.output_device`: the GPU for dali_gpu, else the CPU (in pinned memory for torchvision
+when the device is CUDA, ready for a non_blocking copy). A Loader releases its worker
+processes or DALI pipeline on `close()` or at the end of a `with` block.
 
 Each loader runs the pipeline the way its own documentation recommends, so that the comparison
 is between what a user would really deploy:
@@ -25,6 +28,7 @@ pipeline, so a decode error ends the loader with a LoaderError that names the ca
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -68,13 +72,14 @@ def unavailable(kind: str, device: str) -> str | None:
 
 
 class Loader:
-    """One configured input pipeline. Iterate for an epoch; `stream(n)` for n batches."""
+    """One configured input pipeline. Iterate for endless batches; `stream(n)` for n."""
 
     kind: str
     batch_size: int
     workers: int
     threads: int  # CPU processes or threads decoding: what "per core" figures divide by
     output_device: str  # where the images arrive: "cpu", or "cuda:N" for dali_gpu
+    images: int  # files in one pass over the dataset
 
     def __init__(self) -> None:
         self.corrupt_files: dict[str, str] = {}
@@ -86,21 +91,12 @@ class Loader:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         raise NotImplementedError
 
-    def __len__(self) -> int:
-        raise NotImplementedError
-
     def stream(self, batches: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """`batches` batches (endless when None), running on into further epochs as needed."""
-        given = 0
-        while batches is None or given < batches:
-            before = given
-            for batch in self:
-                yield batch
-                given += 1
-                if given == batches:
-                    return
-            if given == before:
-                raise LoaderError(f"{self.kind}: an epoch yielded no batch")
+        """`batches` batches (endless when None)."""
+        for given, batch in enumerate(self):
+            if batches is not None and given >= batches:
+                return
+            yield batch
 
     def close(self) -> None:
         raise NotImplementedError
@@ -115,7 +111,7 @@ class Loader:
 def build_loader(kind: str, data_dir: str, batch_size: int, workers: int, image_size: int,
                  device: str, seed: int = 0) -> Loader:
     """A Loader of `kind` over the ImageFolder at data_dir. Raises LoaderError when it cannot
-    run here (the reason says why) or the dataset has fewer images than one batch."""
+    run here (the reason says why) or the dataset holds no image."""
     reason = unavailable(kind, device)
     if reason:
         raise LoaderError(reason)
@@ -148,6 +144,22 @@ def _collate(items: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, 
     return images, torch.tensor([it[1] for it in good], dtype=torch.int64), failed
 
 
+class _Cycle(torch.utils.data.Sampler):
+    """Indices of `n` samples, pass after pass, each pass a fresh random order: as many as
+    the loader is asked for, every sample once per pass, as a training epoch reads them."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed = n, seed
+
+    def __iter__(self) -> Iterator[int]:
+        gen = torch.Generator().manual_seed(self.seed)
+        while True:
+            yield from torch.randperm(self.n, generator=gen).tolist()
+
+    def __len__(self) -> int:
+        return sys.maxsize  # endless; DataLoader only needs an int
+
+
 def _worker_context() -> Any:
     """forkserver, not fork: a worker forked while a native thread of this process (DALI's,
     OpenMP's) holds a lock deadlocks on that lock. forkserver is Python 3.14's default. Its
@@ -173,21 +185,18 @@ class _TorchvisionLoader(Loader):
             dataset = _SafeImageFolder(data_dir, transform=transform, allow_empty=True)
         except (OSError, RuntimeError) as exc:
             raise LoaderError(f"torchvision cannot read {data_dir}: {exc}") from None
-        if len(dataset) < batch_size:
-            raise LoaderError(f"the dataset has {len(dataset)} images, fewer than one batch "
-                              f"of {batch_size}")
+        if len(dataset) == 0:
+            raise LoaderError(f"{data_dir} holds no image torchvision can load")
+        self.images = len(dataset)
         if workers > 0 and multiprocessing.current_process().daemon:
             # multiprocessing refuses children to a daemonic process: say so, not assert.
             raise LoaderError("DataLoader workers cannot start in a daemonic process; the "
                               "probe must run in a non-daemonic one")
         self._loader = torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
-            collate_fn=_collate, pin_memory=device.startswith("cuda"), drop_last=True,
-            persistent_workers=workers > 0, generator=torch.Generator().manual_seed(seed),
+            dataset, batch_size=batch_size, sampler=_Cycle(len(dataset), seed),
+            num_workers=workers, collate_fn=_collate, pin_memory=device.startswith("cuda"),
+            persistent_workers=workers > 0,
             multiprocessing_context=_worker_context() if workers > 0 else None)
-
-    def __len__(self) -> int:
-        return len(self._loader)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for images, labels, failed in self._loader:
@@ -214,7 +223,6 @@ class _DaliLoader(Loader):
                  image_size: int, device: str, seed: int) -> None:
         super().__init__()
         from nvidia.dali import fn, pipeline_def, types
-        from nvidia.dali.plugin.base_iterator import LastBatchPolicy
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
         gpu = kind == "dali_gpu"
@@ -242,21 +250,13 @@ class _DaliLoader(Loader):
         try:
             self._pipe = pipe()
             self._pipe.build()
-            images = self._pipe.epoch_size("Reader")
-            self._it = DALIGenericIterator(self._pipe, ["images", "labels"], reader_name="Reader",
-                                           last_batch_policy=LastBatchPolicy.DROP,
-                                           auto_reset=True)
+            self.images = self._pipe.epoch_size("Reader")
+            # No reader_name and no size: the iterator runs on across epochs, as DALI's reader
+            # does, filling a batch from the next pass when the files run out.
+            self._it = DALIGenericIterator(self._pipe, ["images", "labels"], size=-1)
         except RuntimeError as exc:
             self.close()
             raise LoaderError(f"DALI failed to start: {_first_line(exc)}") from None
-        self._epoch = images // batch_size
-        if self._epoch < 1:
-            self.close()
-            raise LoaderError(f"the dataset has {images} images, fewer than one batch of "
-                              f"{batch_size}")
-
-    def __len__(self) -> int:
-        return self._epoch
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         it = iter(self._it)

@@ -131,8 +131,12 @@ def run_rank(spec: RankSpec, progress: Progress | None = None) -> Any:
     store = _connect(spec)
     timeout = timedelta(seconds=spec.timeout_s)
     try:
+        # device_id binds NCCL to this rank's GPU and starts its communicator now, so that a
+        # broken NCCL fails here, naming the rank, rather than in the first collective.
+        extra = {"device_id": torch.device(device)} if spec.backend == "nccl" else {}
         dist.init_process_group(spec.backend, store=dist.PrefixStore(spec.prefix, store),
-                                rank=spec.rank, world_size=spec.world_size, timeout=timeout)
+                                rank=spec.rank, world_size=spec.world_size, timeout=timeout,
+                                **extra)
         module, _, func = spec.target.partition(":")
         fn = getattr(importlib.import_module(module), func)
         host = socket.gethostname()

@@ -1,19 +1,22 @@
-"""What the training probes share: precision set-up, OOM back-off, batch search, timed steps.
+"""What the training probes share: precision set-up, the order and budget of precisions, OOM
+back-off, batch search, warm-up and timed steps.
 
 A probe supplies `build(batch, precision) -> step`, a closure that runs one full training step
 (forward, backward, optimizer, zero_grad) on synthetic data already on the device. This module
-warms it up, fits the number of timed steps to the time budget, times each step (CUDA events
-on the GPU, no host sync inside the loop; perf_counter on the CPU) and turns the step times into
-measurements: throughput is total work over total time, not a mean of per-step rates.
+decides which precisions fit the time budget (AMP first on a GPU: it is what buyers compare),
+warms each one up within its share of the budget, fits the number of timed steps to what is
+left, times the steps (CUDA events on the GPU, no host sync inside the loop; the clock on the
+CPU) and turns the step times into measurements: throughput is total work over total time, not
+a mean of per-step rates. All timing goes through `ctx.meter`, so simulate.py runs this very
+code against a device profile.
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,10 +24,20 @@ import torch
 from benchbench.probe import ProbeContext
 from benchbench.results import Measurement
 from benchbench.stats import median
-from benchbench.workloads._devices import apply_tf32, is_oom, sync, usable_on
+from benchbench.workloads._devices import apply_tf32, is_oom, usable_on
 
 Step = Callable[[], None]
 CPU_PRECISIONS = ("fp32", "amp_bf16")
+# The fewest timed steps worth a figure: the warm-up is paid by then, and a median needs two.
+MIN_STEPS = 2
+# A plan may overrun its share by this factor before the item is skipped instead: shares are
+# estimates, and a figure with a few steps is worth more than none.
+OVERRUN = 3.0
+# On a CPU, one step at the real batch is first judged from a warm step at batch 2: bf16
+# without native support can take a minute a step. Only a step that would eat this share of the
+# whole remaining budget is skipped that way; a linear scale-up from batch 2 errs high, so the
+# real decision is taken from a warm step at the real batch.
+CPU_PREVIEW_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -44,9 +57,28 @@ PRECISIONS = {
 }
 
 
-def usable_precisions(dev: str, wanted: tuple[str, ...], notes: list[str]) -> list[str]:
+def usable_precisions(dev: str, wanted: tuple[str, ...], notes: list[str],
+                      facts: dict[str, Any] | None = None) -> list[str]:
     return usable_on(dev, wanted, CPU_PRECISIONS, ("tf32", "amp_bf16"),
-                     "the CPU path trains in fp32 and amp_bf16 only", notes)
+                     "the CPU path trains in fp32 and amp_bf16 only", notes, facts)
+
+
+def precision_order(dev: str, usable: list[str]) -> list[str]:
+    """The order precisions are measured in. On a GPU the AMP precisions come first (bf16,
+    then fp16), then tf32 and fp32: when the budget runs short, the figures buyers compare are
+    the ones kept. On a CPU the configured order stands (fp32 first: bf16 is often emulated)."""
+    if dev == "cpu":
+        return list(usable)
+    rank = {"amp_bf16": 0, "amp_fp16": 1, "tf32": 2, "fp32": 3}
+    return sorted(usable, key=lambda p: rank.get(p, len(rank)))
+
+
+def best_amp(dev: str, facts: dict[str, Any]) -> str:
+    """The mixed precision a device trains fastest in: bf16 where its tensor cores do it,
+    else fp16 (V100, T4); fp32 on a CPU, where bf16 is usually emulated and far slower."""
+    if dev == "cpu":
+        return "fp32"
+    return precision_order(dev, usable_precisions(dev, ("amp_bf16", "amp_fp16"), [], facts))[0]
 
 
 def make_step(loss_fn: Callable[[], torch.Tensor], optimizer: torch.optim.Optimizer,
@@ -70,25 +102,6 @@ def make_step(loss_fn: Callable[[], torch.Tensor], optimizer: torch.optim.Optimi
         optimizer.zero_grad(set_to_none=True)
 
     return step
-
-
-def time_steps(step: Step, n: int, dev: str) -> list[float]:
-    """Seconds per step for n consecutive steps, with no host sync between them on a GPU."""
-    if not dev.startswith("cuda"):
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            step()
-            out.append(time.perf_counter() - t0)
-        return out
-    with torch.cuda.device(dev):
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-        events[0].record()
-        for i in range(n):
-            step()
-            events[i + 1].record()
-        events[-1].synchronize()
-        return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)]
 
 
 def with_backoff(batch: int, attempt: Callable[[int], Any]) -> tuple[Any, int, list[int]]:
@@ -132,7 +145,7 @@ def free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def fits(build: Callable[[int], Step], dev: str) -> Callable[[int], bool]:
+def fits(build: Callable[[int], Step], ctx: ProbeContext, dev: str) -> Callable[[int], bool]:
     """A trial for search_batch: two steps at that batch without running out of memory."""
 
     def trial(batch: int) -> bool:
@@ -140,7 +153,7 @@ def fits(build: Callable[[int], Step], dev: str) -> Callable[[int], bool]:
             step = build(batch)
             step()
             step()
-            sync(dev)
+            ctx.meter.sync(dev)
             return True
         except RuntimeError as exc:
             if not is_oom(exc):
@@ -153,29 +166,38 @@ def fits(build: Callable[[int], Step], dev: str) -> Callable[[int], bool]:
     return trial
 
 
-def plan_steps(ctx: ProbeContext, est_step_s: float, wanted: int, items_left: int) -> int | None:
-    """Timed steps that fit this item's share of the budget: `wanted`, or fewer when the
-    budget is short, but never under 2 since the warm-up is already paid; None when even 2
-    would overrun the share by more than 3x."""
-    share = ctx.budget.remaining() / max(1, items_left)
-    if est_step_s * 2 > 3 * share:
+def plan_steps(est_step_s: float, wanted: int, share_s: float) -> int | None:
+    """Timed steps that fit a share of the budget: `wanted`, or fewer when the share is short,
+    but never under MIN_STEPS since the warm-up is already paid; None when even MIN_STEPS would
+    overrun the share more than OVERRUN times. The one step-planning rule of every training
+    probe (resnet50, transformer, pipeline, ddp_scaling)."""
+    if est_step_s * MIN_STEPS > OVERRUN * share_s:
         return None
-    fit = math.floor(share / est_step_s) if est_step_s > 0 else wanted
-    return min(wanted, max(2, fit))
+    fit = math.floor(share_s / est_step_s) if est_step_s > 0 else wanted
+    return min(wanted, max(MIN_STEPS, fit))
 
 
-def warm_up(step: Step, ctx: ProbeContext, dev: str) -> float:
-    """Warm-up steps (by count, then by seconds); returns the time of one synchronized step."""
-    t0 = time.perf_counter()
-    done = 0
-    while done < ctx.policy.warmup_steps or time.perf_counter() - t0 < ctx.policy.warmup_s:
+@dataclass(frozen=True)
+class WarmUp:
+    first_s: float  # the first step, synchronized: allocation, kernel selection, autotuning
+    steps: int  # untimed steps run, the first included
+    step_s: float  # one more warm, synchronized step: the estimate the timed steps are planned by
+
+
+def warm_up(step: Step, ctx: ProbeContext, dev: str, share_s: float) -> WarmUp:
+    """Warm-up steps, by count (policy.warmup_steps) and by seconds (policy.warmup_s), but
+    never past half of `share_s` once the first step has run: the budget's timed steps matter
+    more than a long warm-up. Then one synchronized step gives the estimate."""
+    meter = ctx.meter
+    t0 = ctx.clock()
+    first = meter.timed_once(step, dev)
+    done = 1
+    while (done < ctx.policy.warmup_steps or ctx.clock() - t0 < ctx.policy.warmup_s) and \
+            ctx.clock() - t0 < share_s / 2:
         step()
         done += 1
-    sync(dev)
-    t1 = time.perf_counter()
-    step()
-    sync(dev)
-    return time.perf_counter() - t1
+    meter.sync(dev)
+    return WarmUp(first, done, meter.timed_once(step, dev))
 
 
 def step_measurements(key: dict[str, Any], times: list[float], work_per_step: float,
@@ -183,87 +205,118 @@ def step_measurements(key: dict[str, Any], times: list[float], work_per_step: fl
     """throughput (total work / total time, per-step rates as samples) and step_time."""
     total = sum(times)
     return [
-        Measurement("throughput", key, work_per_step * len(times) / total, unit,
-                    "total_over_time", [work_per_step / t for t in times], True, context),
-        Measurement("step_time", key, median(times), "s", "median", times, False, context),
+        Measurement(metric="throughput", key=key, value=work_per_step * len(times) / total,
+                    unit=unit, statistic="total_over_time",
+                    samples=[work_per_step / t for t in times], higher_is_better=True,
+                    context=context),
+        Measurement(metric="step_time", key=key, value=median(times), unit="s",
+                    statistic="median", samples=times, higher_is_better=False, context=context),
     ]
 
 
-def peak_memory(key: dict[str, Any], dev: str, context: dict[str, Any]) -> Measurement:
-    value = float(torch.cuda.max_memory_allocated(dev))
-    return Measurement("peak_memory", key, value, "B", "max", [value], False,
-                       {**context, "allocator": "torch.cuda.max_memory_allocated"})
+@dataclass(frozen=True)
+class TrainingJob:
+    """What a training probe asks of run_training: where, in which precisions, at which batch,
+    how many steps, and how a step's work is counted."""
+
+    dev: str  # "cpu" or "cuda:N"
+    precisions: tuple[str, ...]
+    batch_size: int | str  # an integer, or "auto" to search for the largest that fits
+    default_batch: int  # where the "auto" search starts, and the CPU's batch for "auto"
+    batch_cap: int  # the "auto" search stops here
+    steps: int  # timed steps wanted per precision
+    work_per_sample: float  # 1 image, or seq_len tokens
+    unit: str  # "samples/s" or "tokens/s"
+    key: Callable[[str], dict[str, Any]]  # the measurement key for a precision
+    context: dict[str, Any] = field(default_factory=dict)
 
 
-def _cpu_estimate(build: Callable[[int], Step], batch: int) -> float:
-    """Seconds for one step at `batch`, scaled from one step at batch 2 (BatchNorm needs more
-    than one value per channel). CPU steps are synchronous and slow (bf16 without native
-    support can take a minute a step), so this cheap look decides whether the full batch fits
-    the budget before paying for it. Per-sample cost falls with batch, so it errs high."""
+@dataclass
+class _Seen:
+    """What earlier precisions cost: the next one is only started when it can finish."""
+
+    first_s: float = 0.0  # the longest build + first step (cuDNN autotuning, allocation)
+    step_s: float = 0.0  # the slowest warm step
+
+    def blocks(self, remaining_s: float) -> bool:
+        # A start, the estimate step and MIN_STEPS timed steps at the slowest pace seen so far:
+        # a lower bound, so a slower precision may still run short (plan_steps trims it).
+        return bool(self.first_s) and self.first_s + (1 + MIN_STEPS) * self.step_s > remaining_s
+
+
+def _cpu_preview(build: Callable[[int], Step], batch: int, ctx: ProbeContext) -> float:
+    """Seconds for one step at `batch`, scaled up from the faster of two warm steps at batch 2
+    (BatchNorm needs more than one value per channel)."""
     small = min(2, batch)
     step = build(small)
-    step()  # first call allocates and picks kernels
-    t0 = time.perf_counter()
-    step()
-    return (time.perf_counter() - t0) * batch / small
+    step()  # the first call allocates and picks kernels
+    warm = min(ctx.meter.timed_once(step, "cpu") for _ in range(2))
+    return warm * batch / small
 
 
-def run_training(ctx: ProbeContext, dev: str, precisions: tuple[str, ...],
-                 batch_size: int | str, steps: int, build: Callable[[int, Precision], Step],
-                 key_for: Callable[[str], dict[str, Any]], work_per_sample: float, unit: str,
-                 batch_cap: int, default_batch: int,
-                 context: dict[str, Any]) -> tuple[list[Measurement], list[str]]:
-    """Measure each usable precision; returns (measurements, notes on what was skipped)."""
+def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Precision], Step]
+                 ) -> tuple[list[Measurement], list[str]]:
+    """Measure each usable precision that fits the budget; returns (measurements, notes on
+    what was skipped and why)."""
+    dev = job.dev
     notes: list[str] = []
-    usable = usable_precisions(dev, precisions, notes)
+    order = precision_order(dev, usable_precisions(dev, job.precisions, notes, ctx.facts))
     out: list[Measurement] = []
-    for i, name in enumerate(usable):
-        ctx.progress(name, i, len(usable))
+    seen = _Seen()
+    for i, name in enumerate(order):
+        ctx.progress(name, i, len(order))
+        remaining = ctx.budget.remaining()
+        if seen.blocks(remaining):
+            notes.append(f"{name} skipped, because {remaining:.3g} s of the time budget were "
+                         f"left and starting a precision took {seen.first_s:.3g} s before its "
+                         "first timed step")
+            continue
         p = PRECISIONS[name]
         apply_tf32(p.tf32)
-        items_left = len(usable) - i
 
         def build_at(b: int, p: Precision = p) -> Step:
             return build(b, p)
 
-        batch: int | None = default_batch if batch_size == "auto" else int(batch_size)
+        batch: int | None = job.default_batch if job.batch_size == "auto" else int(
+            job.batch_size)
         extra: dict[str, Any] = {}
-        if batch_size == "auto" and dev == "cpu":
+        if job.batch_size == "auto" and dev == "cpu":
             notes.append("batch_size=auto on cpu: no search, because a CPU never reports out "
-                         f"of memory (it swaps or is killed); used {default_batch}")
-        elif batch_size == "auto":
-            batch, tried = search_batch(default_batch, fits(build_at, dev),
-                                        batch_cap)
+                         f"of memory (it swaps or is killed); used {job.default_batch}")
+        elif job.batch_size == "auto":
+            batch, tried = search_batch(job.default_batch, fits(build_at, ctx, dev),
+                                        job.batch_cap)
             extra["batch_search"] = [{"batch": b, "fits": ok} for b, ok in tried]
             if batch is None:
                 notes.append(f"{name} skipped, because even a batch of 1 does not fit")
                 continue
-        if dev == "cpu":
+        if dev == "cpu" and name != "fp32":
             try:
-                est = _cpu_estimate(build_at, batch)
+                est = _cpu_preview(build_at, batch, ctx)
             except RuntimeError as exc:
                 if not is_oom(exc):
                     raise
                 est = 0.0  # unknown: the back-off below finds a batch that fits
             free_memory()
-            # 3x slack: the batch-2 estimate scales linearly and so errs high.
-            if est * (ctx.policy.warmup_steps + ctx.policy.min_repeats + 1) > 3 * (
-                    ctx.budget.remaining() / items_left):
+            if est > CPU_PREVIEW_SHARE * ctx.budget.remaining():
                 notes.append(f"{name} skipped, because one step at batch {batch} would take "
-                             f"~{est:.3g} s, beyond its time budget")
+                             f"~{est:.3g} s (scaled from warm steps at batch 2), more than "
+                             f"half of the {ctx.budget.remaining():.3g} s left")
                 continue
-        else:
-            torch.cuda.reset_peak_memory_stats(dev)
+        left = len(order) - i
 
-        def attempt(b: int, build_at: Callable[[int], Step] = build_at,
-                    items_left: int = items_left) -> Any:
+        def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left
+                    ) -> tuple[list[float] | None, WarmUp, float]:
+            ctx.meter.reset_peak_memory(dev)  # a failed, larger attempt must not count
+            t0 = ctx.clock()
             step = build_at(b)
-            est = warm_up(step, ctx, dev)
-            n = plan_steps(ctx, est, steps, items_left)
-            return (None if n is None else time_steps(step, n, dev)), est
+            built_s = ctx.clock() - t0
+            warm = warm_up(step, ctx, dev, ctx.budget.remaining() / left)
+            n = plan_steps(warm.step_s, job.steps, ctx.budget.remaining() / left)
+            return (None if n is None else ctx.meter.step_times(step, n, dev)), warm, built_s
 
         try:
-            (times, est), used, failed = with_backoff(batch, attempt)
+            (times, warm, built_s), used, failed = with_backoff(batch, attempt)
         except RuntimeError as exc:
             if not is_oom(exc):
                 raise
@@ -271,19 +324,26 @@ def run_training(ctx: ProbeContext, dev: str, precisions: tuple[str, ...],
             continue
         finally:
             free_memory()
+        seen.first_s = max(seen.first_s, built_s + warm.first_s)
+        seen.step_s = max(seen.step_s, warm.step_s)
         if times is None:
-            notes.append(f"{name} skipped, because one step takes ~{est:.3g} s, beyond its "
-                         "time budget")
+            notes.append(f"{name} skipped, because one warm step takes ~{warm.step_s:.3g} s, "
+                         "beyond its time budget")
             continue
-        ctx_m = {**context, **extra, "batch": used, "oom_backoff": failed,
-                 "steps": len(times), "warmup_steps": ctx.policy.warmup_steps,
-                 "tf32_enabled": p.tf32, "autocast": str(p.autocast) if p.autocast else None,
-                 "grad_scaler": p.scaler}
-        out += step_measurements(key_for(name), times, work_per_sample * used, unit, ctx_m)
-        if dev != "cpu":
-            out.append(peak_memory(key_for(name), dev, ctx_m))
+        ctx_m = {**job.context, **extra, "batch": used, "oom_backoff": failed,
+                 "steps": len(times), "warmup_steps": warm.steps,
+                 "first_step_s": warm.first_s, "tf32_enabled": p.tf32,
+                 "autocast": str(p.autocast) if p.autocast else None, "grad_scaler": p.scaler}
+        out += step_measurements(job.key(name), times, job.work_per_sample * used, job.unit,
+                                 ctx_m)
+        peak = ctx.meter.peak_memory(dev)
+        if peak is not None:
+            out.append(Measurement(
+                metric="peak_memory", key=job.key(name), value=peak, unit="B", statistic="max",
+                samples=[peak], higher_is_better=False,
+                context={**ctx_m, "allocator": "torch.cuda.max_memory_allocated"}))
     apply_tf32(False)
-    ctx.progress("done", len(usable), len(usable))
+    ctx.progress("done", len(order), len(order))
     if dev == "cpu" and out:
         notes.append("peak_memory on cpu skipped, because torch tracks allocator peaks on CUDA "
                      "only")

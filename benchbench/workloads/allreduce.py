@@ -13,6 +13,7 @@ import glob
 import os
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -44,12 +45,31 @@ def choose_backend(requested: str, device: str) -> str:
     return "nccl" if device == "cuda" and dist.is_nccl_available() else "gloo"
 
 
+# Host time to queue one all_reduce through torch.distributed (20-40 us on a server CPU), with
+# room to spare: the busy-wait below must outlast the queueing of a whole sample.
+LAUNCH_S = 100e-6
+# torch.cuda._sleep counts GPU cycles; at the highest data-center clock (~2 GHz) a cycle is
+# shortest, so this rate makes the wait at least as long as asked on any GPU.
+SLEEP_HZ = 2e9
+
+
+def hides_launch_overhead() -> bool:
+    return hasattr(torch.cuda, "_sleep")
+
+
 def _timed(comm: Any, x: torch.Tensor, iters: int) -> float:
-    """Seconds for `iters` back-to-back all-reduces on this rank, started together."""
+    """Seconds for `iters` back-to-back all-reduces on this rank, started together.
+
+    On a GPU, a device busy-wait is queued first (stas00's all_reduce_bench): while the GPU
+    spins, the host queues every call of the sample, so the events then time the collectives
+    back to back. Without it a small message's sample times torch's per-call host overhead,
+    not NCCL."""
     comm.barrier()
     if x.is_cuda:
         torch.cuda.synchronize(x.device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if hides_launch_overhead():
+            torch.cuda._sleep(int((1e-3 + iters * LAUNCH_S) * SLEEP_HZ))
         start.record()
         for _ in range(iters):
             dist.all_reduce(x)
@@ -71,6 +91,32 @@ def _plan(one_s: float, iters: int, repeats: int, share_s: float) -> tuple[int, 
     return max(1, min(iters, fit)), repeats
 
 
+def measure_sizes(sizes: list[int], time_left: Callable[[], float],
+                  prepare: Callable[[int], Any], one: Callable[[Any], float],
+                  samples: Callable[[Any, int, int], list[float]], iters: int, repeats: int,
+                  decide: Callable[[Any], Any], progress: Callable[[str, int, int], None]
+                  ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The sweep's plan, size by size: `prepare` a buffer (and warm up), time `one` call,
+    fit (iters, repeats) to the size's share of what is left, and take the `samples` (seconds
+    per call, the slowest rank's). Rank 0's plan is every rank's (`decide`), or the ranks
+    would not meet in the same collectives. Stops at the first size that cannot fit."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for i, size in enumerate(sizes):
+        progress(iec(size), i, len(sizes))
+        buf = prepare(size)
+        one_s = one(buf)
+        plan = decide(_plan(one_s, iters, repeats, time_left() / (len(sizes) - i)))
+        if plan is None:
+            notes.append(f"sizes from {iec(size)} up skipped, because one all-reduce takes "
+                         f"~{one_s:.3g} s, beyond the time budget")
+            break
+        it, rep = plan
+        rows.append({"size": size, "iters": it, "time_s": samples(buf, it, rep)})
+    progress("done", len(sizes), len(sizes))
+    return rows, notes
+
+
 def sweep(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
     """The rank function: every rank runs the same sizes, as rank 0 planned them."""
     dtype = DTYPES[job["dtype"]]
@@ -80,32 +126,32 @@ def sweep(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     deadline = time.monotonic() + job["work_s"]
     gen = torch.Generator(device=comm.device).manual_seed(comm.rank)
-    rows, notes = [], []
-    sizes = job["sizes"]
-    for i, size in enumerate(sizes):
-        comm.progress(iec(size), i, len(sizes))
+    bufs: dict[str, torch.Tensor] = {}
+
+    def prepare(size: int) -> torch.Tensor:
+        bufs.clear()  # free the previous size first
         count = max(1, size // dtype.itemsize)
         x = torch.randn(count, generator=gen, device=comm.device).to(dtype)
-        original = x.clone()
+        bufs["original"] = x.clone()
         for _ in range(job["warmup"]):
             dist.all_reduce(x)
-        one = max(comm.max_over_ranks([_timed(comm, x, 1)]))
-        share = max(0.0, deadline - time.monotonic()) / (len(sizes) - i)
-        plan = comm.decide(_plan(one, job["iters"], job["repeats"], share))
-        if plan is None:
-            notes.append(f"sizes from {iec(size)} up skipped, because one all-reduce takes "
-                         f"~{one:.3g} s, beyond the time budget")
-            break
-        iters, repeats = plan
-        samples = []
+        return x
+
+    def samples(x: torch.Tensor, iters: int, repeats: int) -> list[float]:
+        per_call = []
         for _ in range(repeats):
             # Sums grow every call; start each sample from the same random values.
-            x.copy_(original)
-            samples.append(_timed(comm, x, iters) / iters)
-        rows.append({"bytes": count * dtype.itemsize, "iters": iters,
-                     "time_s": comm.max_over_ranks(samples)})
-        del x, original
-    comm.progress("done", len(sizes), len(sizes))
+            x.copy_(bufs["original"])
+            per_call.append(_timed(comm, x, iters) / iters)
+        return comm.max_over_ranks(per_call)
+
+    rows, notes = measure_sizes(
+        job["sizes"], lambda: max(0.0, deadline - time.monotonic()), prepare,
+        lambda x: max(comm.max_over_ranks([_timed(comm, x, 1)])), samples, job["iters"],
+        job["repeats"], comm.decide, comm.progress)
+    for row in rows:  # the bytes a call really moved: whole elements of the dtype
+        row["bytes"] = max(1, row.pop("size") // dtype.itemsize) * dtype.itemsize
+    bufs.clear()
     return {"rows": rows, "notes": notes, "hosts": comm.gather([comm.host, comm.node])}
 
 
@@ -197,6 +243,11 @@ def run(ctx: ProbeContext, cfg: AllreduceConfig) -> ProbeOutput:
                                "timer": "cuda_events" if ctx.device == "cuda" else
                                "perf_counter between barriers", "warmup": cfg.warmup,
                                "sample": "slowest rank"}
+    if ctx.device == "cuda":
+        context["launch_overhead"] = (
+            "hidden: a device busy-wait is queued before each sample's calls"
+            if hides_launch_overhead() else
+            "included: small sizes time torch's per-call host overhead, not only NCCL")
     artifacts = []
     if backend == "nccl":
         v = torch.cuda.nccl.version()  # a tuple in torch 2.x, an int in older releases

@@ -23,6 +23,7 @@ For DALI, "workers" is its CPU thread count, so 0 and 1 are the same configurati
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -32,7 +33,6 @@ from benchbench.environment import usable_cores
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import DataloaderConfig
 from benchbench.results import Measurement
-from benchbench.workloads._devices import sync
 from benchbench.workloads._loaders import LoaderError, build_loader, unavailable
 
 _READ_CHUNK = 1 << 20
@@ -47,6 +47,27 @@ def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
         counts.append(w)
         w *= 2
     return (*counts, cores)
+
+
+# NVIDIA's DALI examples give a GPU-decoding pipeline a handful of CPU threads: nvJPEG does the
+# decoding, and past 8 threads a dali_gpu sweep measures nothing new.
+DALI_GPU_MAX_THREADS = 8
+
+
+def configurations(kinds: list[str], workers: tuple[int, ...]) -> list[tuple[str, int]]:
+    """(loader, workers) pairs to measure: first each loader at its most workers (the likely
+    best, which the pipeline probe goes on to use), then the rest of the sweep, fewest workers
+    first, so that a budget that runs out costs the per-core curve, not a loader. DALI's
+    thread count is max(1, workers): workers 0 and 1 would measure the same thing, so DALI
+    runs it once."""
+    counts = {}
+    for k in kinds:
+        ws = workers if k == "torchvision" else sorted({max(1, w) for w in workers})
+        if k == "dali_gpu":
+            ws = sorted({min(w, DALI_GPU_MAX_THREADS) for w in ws})
+        counts[k] = list(ws)
+    tops = [(k, counts[k][-1]) for k in kinds if counts[k]]
+    return tops + [(k, w) for k in kinds for w in counts[k][:-1]]
 
 
 def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
@@ -65,9 +86,7 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
         else:
             kinds.append(kind)
     workers = tuple(sorted(set(cfg.workers))) if cfg.workers else auto_workers(cores, ctx.quick)
-    # DALI's thread count is max(1, workers): workers 0 and 1 would measure the same thing.
-    plan = [(k, w) for k in kinds
-            for w in (workers if k == "torchvision" else sorted({max(1, w) for w in workers}))]
+    plan = configurations(kinds, workers)
     batches = cfg.batches or (5 if ctx.quick else 20)
     dataset = ctx.inputs.dataset or {}
     params: dict[str, Any] = {
@@ -79,26 +98,7 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     ctx.progress("reading the dataset into the page cache", 0, len(plan) + 1)
     params["page_cache_bytes"] = _warm_page_cache(ctx, data_dir, notes)
 
-    measured: list[Measurement] = []
-    corrupt: dict[str, str] = {}
-    failed: set[str] = set()
-    for i, (kind, w) in enumerate(plan):
-        if kind in failed:
-            continue
-        ctx.progress(f"{kind} workers={w}", i + 1, len(plan) + 1)
-        left = [f"{k} workers={x}" for k, x in plan[i:] if k not in failed]
-        if ctx.budget.remaining() <= 0:
-            notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
-            break
-        share = ctx.budget.remaining() / len(left)
-        key = {"loader": kind, "workers": w, "batch_size": cfg.batch_size,
-               "image_size": cfg.image_size}
-        try:
-            measured += _measure(ctx, cfg, key, data_dir, device, batches, share, cores, corrupt)
-        except LoaderError as exc:
-            failed.add(kind)
-            notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")
-    ctx.progress("done", len(plan) + 1, len(plan) + 1)
+    measured, corrupt = sweep(ctx, cfg, plan, data_dir, device, batches, cores, notes)
 
     params["corrupt_files"] = len(corrupt)
     if corrupt:
@@ -110,27 +110,63 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     return ProbeOutput(measured + [_best(measured, cfg)], params=params, notes=notes)
 
 
+def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
+          data_dir: str, device: str, batches: int, cores: int, notes: list[str],
+          make_loader: Callable[..., Any] = build_loader
+          ) -> tuple[list[Measurement], dict[str, str]]:
+    """Each (loader, workers) configuration in turn, with an equal share of what is left of
+    the budget; a loader that fails is dropped with a note. (measurements, corrupt files)."""
+    measured: list[Measurement] = []
+    corrupt: dict[str, str] = {}
+    failed: set[str] = set()
+    cheapest = 0.0  # the shortest configuration so far: start-up, warm-up and two batches
+    for i, (kind, w) in enumerate(plan):
+        if kind in failed:
+            continue
+        ctx.progress(f"{kind} workers={w}", i + 1, len(plan) + 1)
+        left = [f"{k} workers={x}" for k, x in plan[i:] if k not in failed]
+        if ctx.budget.remaining() <= cheapest:
+            notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
+            break
+        share = ctx.budget.remaining() / len(left)
+        key = {"loader": kind, "workers": w, "batch_size": cfg.batch_size,
+               "image_size": cfg.image_size}
+        t0 = ctx.clock()
+        try:
+            got = _measure(ctx, cfg, key, data_dir, device, batches, share, cores, corrupt,
+                           make_loader)
+            measured += got
+            spent = ctx.clock() - t0
+            cheapest = min(cheapest or spent, spent)
+        except LoaderError as exc:
+            failed.add(kind)
+            notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")
+    ctx.progress("done", len(plan) + 1, len(plan) + 1)
+    return measured, corrupt
+
+
 def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any], data_dir: str,
              device: str, batches: int, share: float, cores: int,
-             corrupt: dict[str, str]) -> list[Measurement]:
+             corrupt: dict[str, str], make_loader: Callable[..., Any] = build_loader
+             ) -> list[Measurement]:
     """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
     Adds the corrupt files the loader met to `corrupt` (path -> reason)."""
     start = ctx.clock()
     warmup = max(1, ctx.policy.warmup_steps)
     times: list[float] = []
     sizes: list[int] = []
-    with build_loader(key["loader"], data_dir, cfg.batch_size, key["workers"], cfg.image_size,
-                      device) as loader:
+    with make_loader(key["loader"], data_dir, cfg.batch_size, key["workers"], cfg.image_size,
+                     device) as loader:
         stream = loader.stream()
         warmed = 0
         while warmed < warmup or ctx.clock() - start < ctx.policy.warmup_s:
             next(stream)
             warmed += 1
-        sync(loader.output_device)
+        ctx.meter.sync(loader.output_device)
         stopped_by = "batches"
         last = ctx.clock()
         for images, _ in stream:
-            sync(loader.output_device)
+            ctx.meter.sync(loader.output_device)
             now = ctx.clock()
             times.append(now - last)
             sizes.append(len(images))

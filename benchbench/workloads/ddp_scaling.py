@@ -20,33 +20,35 @@ from torch.nn.parallel import DistributedDataParallel
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import DdpScalingConfig
 from benchbench.results import Measurement
+from benchbench.timing import Meter
 from benchbench.workloads._devices import apply_tf32
 from benchbench.workloads._ranks import RankFailure, run_ranks
 from benchbench.workloads._training import (
     PRECISIONS,
+    best_amp,
     free_memory,
+    plan_steps,
     step_measurements,
-    time_steps,
     usable_precisions,
 )
 from benchbench.workloads.resnet50 import ResNetTrainer, prepare_device
 
 
 def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
-    """1, 2, 4 ... and the world size itself, or the requested counts that fit."""
+    """1, 2, 4 ... and the world size itself, or the requested counts that fit, in the order
+    they are measured: the fewest and the most first (scaling efficiency needs those two),
+    then the ones between, so that a budget that runs short loses the knee's detail, not the
+    whole node."""
     if requested:
-        return sorted({n for n in requested if n <= world})
-    out, n = [], 1
-    while n < world:
-        out.append(n)
-        n *= 2
-    return [*out, world]
-
-
-def _plan(est_s: float, steps: int, share_s: float) -> int | None:
-    if est_s * 2 > 3 * share_s:
-        return None
-    return max(2, min(steps, int(share_s / max(est_s, 1e-9))))
+        wanted = sorted({n for n in requested if n <= world})
+    else:
+        wanted, n = [], 1
+        while n < world:
+            wanted.append(n)
+            n *= 2
+        wanted.append(world)
+    ends = list(dict.fromkeys([wanted[0], wanted[-1]])) if wanted else []
+    return ends + [n for n in wanted if n not in ends]
 
 
 def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +59,7 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
     apply_tf32(precision.tf32)
     prepare_device(comm.device)
     deadline = time.monotonic() + job["work_s"]
+    meter = Meter()
     rows, notes = [], []
     counts = job["counts"]
     for i, n in enumerate(counts):
@@ -73,15 +76,16 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
             step = trainer.step(precision)
             for _ in range(max(1, job["warmup_steps"])):
                 step()
-            est = max(time_steps(step, 1, comm.device))
+            est = max(meter.step_times(step, 1, comm.device))
         est = max(comm.max_over_ranks([est]))
         share = max(0.0, deadline - time.monotonic()) / (len(counts) - i)
-        planned = comm.decide(_plan(est, job["steps"], share))
+        planned = comm.decide(plan_steps(est, job["steps"], share))
         if planned is None:
-            notes.append(f"{n} ranks and more skipped, because one step takes ~{est:.3g} s, "
-                         "beyond the time budget")
+            rest = ", ".join(map(str, counts[i:]))
+            notes.append(f"{rest} ranks skipped, because one step takes ~{est:.3g} s, beyond "
+                         "the time budget")
             break
-        times = time_steps(step, planned, comm.device) if member else [0.0] * planned
+        times = meter.step_times(step, planned, comm.device) if member else [0.0] * planned
         rows.append({"ranks": n, "step_s": comm.max_over_ranks(times)})
         step = trainer = None  # noqa: F841 - free the model before the next count
         dist.destroy_process_group(group)
@@ -90,15 +94,13 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows, "notes": notes, "hosts": comm.gather([comm.host, comm.node])}
 
 
-def _precision(cfg: DdpScalingConfig, dev: str, notes: list[str]) -> str:
+def _precision(cfg: DdpScalingConfig, dev: str, facts: dict[str, Any], notes: list[str]
+               ) -> str:
     if cfg.precision:
-        if not usable_precisions(dev, (cfg.precision,), notes):
+        if not usable_precisions(dev, (cfg.precision,), notes, facts):
             raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
         return cfg.precision
-    if dev == "cpu":
-        return "fp32"  # bf16 is emulated on most CPUs, and far slower
-    # bf16 where the tensor cores do it (Ampere on), else fp16, as the pipeline probe chooses
-    return usable_precisions(dev, ("amp_bf16", "amp_fp16"), [])[0]
+    return best_amp(dev, facts)
 
 
 def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
@@ -112,7 +114,7 @@ def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
         local, backend = 2, "gloo"
     world = launched["world_size"] if launched else local
     notes: list[str] = []
-    precision = _precision(cfg, "cuda:0" if ctx.device == "cuda" else "cpu", notes)
+    precision = _precision(cfg, "cuda:0" if ctx.device == "cuda" else "cpu", ctx.facts, notes)
     counts = counts_for(world, cfg.counts)
     if not counts:
         raise ProbeSkipped(f"no requested count fits {world} ranks")
@@ -139,7 +141,7 @@ def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
             f"{world if not launched else 'the'} CPU ranks share each node's {os.cpu_count()} "
             "cores: the figures show CPU contention, not the interconnect")
     out: list[Measurement] = []
-    for row in answer["rows"]:
+    for row in sorted(answer["rows"], key=lambda r: r["ranks"]):
         key = {"ranks": row["ranks"], "precision": precision, "batch_per_rank": cfg.batch_size,
                "image_size": cfg.image_size, "backend": backend}
         samples_per_step = float(cfg.batch_size * row["ranks"])

@@ -1,13 +1,20 @@
 """Probe `host_device_copy`: host<->device bandwidth over PCIe, pinned and pageable, per GPU.
 
-For each GPU, direction (h2d, d2h), host memory kind and size, it times one copy with CUDA
-events and reports B/s. It reads the PCIe generation and width from NVML while a burst of
-copies is in flight, because the link trains down at idle. With several GPUs it also copies to
-all of them at once: GPUs behind one PCIe switch or root port share its bandwidth.
+The first GPU sweeps every direction (h2d, d2h), host memory kind and size; the other GPUs copy
+only the largest size from pinned memory, each direction (the figure the verdict uses, and the
+one that shows a degraded link); with several GPUs it also copies to all of them at once (GPUs
+behind one PCIe switch or root port share its bandwidth). Each copy is timed with CUDA events
+and reported in B/s. The buffers are made once per GPU, at the largest size, and smaller copies
+use their first bytes. Every item is started only when its estimated cost fits its share of
+the budget. The PCIe generation and width are read from NVML during a burst of copies, the
+highest of several readings, because an idle link trains down and takes a moment to come up.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,28 +22,140 @@ import torch
 from benchbench.environment import pcie_link
 from benchbench.probe import ProbeContext, ProbeOutput, peak_of, throughput
 from benchbench.probe_configs import HostDeviceCopyConfig
+from benchbench.results import Measurement
 from benchbench.timing import synchronized_wall_timer
-from benchbench.workloads._devices import gpu_indices, is_oom, random_bytes
+from benchbench.workloads._devices import budget_allows, gpu_indices, is_oom, random_bytes
+
+# Link readings taken while a burst of copies is in flight, LINK_POLL_S apart.
+LINK_READINGS = 8
+LINK_POLL_S = 0.02
 
 
-def _buffers(size: int, dev: str, memory: str) -> tuple[torch.Tensor, torch.Tensor]:
-    host = random_bytes(size, "cpu")
-    if memory == "pinned":
-        host = host.pin_memory()
-    device_buf = torch.empty(size, dtype=torch.uint8, device=dev)
-    device_buf.fill_(1)  # pre-touch
-    return host, device_buf
+@dataclass(frozen=True)
+class Item:
+    """One copy to time: to or from one GPU (device "all": every GPU at once)."""
+
+    device: str
+    direction: str  # "h2d" or "d2h"
+    memory: str  # "pinned" or "pageable"
+    size: int
+    gpus: int = 1  # how many GPUs it copies to at once
 
 
-def _copy_fn(direction: str, host: torch.Tensor, device_buf: torch.Tensor) -> Any:
-    # non_blocking only has an effect on pinned memory; pageable copies stage through a
-    # driver buffer synchronously, which is exactly the cost users pay for pageable memory.
-    if direction == "h2d":
-        return lambda: device_buf.copy_(host, non_blocking=True)
-    return lambda: host.copy_(device_buf, non_blocking=True)
+def plan(gpus: list[int], cfg: HostDeviceCopyConfig) -> list[Item]:
+    """The first GPU's full sweep, the largest pinned copy on each other GPU, then all at
+    once."""
+    sizes = sorted(cfg.sizes)
+    first = f"cuda:{gpus[0]}"
+    items = [Item(first, d, m, s) for m in cfg.memories for d in cfg.directions for s in sizes]
+    top = sizes[-1]
+    for i in gpus[1:]:
+        items += [Item(f"cuda:{i}", d, "pinned", top) for d in cfg.directions]
+    if cfg.concurrent and len(gpus) > 1:
+        items += [Item("all", d, "pinned", top, len(gpus)) for d in cfg.directions]
+    return items
 
 
-def _link_under_load(dev: str, size: int) -> dict[str, Any]:
+# measure(item, items_left) -> its copy_bandwidth (or aggregate_bandwidth) measurement
+Measure = Callable[[Item, int], Measurement]
+
+
+def sweep(ctx: ProbeContext, items: list[Item], measure: Measure, notes: list[str]
+          ) -> list[Measurement]:
+    """Each item in turn, gated on the budget: its cost is estimated from the last rate
+    measured for that memory kind (pageable copies are slower than pinned ones)."""
+    rates: dict[str, float] = {}
+    out: list[Measurement] = []
+    for done, item in enumerate(items):
+        ctx.progress(f"{item.device} {item.direction} {item.memory} {item.size >> 20} MiB",
+                     done, len(items))
+        # All at once may share one link: priced as if one GPU's rate carried every copy.
+        rate = rates.get(item.memory)
+        if rate and not budget_allows(ctx, item.size * item.gpus / rate, len(items) - done):
+            notes.append(f"{item.direction} {item.memory} {item.size >> 20} MiB on "
+                         f"{item.device} skipped, because the time budget ran short")
+            continue
+        try:
+            m = measure(item, len(items) - done)
+        except RuntimeError as exc:
+            if not is_oom(exc):
+                raise
+            notes.append(f"{item.direction} {item.memory} {item.size} B on {item.device} "
+                         "skipped, because the buffers do not fit in memory")
+            continue
+        if item.device != "all":
+            rates[item.memory] = m.value
+        out.append(m)
+    ctx.progress("done", len(items), len(items))
+    return out
+
+
+def with_peaks(measured: list[Measurement], links: dict[str, dict[str, Any]]
+               ) -> list[Measurement]:
+    """The measurements, each per-device series followed by its peak over sizes."""
+    out: list[Measurement] = []
+    series: dict[tuple, list[Measurement]] = {}
+    for m in measured:
+        if m.metric == "copy_bandwidth":
+            series.setdefault((m.key["device"], m.key["direction"], m.key["memory"]),
+                              []).append(m)
+    for (dev, direction, memory), per_size in series.items():
+        out += per_size
+        peak = peak_of("peak_bandwidth", {"device": dev, "direction": direction,
+                                          "memory": memory}, per_size, "size_bytes", "B/s")
+        peak.context.update(links.get(dev, {}))
+        out.append(peak)
+    return out + [m for m in measured if m.metric != "copy_bandwidth"]
+
+
+class _Buffers:
+    """One GPU's copy buffers at the largest size: made once, random, pre-touched."""
+
+    def __init__(self, dev: str, size: int) -> None:
+        self.dev, self.size = dev, size
+        self._host: dict[str, torch.Tensor] = {}
+        self.device = torch.empty(size, dtype=torch.uint8, device=dev)
+        self.device.fill_(1)  # pre-touch
+
+    def host(self, memory: str) -> torch.Tensor:
+        if memory not in self._host:
+            self._host[memory] = random_bytes(self.size, "cpu", pin=memory == "pinned")
+        return self._host[memory]
+
+    def copy_fn(self, direction: str, memory: str, size: int) -> Callable[[], Any]:
+        # non_blocking only has an effect on pinned memory; pageable copies stage through a
+        # driver buffer synchronously, which is exactly the cost users pay for pageable memory.
+        host, dev = self.host(memory)[:size], self.device[:size]
+        if direction == "h2d":
+            return lambda: dev.copy_(host, non_blocking=True)
+        return lambda: host.copy_(dev, non_blocking=True)
+
+    def drop_pageable(self) -> None:
+        self._host.pop("pageable", None)
+
+
+def max_link(read: Callable[[], dict[str, Any]], busy: Callable[[], bool],
+             readings: int = LINK_READINGS, pause: Callable[[], None] | None = None
+             ) -> dict[str, Any]:
+    """The highest PCIe generation and width of several readings taken while `busy()` holds
+    (at least one). A link trains up from its idle state within milliseconds of the first
+    transfer, so a single reading at the start of a burst can show Gen1."""
+    pause = pause or (lambda: time.sleep(LINK_POLL_S))
+    best: dict[str, Any] = {}
+    taken = 0
+    while taken < max(1, readings) and (taken == 0 or busy()):
+        for k, v in read().items():
+            if k.endswith("_current") and v is not None:
+                best[k] = max(best.get(k) or 0, v)
+            else:
+                best.setdefault(k, v)
+        taken += 1
+        pause()
+    best["pcie_link_readings"] = taken
+    return best
+
+
+def _link_under_load(dev: str, bufs: _Buffers) -> dict[str, Any]:
     """PCIe link state read from NVML while pinned copies keep the link busy."""
     try:
         import pynvml as nvml
@@ -47,11 +166,14 @@ def _link_under_load(dev: str, size: int) -> dict[str, Any]:
     try:
         uuid = str(torch.cuda.get_device_properties(dev).uuid)
         h = nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        host, device_buf = _buffers(size, dev, "pinned")
-        for _ in range(8):
-            device_buf.copy_(host, non_blocking=True)
-        link = pcie_link(nvml, h)  # read while the copies are in flight
-        torch.cuda.synchronize(dev)
+        copy = bufs.copy_fn("h2d", "pinned", bufs.size)
+        with torch.cuda.device(dev):
+            done = torch.cuda.Event()
+            for _ in range(16):  # 16 of the largest copies: about 0.3 s at Gen5 x16
+                copy()
+            done.record()
+            link = max_link(lambda: pcie_link(nvml, h), lambda: not done.query())
+            done.synchronize()
         return link
     except Exception as exc:
         return {"pcie_link_reason": f"could not read the PCIe link: {exc}"}
@@ -61,61 +183,44 @@ def _link_under_load(dev: str, size: int) -> dict[str, Any]:
 
 def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
     gpus = gpu_indices(ctx, cfg.devices)
-    sizes = sorted(cfg.sizes)
     notes: list[str] = []
-    plan = [(f"cuda:{i}", d, m) for i in gpus for m in cfg.memories for d in cfg.directions]
-    concurrent = cfg.concurrent and len(gpus) > 1
-    total = len(plan) * len(sizes) + (len(cfg.directions) if concurrent else 0)
-    done = 0
-    links = {f"cuda:{i}": _link_under_load(f"cuda:{i}", max(sizes)) for i in gpus}
-    measurements = []
-    for dev, direction, memory in plan:
-        per_size = []
-        for size in sizes:
-            ctx.progress(f"{dev} {direction} {memory} {size >> 20} MiB", done, total)
-            done += 1
-            try:
-                host, device_buf = _buffers(size, dev, memory)
-                timed = ctx.time_op(_copy_fn(direction, host, device_buf), dev, total - done + 1,
-                                    cfg.min_sample_s)
-            except RuntimeError as exc:
-                if not is_oom(exc):
-                    raise
-                notes.append(f"{direction} {memory} {size} B on {dev} skipped, because the "
-                             "buffers do not fit in memory")
-                continue
-            finally:
-                torch.cuda.empty_cache()
-            key = {"device": dev, "direction": direction, "memory": memory, "size_bytes": size}
-            per_size.append(throughput("copy_bandwidth", key, timed, float(size), "B/s",
-                                       {**links[dev], "gpu_name": torch.cuda.get_device_name(dev)}))
-        if per_size:
-            measurements.extend(per_size)
-            peak = peak_of("peak_bandwidth", {"device": dev, "direction": direction,
-                                              "memory": memory}, per_size, "size_bytes", "B/s")
-            peak.context.update(links[dev])
-            measurements.append(peak)
-    if concurrent:
-        measurements.extend(_all_at_once(ctx, cfg, gpus, max(sizes), done, total))
-    ctx.progress("done", total, total)
-    return ProbeOutput(measurements, notes=notes, params={"sizes": sizes})
+    top = max(cfg.sizes)
+    buffers: dict[str, _Buffers] = {}
+    links: dict[str, dict[str, Any]] = {}
 
+    def bufs(dev: str) -> _Buffers:
+        if dev not in buffers:
+            for other in buffers.values():  # pageable copies are done once the next GPU starts
+                other.drop_pageable()
+            buffers[dev] = _Buffers(dev, top)
+            links[dev] = _link_under_load(dev, buffers[dev])
+        return buffers[dev]
 
-def _all_at_once(ctx: ProbeContext, cfg: HostDeviceCopyConfig, gpus: list[int], size: int,
-                 done: int, total: int) -> list[Any]:
-    devs = [f"cuda:{i}" for i in gpus]
-    out = []
-    for direction in cfg.directions:
-        ctx.progress(f"all {len(devs)} GPUs {direction} pinned", done, total)
-        done += 1
-        pairs = [_buffers(size, d, "pinned") for d in devs]
-        fns = [_copy_fn(direction, h, g) for h, g in pairs]
-        timed = ctx.time_op(lambda fns=fns: [f() for f in fns], "cuda", total - done + 1,
-                            cfg.min_sample_s, timer=synchronized_wall_timer(devs))
-        key = {"devices": ",".join(devs), "direction": direction, "memory": "pinned",
-               "size_bytes": size}
-        out.append(throughput("aggregate_bandwidth", key, timed, float(size * len(devs)), "B/s",
-                              {"gpus": len(devs)}))
-        del pairs, fns
+    def measure(item: Item, items_left: int) -> Measurement:
+        if item.device == "all":
+            devs = [f"cuda:{i}" for i in gpus]
+            fns = [bufs(d).copy_fn(item.direction, "pinned", item.size) for d in devs]
+            timed = ctx.time_op(lambda: [f() for f in fns], "cuda", items_left,
+                                cfg.min_sample_s, timer=synchronized_wall_timer(devs, ctx.meter))
+            key = {"devices": ",".join(devs), "direction": item.direction, "memory": "pinned",
+                   "size_bytes": item.size}
+            return throughput("aggregate_bandwidth", key, timed, float(item.size * len(devs)),
+                              "B/s", {"gpus": len(devs)})
+        fn = bufs(item.device).copy_fn(item.direction, item.memory, item.size)
+        timed = ctx.time_op(fn, item.device, items_left, cfg.min_sample_s)
+        key = {"device": item.device, "direction": item.direction, "memory": item.memory,
+               "size_bytes": item.size}
+        return throughput("copy_bandwidth", key, timed, float(item.size), "B/s",
+                          {**links[item.device],
+                           "gpu_name": torch.cuda.get_device_name(item.device)})
+
+    try:
+        measured = sweep(ctx, plan(gpus, cfg), measure, notes)
+    finally:
+        buffers.clear()
         torch.cuda.empty_cache()
-    return out
+    if len(gpus) > 1:
+        notes.append(f"the other GPUs copied {top >> 20} MiB from pinned memory only: the "
+                     f"size sweep and pageable memory ran on cuda:{gpus[0]}")
+    return ProbeOutput(with_peaks(measured, links), notes=notes,
+                       params={"sizes": sorted(cfg.sizes)})

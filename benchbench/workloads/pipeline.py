@@ -10,7 +10,6 @@ as MLPerf Storage does; the probe's resource is the one that result points at.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import torch
@@ -21,14 +20,14 @@ from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import PipelineConfig
 from benchbench.results import Measurement
 from benchbench.stats import median
-from benchbench.workloads._devices import apply_tf32, sync
+from benchbench.workloads._devices import apply_tf32
 from benchbench.workloads._loaders import build_loader
 from benchbench.workloads._training import (
     PRECISIONS,
     Step,
     plan_steps,
+    precision_order,
     step_measurements,
-    time_steps,
     usable_precisions,
     warm_up,
 )
@@ -50,8 +49,8 @@ def choose_loader(cfg: PipelineConfig, previous: dict[str, Any]) -> tuple[str, i
     return loader, usable_cores(), "default: one worker per usable core"
 
 
-def _real_steps(trainer: ResNetTrainer, step: Step, batches: Any, n: int, dev: str
-                ) -> tuple[list[float], list[float], list[float]]:
+def _real_steps(ctx: ProbeContext, trainer: ResNetTrainer, step: Step, batches: Any, n: int,
+                dev: str) -> tuple[list[float], list[float], list[float]]:
     """n steps on loader batches: (wall seconds per step, data wait per step, compute per
     step). Wall times are consecutive host intervals closed by a final sync, so they add up to
     the true total even though a GPU step returns before its kernels finish."""
@@ -59,10 +58,10 @@ def _real_steps(trainer: ResNetTrainer, step: Step, batches: Any, n: int, dev: s
     gpu = dev.startswith("cuda")
     events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n)] if gpu else []
     for i in range(n):
-        t0 = time.perf_counter()
+        t0 = ctx.clock()
         marks.append(t0)
         x, y = next(batches)
-        t1 = time.perf_counter()
+        t1 = ctx.clock()
         waits.append(t1 - t0)
         trainer.set_batch(x, y)
         if gpu:
@@ -71,9 +70,9 @@ def _real_steps(trainer: ResNetTrainer, step: Step, batches: Any, n: int, dev: s
         if gpu:
             events[2 * i + 1].record()
         else:
-            computes.append(time.perf_counter() - t1)
-    sync(dev)
-    marks.append(time.perf_counter())
+            computes.append(ctx.clock() - t1)
+    ctx.meter.sync(dev)
+    marks.append(ctx.clock())
     if gpu:
         computes = [events[2 * i].elapsed_time(events[2 * i + 1]) / 1e3 for i in range(n)]
     return [marks[i + 1] - marks[i] for i in range(n)], waits, computes
@@ -84,7 +83,7 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
         raise ProbeSkipped("no dataset: pass --data-dir or let the run generate one")
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     notes: list[str] = []
-    usable = usable_precisions(dev, cfg.precisions, notes)
+    usable = precision_order(dev, usable_precisions(dev, cfg.precisions, notes, ctx.facts))
     if not usable:
         raise ProbeSkipped("; ".join(notes))
     precision = PRECISIONS[usable[0]]
@@ -99,11 +98,13 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
 
     ctx.progress("compute: synthetic data on the device", 0, 2)
     trainer.set_synthetic_batch(batch, image)
-    est = warm_up(step, ctx, dev)
-    n = plan_steps(ctx, est, cfg.steps, items_left=2)
+    # Two halves share the budget: synthetic data, then the real loader.
+    warm = warm_up(step, ctx, dev, ctx.budget.remaining() / 2)
+    n = plan_steps(warm.step_s, cfg.steps, ctx.budget.remaining() / 2)
     if n is None:
-        raise ProbeSkipped(f"one training step takes ~{est:.3g} s, beyond the time budget")
-    compute_times = time_steps(step, n, dev)
+        raise ProbeSkipped(f"one warm training step takes ~{warm.step_s:.3g} s, beyond the "
+                           "time budget")
+    compute_times = ctx.meter.step_times(step, n, dev)
 
     ctx.progress(f"input pipeline: {loader_kind}, {workers} workers", 1, 2)
     with build_loader(loader_kind, ctx.inputs.data_dir, batch, workers, image, dev) as loader:
@@ -111,8 +112,8 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
         for _ in range(max(1, ctx.policy.warmup_steps)):
             trainer.set_batch(*next(batches))
             step()
-        sync(dev)
-        walls, waits, computes = _real_steps(trainer, step, batches, n, dev)
+        ctx.meter.sync(dev)
+        walls, waits, computes = _real_steps(ctx, trainer, step, batches, n, dev)
         corrupt = loader.corrupt
     apply_tf32(False)
     ctx.progress("done", 2, 2)

@@ -7,13 +7,15 @@ cross-entropy loss, channels_last on the GPU. Work is counted in images (samples
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torchvision
 from torch import nn
 
 from benchbench.probe import ProbeContext, ProbeOutput
 from benchbench.probe_configs import ResNet50Config
-from benchbench.workloads._training import Precision, Step, make_step, run_training
+from benchbench.workloads._training import Precision, Step, TrainingJob, make_step, run_training
 
 # 'auto' batch search stops here: beyond it a single GPU gains nothing in throughput.
 BATCH_CAP = 2048
@@ -55,6 +57,18 @@ def prepare_device(dev: str) -> None:
         torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels
 
 
+def job_for(cfg: ResNet50Config, dev: str, context: dict[str, Any]) -> TrainingJob:
+    """What run_training measures for this config on `dev` (the simulator plans with it too)."""
+    default_batch = GPU_BATCH if dev != "cpu" else 16
+    batch = cfg.batch_size if cfg.batch_size is not None else default_batch
+    return TrainingJob(
+        dev=dev, precisions=cfg.precisions, batch_size=batch, default_batch=default_batch,
+        batch_cap=BATCH_CAP, steps=cfg.steps, work_per_sample=1.0, unit="samples/s",
+        key=lambda precision: {"device": dev, "precision": precision,
+                               "image_size": cfg.image_size, "batch_size": batch},
+        context=context)
+
+
 def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     image, channels_last = cfg.image_size, bool(cfg.channels_last)
@@ -65,18 +79,10 @@ def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
         trainer.set_synthetic_batch(batch, image)
         return trainer.step(precision)
 
-    default_batch = GPU_BATCH if dev != "cpu" else 16
-    batch = cfg.batch_size if cfg.batch_size is not None else default_batch
-
-    def key_for(precision: str) -> dict:
-        return {"device": dev, "precision": precision, "image_size": image,
-                "batch_size": batch}
-
     context = {"channels_last": channels_last, "compile": cfg.compile,
                "threads": torch.get_num_threads()}
     if dev != "cpu":
         context["gpu_name"] = torch.cuda.get_device_name(dev)
-    measurements, notes = run_training(
-        ctx, dev, cfg.precisions, batch, cfg.steps, build, key_for, 1.0, "samples/s",
-        BATCH_CAP, default_batch, context)
-    return ProbeOutput(measurements, notes=notes, params={"batch_size": batch})
+    job = job_for(cfg, dev, context)
+    measurements, notes = run_training(ctx, job, build)
+    return ProbeOutput(measurements, notes=notes, params={"batch_size": job.batch_size})

@@ -7,13 +7,15 @@ PaLM appendix and nanoGPT: 6N + 12·L·H·Q·T, with N the parameters without po
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from benchbench.analysis import transformer_flops_per_token
 from benchbench.probe import ProbeContext, ProbeOutput
 from benchbench.probe_configs import TransformerConfig
 from benchbench.results import Measurement
-from benchbench.workloads._training import Precision, Step, make_step, run_training
+from benchbench.workloads._training import Precision, Step, TrainingJob, make_step, run_training
 from benchbench.workloads.gpt import GPT
 
 BATCH_CAP = 1024
@@ -49,18 +51,23 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     flops = Measurement("flops_per_token", {"preset": cfg.preset, "seq_len": seq}, fpt, "count",
                         "median", [fpt], False, {**shape, "formula": "6N + 12*L*H*Q*T"})
 
-    default_batch = 16 if dev != "cpu" else 8
-    batch = cfg.batch_size if cfg.batch_size is not None else default_batch
-
-    def key_for(precision: str) -> dict:
-        return {"device": dev, "precision": precision, "preset": cfg.preset, "seq_len": seq,
-                "batch_size": batch}
-
     context = {**shape, "compile": cfg.compile, "threads": torch.get_num_threads()}
     if dev != "cpu":
         context["gpu_name"] = torch.cuda.get_device_name(dev)
-    measurements, notes = run_training(
-        ctx, dev, cfg.precisions, batch, cfg.steps, build, key_for, float(seq), "tokens/s",
-        BATCH_CAP, default_batch, context)
+    job = job_for(cfg, dev, context)
+    measurements, notes = run_training(ctx, job, build)
     return ProbeOutput([flops, *measurements] if measurements else [], notes=notes,
-                       params={"batch_size": batch, **shape})
+                       params={"batch_size": job.batch_size, **shape})
+
+
+def job_for(cfg: TransformerConfig, dev: str, context: dict[str, Any]) -> TrainingJob:
+    """What run_training measures for this config on `dev` (the simulator plans with it too)."""
+    default_batch = 16 if dev != "cpu" else 8
+    batch = cfg.batch_size if cfg.batch_size is not None else default_batch
+    seq = cfg.seq_len
+    return TrainingJob(
+        dev=dev, precisions=cfg.precisions, batch_size=batch, default_batch=default_batch,
+        batch_cap=BATCH_CAP, steps=cfg.steps, work_per_sample=float(seq), unit="tokens/s",
+        key=lambda precision: {"device": dev, "precision": precision, "preset": cfg.preset,
+                               "seq_len": seq, "batch_size": batch},
+        context=context)
