@@ -32,6 +32,7 @@ class Capacity:
     status: str  # "measured", "unknown" or "not applicable"
     how: str  # how the figure was derived, with its inputs
     missing: str | None = None  # why it is unknown or not applicable
+    source: str | None = None  # the probe and measurement it came from: "resnet50 throughput"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,21 +70,33 @@ def metric(pr: ProbeResult | None, name: str, **key: Any) -> list[Measurement]:
 @dataclass
 class Setting:
     """The configuration the capacities are judged at: the one `pipeline` ran, else the best
-    precision the training probe measured."""
+    precision the training probe measured; for ResNet50, at the image size the loader was
+    measured at (the compute figure is scaled to it when it was measured at another)."""
 
     workload: str
     device: str  # "cuda" or "cpu"
     devices: int  # GPUs on this machine, or 1 for a CPU
     precision: str | None
-    image_size: int
+    image_size: int  # the size the capacities are compared at
     batch: int | None  # per device
     compute_m: Measurement | None  # the single-device throughput the compute capacity uses
     mean_file_bytes: float  # of the real training set
     unit: str
+    compute_probe: str | None = None  # the probe compute_m came from
+    compute_image: int | None = None  # the size compute_m was measured at
+
+    @property
+    def compute_scale(self) -> float:
+        """ResNet50's work grows with the pixels of an image: a step measured at 64 px is
+        (224/64)^2 = 12x cheaper than one at 224 px. 1 when the sizes agree."""
+        if self.workload != "resnet50" or not self.compute_image or \
+                self.compute_image == self.image_size:
+            return 1.0
+        return (self.compute_image / self.image_size) ** 2
 
     @property
     def per_device(self) -> float | None:
-        return self.compute_m.value if self.compute_m else None
+        return self.compute_m.value * self.compute_scale if self.compute_m else None
 
 
 def setting(run: RunResult, workload: str, mean_file_bytes: float) -> Setting:
@@ -92,34 +105,52 @@ def setting(run: RunResult, workload: str, mean_file_bytes: float) -> Setting:
     pipe = next(iter(metric(ok_probe(run, "pipeline"), "total_throughput")), None)
     probe = "resnet50" if workload == "resnet50" else "transformer"
     candidates = metric(ok_probe(run, probe), "throughput")
-    chosen = None
+    chosen, source = None, probe
     if pipe is not None:
         same = [m for m in candidates if m.key.get("precision") == pipe.key["precision"]]
         sized = [m for m in same if m.key.get("image_size") == pipe.key.get("image_size")]
         chosen = max(sized or same, key=lambda m: m.value, default=None)
         if chosen is None and workload == "resnet50":
             chosen = next(iter(metric(ok_probe(run, "pipeline"), "compute_throughput")), None)
+            source = "pipeline"
     if chosen is None:
-        chosen = max(candidates, key=lambda m: m.value, default=None)
-    image = int((pipe.key if pipe else chosen.key if chosen else {}).get("image_size") or 224)
+        chosen, source = max(candidates, key=lambda m: m.value, default=None), probe
+    measured_at = (chosen.key if chosen else pipe.key if pipe else {}).get("image_size")
+    loader = max(metric(ok_probe(run, "dataloader"), "best_throughput"), key=lambda m: m.value,
+                 default=None)
+    judged = (loader.key.get("image_size") if loader and workload == "resnet50" else None) \
+        or measured_at or 224
     batch = chosen.context.get("batch") or chosen.key.get("batch_size") if chosen else None
     return Setting(workload, device, devices, chosen.key.get("precision") if chosen else None,
-                   image, batch, chosen, mean_file_bytes,
-                   "images/s" if workload == "resnet50" else "tokens/s")
+                   int(judged), batch, chosen, mean_file_bytes,
+                   "images/s" if workload == "resnet50" else "tokens/s",
+                   compute_probe=source if chosen else None,
+                   compute_image=int(measured_at) if measured_at else None)
 
 
 def compute(run: RunResult, s: Setting) -> Capacity:
     resource = "gpu_compute" if s.device == "cuda" else "cpu_compute"
     m = s.compute_m
-    if m is None:
-        probe = "resnet50" if s.workload == "resnet50" else "transformer"
+    probe = "resnet50" if s.workload == "resnet50" else "transformer"
+    if m is None or s.per_device is None:
         return unknown(resource, why_missing(run, probe))
     where = f"{s.devices} GPU(s)" if s.device == "cuda" else "the CPU"
     detail = (f"{m.key.get('image_size')} px, batch {s.batch}" if s.workload == "resnet50"
               else f"{m.key.get('preset')}, {m.key.get('seq_len')} tokens, batch {s.batch}")
-    return Capacity(resource, m.value * s.devices, "measured",
-                    f"{s.workload} {s.precision} at {m.value:,.1f} {s.unit} per device on "
-                    f"synthetic data ({detail}) × {where}")
+    if s.compute_probe == "pipeline":
+        what = (f"the pipeline probe's synthetic-data step stands in for {probe}, because "
+                f"{why_missing(run, probe)}: {s.precision} at {m.value:,.1f} {s.unit}")
+        source = "pipeline compute_throughput"
+    else:
+        what = f"{probe} {s.precision} at {m.value:,.1f} {s.unit}"
+        source = f"{probe} throughput"
+    how = f"{what} per device on synthetic data ({detail})"
+    if s.compute_scale != 1.0:
+        how += (f", scaled to {s.image_size} px by pixel count (×{s.compute_scale:.3g}: "
+                f"ResNet50's work grows with the pixels), the size the loader was measured at,"
+                f" = {s.per_device:,.1f} {s.unit}")
+    return Capacity(resource, s.per_device * s.devices, "measured", f"{how} × {where}",
+                    source=source)
 
 
 def data_loading(run: RunResult, s: Setting) -> Capacity:
@@ -133,7 +164,8 @@ def data_loading(run: RunResult, s: Setting) -> Capacity:
     return Capacity("cpu_dataloading", best.value, "measured",
                     f"the best loader, {best.context.get('loader')} with "
                     f"{best.context.get('workers')} workers, decodes and augments "
-                    f"{best.value:,.0f} images/s from the page cache")
+                    f"{best.value:,.0f} images/s at {best.key.get('image_size')} px from the "
+                    "page cache", source="dataloader best_throughput")
 
 
 def _fits_in_ram(run: RunResult, dataset_bytes: float) -> tuple[bool, float | None]:
@@ -152,23 +184,27 @@ def storage(run: RunResult, s: Setting) -> Capacity:
             return unknown("storage", "the storage probe measured no sequential read")
         return Capacity("storage", seq.value / TOKEN_FILE_BYTES, "measured",
                         f"sequential 1 MiB reads at {seq.value / 1e9:.3g} GB/s ÷ "
-                        f"{TOKEN_FILE_BYTES} B per token")
+                        f"{TOKEN_FILE_BYTES} B per token",
+                        source="storage read_bandwidth (seq1m)")
     parts = []
     cold = next(iter(metric(pr, "dataset_read_rate", access="cold")), None)
     if cold is not None:
-        parts.append((cold.value, f"the dataset reads {cold.value:,.0f} files/s cold"))
+        parts.append((cold.value, f"the dataset reads {cold.value:,.0f} files/s cold",
+                      "storage dataset_read_rate"))
     rand = max(metric(pr, "read_bandwidth", job="rand128k"), key=lambda m: m.value, default=None)
     if rand is not None:
         per_s = rand.value / s.mean_file_bytes
         parts.append((per_s, f"random 128 KiB reads (iodepth {rand.key.get('iodepth')} × "
                              f"{rand.key.get('numjobs')} jobs) at {rand.value / 1e9:.3g} GB/s "
-                             f"÷ {s.mean_file_bytes:,.0f} B per image = {per_s:,.0f} images/s"))
+                             f"÷ {s.mean_file_bytes:,.0f} B per image = {per_s:,.0f} images/s",
+                      "storage read_bandwidth (rand128k)"))
     if not parts:
         return unknown("storage", "the storage probe measured neither the dataset's cold read "
                                   "rate nor random 128 KiB reads")
-    value, _ = min(parts)
+    value, _, source = min(parts)
     lead = "the lower of: " if len(parts) > 1 else ""
-    return Capacity("storage", value, "measured", lead + "; ".join(text for _, text in parts))
+    return Capacity("storage", value, "measured", lead + "; ".join(t for _, t, _ in parts),
+                    source=source)
 
 
 def host_memory(run: RunResult, s: Setting) -> Capacity:
@@ -181,7 +217,8 @@ def host_memory(run: RunResult, s: Setting) -> Capacity:
     per_s = bw.value / 2 / s.mean_file_bytes
     return Capacity("host_memory", per_s, "measured",
                     f"host memory copies {bw.value / 1e9:.3g} GB/s (read + write), so the page "
-                    f"cache serves about {per_s:,.0f} images/s of {s.mean_file_bytes:,.0f} B")
+                    f"cache serves about {per_s:,.0f} images/s of {s.mean_file_bytes:,.0f} B",
+                    source="memory_bandwidth copy_bandwidth (host)")
 
 
 def host_device_link(run: RunResult, s: Setting) -> Capacity:
@@ -209,7 +246,9 @@ def host_device_link(run: RunResult, s: Setting) -> Capacity:
         what = f"{per_sample:,} B per float32 {s.image_size} px image"
     else:
         per_sample, what = TOKEN_SHIP_BYTES, f"{TOKEN_SHIP_BYTES} B per token"
-    return Capacity("host_device_link", rate / per_sample, "measured", f"{how} ÷ {what}")
+    return Capacity("host_device_link", rate / per_sample, "measured", f"{how} ÷ {what}",
+                    source="host_device_copy " + ("aggregate_bandwidth" if agg is not None
+                                                  else "peak_bandwidth") + " (h2d, pinned)")
 
 
 def interconnect(run: RunResult, s: Setting, compute_cap: Capacity) -> Capacity:
@@ -232,8 +271,8 @@ def interconnect(run: RunResult, s: Setting, compute_cap: Capacity) -> Capacity:
     t_step = per_step / s.per_device
     t_comm = grad * 2 * (n - 1) / (n * peak.value)
     value = compute_cap.value * t_step / (t_step + t_comm)
-    return Capacity("interconnect", value, "measured",
-                    f"compute × t_step / (t_step + G·2(n−1)/(n·busbw)) with t_step "
-                    f"{t_step * 1e3:.3g} ms, G {grad / 1e6:.1f} MB of fp32 gradients, n {n}, "
-                    f"busbw {peak.value / 1e9:.3g} GB/s: the all-reduce takes "
-                    f"{t_comm * 1e3:.3g} ms a step if none of it overlaps the backward pass")
+    how = (f"compute × t_step / (t_step + G·2(n−1)/(n·busbw)) with t_step "
+           f"{t_step * 1e3:.3g} ms, G {grad / 1e6:.1f} MB of fp32 gradients, n {n}, "
+           f"busbw {peak.value / 1e9:.3g} GB/s: the all-reduce takes "
+           f"{t_comm * 1e3:.3g} ms a step if none of it overlaps the backward pass")
+    return Capacity("interconnect", value, "measured", how, source="allreduce peak_busbw")

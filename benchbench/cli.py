@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from benchbench import __version__, commands, sandbox
 from benchbench.doctor import SCENARIOS
@@ -152,9 +153,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _since_process_start() -> float | None:
+    """Seconds since this process started: the interpreter and the imports before main()."""
+    try:
+        import psutil
+
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:  # no /proc, or psutil missing: not worth failing a run over
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    started = _since_process_start()
     sandbox.contain_caches()  # first: before any verb imports matplotlib, torch or DALI
     args = build_parser().parse_args(argv)
+    args.started = started
     try:
         return int(args.func(args))
     except commands.UsageError as exc:

@@ -25,6 +25,7 @@ from benchbench.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    Phases,
     Runner,
     SilentDisplay,
     StopFlag,
@@ -222,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
     from benchbench import environment
     from benchbench.progress import RichDisplay
 
+    phases = Phases(getattr(args, "started", None))
     registry = default_registry()
     launched = _launched()
     isolator = Isolator() if launched else None
@@ -245,8 +247,10 @@ def run(args: argparse.Namespace) -> int:
                 ranks_here = multinode.start_together(isolator, launched, None)
             except multinode.RankError as exc:
                 raise UsageError(str(exc)) from None
+        phases.mark("checks")
         try:
             facts = _facts(isolator, stop)
+            phases.mark("worker start-up and torch facts")
         except Cancelled:
             print(f"benchbench: interrupted by {stop.signal_name}; nothing was run",
                   file=sys.stderr)
@@ -264,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
             restore()  # while it generates, Ctrl-C simply stops it (KeyboardInterrupt)
             data = _dataset(cfg, runner.selected())
             restore = stop.install()
+            phases.mark("dataset")
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -272,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
             runner.run.environment = environment.snapshot(out, facts, own=ranks_here)
         else:
             runner.run.environment = {"host": environment.host_snapshot()}
+        phases.mark("environment snapshot")
         if data is not None:
             runner.run.extra["dataset"] = data
         runner.inputs = dataclasses.replace(
@@ -280,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
         with (RichDisplay() if runner.writes else nullcontext(SilentDisplay())) as display:
             runner.display = display
             code = runner.execute()
+        phases.mark("probes")
         if launched:
             code = _gather(isolator, launched, runner, registry, code)
             if not launched.is_master:
@@ -289,7 +296,11 @@ def run(args: argparse.Namespace) -> int:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     written = write_reports(runner.run, out, cfg.overrides.get("analysis", {}).get("workload"))
+    phases.mark("reports")
+    runner.run.extra["timings"] = dict(phases.spent)
+    runner.save()
     print(f"results: {runner.results_path}\n" + "\n".join(f"report:  {p}" for p in written))
+    print(f"benchbench: {phases.summary()}", file=sys.stderr)
     if code == EXIT_INTERRUPTED:
         print(f"benchbench: interrupted by {stop.signal_name}; finished probes were kept",
               file=sys.stderr)

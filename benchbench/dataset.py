@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,72 @@ def scan_imagefolder(path: str | Path) -> dict[str, Any]:
                            f"<dir>/<class>/<image> with {', '.join(IMAGE_EXTENSIONS[:3])} "
                            "or similar files")
     return {"source": "user", "path": str(p.resolve()), **_facts(per_class)}
+
+
+# --- the files a loader reads ----------------------------------------------------------------
+
+# A loader measures its rate on a sample of a large dataset: enough distinct files that its
+# workers never read the same few, few enough that checking their headers stays quick.
+MAX_LOADER_FILES = 10_000
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The image files every loader of a run reads, with their class labels: one list, so
+    that torchvision and DALI count the same files. Files whose header no image library
+    recognises (empty, text, a wrong extension) are left out and listed in `rejected`; a file
+    that passes this check and still fails to decode (truncated) is skipped and counted by
+    each loader as it meets it."""
+
+    root: str
+    files: tuple[str, ...]
+    labels: tuple[int, ...]
+    classes: int
+    in_dataset: int  # image files in the dataset; `files` is an even sample of at most the limit
+    kinds: dict[str, int] = field(default_factory=dict)  # format -> files: {"JPEG": 20, ...}
+    rejected: dict[str, str] = field(default_factory=dict)  # path -> why it is no image
+
+
+def _image_paths(root: Path) -> tuple[list[tuple[str, int]], int]:
+    """(path, class index) of every image file, found the way ImageFolder finds them: class
+    folders in sorted order, files with an image extension, links followed."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    out = []
+    for label, name in enumerate(classes):
+        for dirpath, dirnames, files in os.walk(root / name, followlinks=True):
+            dirnames.sort()
+            out += [(os.path.join(dirpath, f), label) for f in sorted(files) if _is_image(f)]
+    return out, len(classes)
+
+
+def _format(path: str) -> tuple[str | None, str | None]:
+    """(the image format its header names, None) or (None, why it is no image)."""
+    try:
+        with Image.open(path) as im:
+            return im.format or "unknown", None
+    except OSError as exc:  # UnidentifiedImageError is an OSError; so is a read failure
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, (f"{type(exc).__name__}: {first}" if "cannot identify" not in first
+                      else "not an image any decoder here recognises")
+
+
+def loader_samples(root: str | os.PathLike[str], limit: int = MAX_LOADER_FILES) -> Samples:
+    """The files the loaders read: an even sample of at most `limit` image files of the
+    dataset (every class represented), each header checked. Reads headers only; writes
+    nothing."""
+    found, classes = _image_paths(Path(root))
+    picked = found if len(found) <= limit else \
+        [found[i * len(found) // limit] for i in range(limit)]
+    files, labels, kinds, rejected = [], [], {}, {}
+    for path, label in picked:
+        kind, why = _format(path)
+        if kind is None:
+            rejected[path] = why or "unreadable"
+            continue
+        files.append(path)
+        labels.append(label)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return Samples(str(root), tuple(files), tuple(labels), classes, len(found), kinds, rejected)
 
 
 # --- scanning ---------------------------------------------------------------------------------

@@ -348,13 +348,16 @@ class AnalysisConfig:
 
     workload: str = doc_field("resnet50", "the workload the top-level verdict is for: "
                                           "resnet50 or transformer")
-    dataset_samples: int = doc_field(IMAGENET_SAMPLES, "images in the real training set "
-                                                       "(default ImageNet-1k's)")
-    dataset_bytes: int = size_field(IMAGENET_SAMPLES * IMAGENET_MEAN_FILE_BYTES,
-                                    "bytes of the real training set (default ImageNet-1k's, "
-                                    "about 147 GB)")
+    dataset_samples: int | None = doc_field(
+        None, "images in the real training set; auto: the --data-dir's, else ImageNet-1k's "
+              "1,281,167")
+    dataset_bytes: int | None = size_field(
+        None, "bytes of the real training set; auto: the --data-dir's, else ImageNet-1k's "
+              "(about 147 GB)")
 
     def validate(self) -> None:
         _check_choices("workload", (self.workload,), WORKLOADS)
-        if self.dataset_samples < 1 or self.dataset_bytes < 1:
-            raise ConfigError("dataset_samples and dataset_bytes must be positive")
+        for name in ("dataset_samples", "dataset_bytes"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError("dataset_samples and dataset_bytes must be positive")

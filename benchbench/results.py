@@ -6,8 +6,8 @@ away; adding an optional key does not bump it, and each bump adds one entry to M
 - 1 (2026-11): first version. Top-level keys schema_version, tool, label, started_at,
   finished_at, environment, config, argv, probes, verdict. Optional keys reserved for later:
   dataset, derived, telemetry, cost, artifacts. Added without a bump: distributed (who
-  launched the ranks, and each rank's probe outcomes) and nodes (the other nodes' environment
-  and per-node probes, gathered by rank 0).
+  launched the ranks, and each rank's probe outcomes), nodes (the other nodes' environment
+  and per-node probes, gathered by rank 0) and timings (where the run's wall time went).
 
 This module imports neither torch nor NVML: renderers and compare read old runs with it.
 """
@@ -37,7 +37,8 @@ RESOURCES = frozenset(
 STATUSES = frozenset({"ok", "skipped", "failed"})
 # How a measurement's value comes from its samples.
 STATISTICS = frozenset({"median", "max", "total_over_time"})
-OPTIONAL_KEYS = ("dataset", "derived", "telemetry", "cost", "artifacts", "distributed", "nodes")
+OPTIONAL_KEYS = ("dataset", "derived", "telemetry", "cost", "artifacts", "distributed", "nodes",
+                 "timings")
 
 
 class ResultsError(Exception):

@@ -94,6 +94,31 @@ def resolve_device(requested: str, facts: dict[str, Any]) -> str:
     return requested
 
 
+class Phases:
+    """Where a run's wall time goes: each step's seconds since the previous mark. Kept in
+    results.json under "timings" and summed up on stderr at the end of a run."""
+
+    def __init__(self, started: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.t0 = self.last = clock()
+        self.spent: dict[str, float] = {}
+        if started is not None:  # the interpreter's start and imports, before main() ran
+            self.spent["python start-up"] = round(max(0.0, started), 3)
+
+    def mark(self, name: str) -> None:
+        now = self.clock()
+        self.spent[name] = round(self.spent.get(name, 0.0) + now - self.last, 3)
+        self.last = now
+
+    def total(self) -> float:
+        return sum(self.spent.values())
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in self.spent.items())
+        return f"{self.total():.1f} s in all: {parts}"
+
+
 class SaveError(Exception):
     """results.json could not be written; the message says what survived."""
 

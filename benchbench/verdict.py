@@ -11,6 +11,7 @@ probes read: a set larger than RAM is read from storage every epoch.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from benchbench import capacities as cap
@@ -21,9 +22,10 @@ from benchbench.analysis import (
     precision_speedups,
 )
 from benchbench.gpus import run_gpus
-from benchbench.probe_configs import AnalysisConfig
+from benchbench.probe_configs import IMAGENET_MEAN_FILE_BYTES, IMAGENET_SAMPLES, AnalysisConfig
 from benchbench.reports.format import figure
 from benchbench.results import RunResult
+from benchbench.stats import summarize
 
 COMPUTE = ("gpu_compute", "cpu_compute")
 INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")
@@ -178,34 +180,96 @@ def _constraints(run: RunResult, s: cap.Setting) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class TrainingSet:
+    """The training set the verdict judges, and where its size came from."""
+
+    samples: int
+    bytes: int
+    name: str  # "your dataset at /data/imagenet-subset", "ImageNet-1k's training set"
+    basis: str  # where the figures came from
+
+
+def training_set(run: RunResult, acfg: AnalysisConfig) -> TrainingSet:
+    """analysis.dataset_samples/dataset_bytes when set; else the user's --data-dir as scanned;
+    else ImageNet-1k, which the synthetic sample stands in for."""
+    data = run.extra.get("dataset") or {}
+    user = data.get("source") == "user" and data.get("num_images")
+    if user:
+        samples, size = int(data["num_images"]), int(data.get("total_bytes") or 0)
+        name, basis = f"your dataset at {data.get('path')}", "scanned from --data-dir"
+    else:
+        samples, size = IMAGENET_SAMPLES, IMAGENET_SAMPLES * IMAGENET_MEAN_FILE_BYTES
+        name = "ImageNet-1k's training set"
+        basis = ("the default: ImageNet-1k, which the synthetic sample stands in for"
+                 if data.get("source") == "generated" else "the default: ImageNet-1k")
+    if acfg.dataset_samples is not None or acfg.dataset_bytes is not None:
+        mean = data.get("mean_file_size") or size / max(samples, 1)
+        if acfg.dataset_samples is not None and acfg.dataset_bytes is None:
+            size = int(acfg.dataset_samples * mean)
+        samples = acfg.dataset_samples if acfg.dataset_samples is not None else samples
+        size = acfg.dataset_bytes if acfg.dataset_bytes is not None else size
+        name = "the training set you described"
+        basis = "analysis.dataset_samples / analysis.dataset_bytes"
+    return TrainingSet(samples, max(1, size), name, basis)
+
+
+def _au_note(run: RunResult, pipe: dict[str, Any]) -> str:
+    """AU as a reader should take it: above 100% is noise or a faster real step, never a
+    bare figure."""
+    au = pipe["au"]
+    if au <= 1.0:
+        return f"AU {au:.0%}"
+    pr = cap.ok_probe(run, "pipeline")
+    total = next((m for m in cap.metric(pr, "total_throughput") if m.key == pipe["key"]), None)
+    comp = next((m for m in cap.metric(pr, "compute_throughput") if m.key == pipe["key"]),
+                None)
+    if total is not None and comp is not None and len(total.samples) > 1 and \
+            len(comp.samples) > 1:
+        t, c = summarize(total.samples), summarize(comp.samples)
+        if t.minimum <= c.maximum:
+            return (f"AU 100% (measured {au:.1%}: within noise, the real steps' rates "
+                    f"{t.minimum:,.1f}–{t.maximum:,.1f} overlap the synthetic ones' "
+                    f"{c.minimum:,.1f}–{c.maximum:,.1f})")
+    return (f"AU 100% (measured {au:.1%}: the real steps ran faster than the synthetic ones, "
+            f"{pipe['total_ips']:,.1f} against {pipe['compute_ips']:,.1f} images/s, beyond "
+            "their spread; a pipeline cannot train faster than its step, so it counts as 100%)")
+
+
 def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dict[str, Any]:
     # Bytes per image: the measured sample's own files (the loader's and the cold-read
     # figures are for those), else the real set's mean. The set's total size decides only
     # whether it fits in RAM.
+    ts = training_set(run, acfg)
     measured = (run.extra.get("dataset") or {}).get("mean_file_size")
-    mean_file = measured or acfg.dataset_bytes / acfg.dataset_samples
+    mean_file = measured or ts.bytes / ts.samples
     s = cap.setting(run, workload, mean_file)
     comp = cap.compute(run, s)
     caps = {comp.resource: comp, "cpu_dataloading": cap.data_loading(run, s)}
     store = cap.storage(run, s)
-    fits, ram = cap._fits_in_ram(run, acfg.dataset_bytes)
+    fits, ram = cap._fits_in_ram(run, ts.bytes)
     first_epoch = None
     evidence = []
+    described = (f"{ts.name} ({ts.samples:,} images, {ts.bytes / 1e9:,.3g} GB; "
+                 f"{ts.basis})")
     if workload == "resnet50" and fits:
         caps["host_memory"] = cap.host_memory(run, s)
         first_epoch = {"limiting_resource": "storage", "capacity": store.value,
-                       "detail": f"the {acfg.dataset_bytes / 1e9:.0f} GB set fits in the "
-                                 f"{(ram or 0) / 2**30:.0f} GiB of free RAM: storage "
-                                 f"({store.how or store.missing}) limits only the first epoch, "
-                                 "then the page cache carries it"}
-        evidence.append(first_epoch["detail"] + ".")
+                       "detail": f"{described} fits in the {(ram or 0) / 2**30:.0f} GiB of "
+                                 f"free RAM: storage ({store.how or store.missing}) limits only "
+                                 "the first epoch, then the page cache carries it"}
+        evidence.append(first_epoch["detail"][0].upper() + first_epoch["detail"][1:] + ".")
     else:
         caps["storage"] = store
         if workload == "resnet50" and ram:
-            evidence.append(f"The training set ({acfg.dataset_samples:,} images, "
-                            f"{acfg.dataset_bytes / 1e9:.0f} GB) does not fit in the "
+            evidence.append(f"{described[0].upper() + described[1:]} does not fit in the "
                             f"{ram / 2**30:.0f} GiB of free RAM: every epoch reads it from "
                             "storage, judged by its cold read rate.")
+    if s.compute_scale != 1.0 and comp.value is not None:
+        evidence.append(f"The compute figure was measured at {s.compute_image} px and the "
+                        f"loader at {s.image_size} px: compute is compared at {s.image_size} px, "
+                        f"scaled by pixel count (×{s.compute_scale:.3g}); the real pipeline "
+                        "below compares the loader and the step at one size.")
     caps["host_device_link"] = cap.host_device_link(run, s)
     caps["interconnect"] = cap.interconnect(run, s, comp)
     pipe = _pipeline_check(run, s)
@@ -222,10 +286,11 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dic
             evidence.append(f"{c.resource}: {figure(c.value or 0)} {s.unit} — {c.how}.")
     if pipe is not None:
         evidence.append(f"The real pipeline ({pipe['key'].get('loader')}, "
-                        f"{pipe['key'].get('workers')} workers) trained "
+                        f"{pipe['key'].get('workers')} workers, "
+                        f"{pipe['key'].get('image_size')} px) trained "
                         f"{figure(pipe['total_ips'])} {s.unit} against "
                         f"{figure(pipe['compute_ips'])} on synthetic data in the same process: "
-                        f"AU {pipe['au']:.0%}.")
+                        f"{_au_note(run, pipe)}.")
     evidence += [n[0].upper() + n[1:] + "." for n in notes]
     unknown = [f"{c.resource}: {c.missing}" for c in caps.values() if c.status == "unknown"]
     known = [c.value for c in caps.values() if c.value is not None]
@@ -246,8 +311,9 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dic
             "Nothing measured names a bottleneck: run the probes listed as unknown (with a "
             "larger --time-budget where they ran out of time)."],
         "unknown": unknown, "constraints": _constraints(run, s), "first_epoch": first_epoch,
-        "dataset": {"samples": acfg.dataset_samples, "bytes": acfg.dataset_bytes,
-                    "fits_in_ram": fits},
+        "dataset": {"samples": ts.samples, "bytes": ts.bytes, "fits_in_ram": fits,
+                    "name": ts.name, "basis": ts.basis},
+        "measured_accelerator_utilisation_note": _au_note(run, pipe) if pipe else None,
     }
 
 

@@ -14,12 +14,12 @@ from benchbench.probe_configs import DataloaderConfig, DatasetConfig  # noqa: E4
 from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.workloads import _loaders, dataloader  # noqa: E402
 from benchbench.workloads._loaders import (  # noqa: E402
-    DALI_MISSING,
     MEAN,
     STD,
     LoaderError,
     build_loader,
     dali_available,
+    dali_missing,
 )
 
 needs_dali = pytest.mark.skipif(dali_available() is not None,
@@ -136,11 +136,63 @@ def test_torchvision_skips_and_counts_a_corrupt_jpeg(corrupt_dir):
 
 
 @needs_dali
-def test_dali_reports_a_corrupt_jpeg_as_a_failure(corrupt_dir):
+def test_dali_skips_and_counts_a_corrupt_jpeg_as_torchvision_does(corrupt_dir):
     with build_loader("dali_cpu", str(corrupt_dir), 4, 1, 32, "cpu") as loader:
-        with pytest.raises(LoaderError, match="DALI stopped: .*img_000004.jpg") as err:
-            list(loader.stream(12))
-    assert "\n" not in str(err.value)
+        with pytest.warns(UserWarning, match="img_000004.jpg"):
+            batches = list(loader.stream(12))  # two passes over the 23 good files
+    assert all(len(x) == 4 for x, _ in batches)
+    assert list(loader.corrupt_files) == [str(corrupt_dir / "class_001/img_000004.jpg")]
+    assert "\n" not in loader.corrupt_files[str(corrupt_dir / "class_001/img_000004.jpg")]
+
+
+@pytest.fixture(scope="module")
+def odd_dir(tmp_path_factory):
+    """Every kind of file a user's folder may hold: JPEG in RGB, grayscale and CMYK, PNG with
+    and without alpha, WebP, a truncated JPEG, an empty and a fake .jpg, a text file."""
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("odd")
+    (root / "a").mkdir()
+    (root / "b").mkdir()
+    rng = np.random.default_rng(0)
+
+    def img(mode="RGB"):
+        pixels = rng.integers(0, 255, (80, 96, 3), dtype=np.uint8)
+        return Image.fromarray(pixels, "RGB").convert(mode)
+
+    img().save(root / "a/rgb.jpg", quality=90)
+    img("L").save(root / "a/gray.jpg", quality=90)
+    img("CMYK").save(root / "a/cmyk.jpg", quality=90)
+    img().save(root / "b/rgb.png")
+    img("RGBA").save(root / "b/rgba.png")
+    img().save(root / "b/pic.webp")
+    whole = (root / "a/rgb.jpg").read_bytes()
+    (root / "b/trunc.jpg").write_bytes(whole[: len(whole) // 3])
+    (root / "b/empty.jpg").write_bytes(b"")
+    (root / "b/fake.jpg").write_text("not an image")
+    (root / "b/notes.txt").write_text("ignored: no image extension")
+    return root
+
+
+def test_both_loaders_count_the_same_files_of_an_odd_folder(odd_dir):
+    from benchbench.dataset import loader_samples
+
+    samples = loader_samples(odd_dir)
+    assert samples.kinds == {"JPEG": 4, "PNG": 2, "WEBP": 1} and samples.in_dataset == 9
+    assert sorted(samples.rejected) == [str(odd_dir / "b/empty.jpg"),
+                                        str(odd_dir / "b/fake.jpg")]
+    kinds = ["torchvision"] + (["dali_cpu"] if dali_available() is None else [])
+    skipped = {}
+    for kind in kinds:
+        with pytest.warns(UserWarning, match="trunc.jpg"), \
+                build_loader(kind, samples, 4, 1, 32, "cpu") as loader:
+            batches = list(loader.stream(6))
+        assert sum(len(x) for x, _ in batches) >= 20 and all(len(x) for x, _ in batches)
+        for images, labels in batches:
+            assert images.shape[1:] == (3, 32, 32) and set(labels.tolist()) <= {0, 1}
+        skipped[kind] = set(loader.corrupt_files)
+    assert all(v == {str(odd_dir / "b/trunc.jpg")} for v in skipped.values()), skipped
 
 
 def test_probe_measures_every_loader_and_worker_count(tiny):
@@ -186,12 +238,13 @@ def test_probe_on_a_gpu_adds_dali_gpu(tiny):
 
 
 def test_probe_notes_a_missing_dali(tiny, monkeypatch):
-    monkeypatch.setattr(_loaders, "dali_available", lambda: DALI_MISSING)
+    monkeypatch.setattr(_loaders, "dali_available", dali_missing)
     c, _ = ctx(tiny)
     out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(0,),
                                              batches=2))
-    assert "dali_cpu skipped, because DALI is not installed; pip install 'benchbench[dali]'" \
-        in out.notes
+    assert any(n.startswith("dali_cpu skipped, because DALI is not installed") and
+               "pip install nvidia-dali-cuda120" in n for n in out.notes)
+    assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
     assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
     with pytest.raises(ProbeSkipped, match="no loader could run: dali_cpu skipped, because DALI"):
         dataloader.run(c, DataloaderConfig(loaders=("dali_cpu",), batch_size=4, image_size=32,
@@ -206,12 +259,29 @@ def test_probe_counts_corrupt_files(tiny, corrupt_dir):
         out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(1,),
                                                  batches=6))
     assert out.params["corrupt_files"] == 1
-    assert any(n.startswith("1 corrupt image(s) skipped by torchvision") for n in out.notes)
-    if dali_available() is None:
-        assert any(n.startswith("dali_cpu skipped, because it failed at workers=1")
-                   for n in out.notes)
-    assert [m.key["loader"] for m in out.measurements if m.metric == "throughput"] == [
-        "torchvision"]
+    assert any(n.startswith("1 image(s) that fail to decode skipped and counted by "
+                            "torchvision") for n in out.notes)
+    loaders = ["torchvision"]
+    if dali_available() is None:  # DALI drops the file and goes on, counting it too
+        loaders.append("dali_cpu")
+        assert out.params["corrupt_by_loader"] == {"torchvision": 1, "dali_cpu": 1}
+    assert sorted(m.key["loader"] for m in out.measurements if m.metric == "throughput") == \
+        sorted(loaders)
+
+
+def test_probe_measures_a_folder_smaller_than_a_batch(tiny, odd_dir):
+    """7 images and batches of 64: measured, not skipped; what is no image is named."""
+    c, _ = ctx(tiny)
+    c.inputs = RunInputs(data_dir=str(odd_dir))
+    with pytest.warns(UserWarning, match="trunc.jpg"):
+        out = dataloader.run(c, DataloaderConfig(batch_size=64, image_size=32, workers=(0,),
+                                                 batches=2, loaders=("torchvision",)))
+    (thr,) = [m for m in out.measurements if m.metric == "throughput"]
+    assert thr.context["images"] >= 100  # 2 batches of 64, less the truncated file's places
+    assert out.params["file_kinds"] == {"JPEG": 4, "PNG": 2, "WEBP": 1}
+    assert out.params["not_images"] == 2
+    assert any("2 file(s) with an image extension left out, because they are no image" in n
+               for n in out.notes)
 
 
 def test_probe_skips_without_a_dataset():
@@ -241,3 +311,27 @@ def test_auto_workers_sweep_up_to_the_cores():
     assert dataloader.auto_workers(6, quick=False) == (0, 1, 2, 4, 6)
     assert dataloader.auto_workers(1, quick=False) == (0, 1)
     assert dataloader.auto_workers(8, quick=True) == (0, 8)
+
+
+def test_where_nvidia_publishes_no_dali_the_reason_says_so(monkeypatch):
+    monkeypatch.setattr(_loaders.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(_loaders.platform, "machine", lambda: "arm64")
+    assert dali_missing() == ("DALI is not installed: NVIDIA publishes it for Linux on x86_64 "
+                              "and aarch64 only, and this is Darwin arm64")
+
+
+def test_dali_is_part_of_the_default_install_where_nvidia_publishes_it():
+    from pathlib import Path
+
+    import tomllib
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+
+    meta = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    (dali,) = [Requirement(r) for r in meta["project"]["dependencies"]
+               if r.startswith("nvidia-dali")]
+    assert "dali" in meta["project"]["optional-dependencies"]  # kept for existing users
+    for system, machine, wanted in (("linux", "x86_64", True), ("linux", "aarch64", True),
+                                    ("darwin", "arm64", False), ("win32", "AMD64", False)):
+        env = {"sys_platform": system, "platform_machine": machine}
+        assert Marker(str(dali.marker)).evaluate(env) is wanted, (system, machine)

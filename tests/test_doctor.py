@@ -130,6 +130,21 @@ def test_rules_without_gpus_are_skipped_with_the_reason():
         assert c.label.startswith("skipped, because no GPU is visible")
 
 
+def test_checks_skipped_for_want_of_a_gpu_are_one_line():
+    """report.md, report.html and `doctor` share this table: eight rows repeating the same
+    reason become one line; --json (the Check list) keeps every row."""
+    env = env_of(FakeNvml(fail_init=RuntimeError("Driver Not Loaded")))
+    checks = run_checks(env)
+    lines = doctor_report.table(checks)
+    text = "\n".join(lines)
+    assert text.count("Driver Not Loaded") == 1
+    (line,) = [ln for ln in lines if ln.startswith("No GPU visible:")]
+    assert line.startswith("No GPU visible: 8 GPU checks skipped (RAM vs GPU memory, ")
+    assert "because NVML unavailable: Driver Not Loaded" in line
+    assert "| CPU cores |" in text  # the other checks keep their rows
+    assert sum(c.status == "skipped" for c in checks) >= 8  # still counted
+
+
 @pytest.mark.parametrize("usable, physical, n_gpus, status, needle", [
     (32, 32, 2, "pass", None), (12, 12, 1, "pass", "16–32 preferred"),
     (12, 12, 4, "warn", "≥ 16 for 4 GPUs"), (4, 4, 0, "warn", "per-GPU rule is not applied"),
@@ -414,6 +429,9 @@ def test_cli_doctor_here_and_json():
     assert js.returncode == (1 if data["summary"]["fail"] else 0)
     assert {c["status"] for c in data["checks"]} <= set(doctor.STATUSES)
     assert any(c["name"] == "inference: RAM" for c in data["checks"])
+    gpu_rows = [c for c in data["checks"] if (c["detail"] or "").startswith("no GPU is visible")]
+    if gpu_rows:  # a machine without a GPU: the table says it once, the JSON keeps every row
+        assert len(gpu_rows) >= 8 and out.stdout.count("No GPU visible:") == 1
 
 
 def test_cli_doctor_on_a_saved_run_and_bad_input(tmp_path):

@@ -232,3 +232,153 @@ def test_telemetry_flags_sit_next_to_the_probe_numbers():
     section = text[text.index("## resnet50"):]
     assert section.split("\n## ")[0].count("⚠ During this probe: GPU 0 power-capped during "
                                            "35% of the probe.") == 1
+
+
+# --- the verdict speaks about the data the user named -----------------------------------------
+
+def test_a_user_dataset_is_judged_by_its_own_size():
+    run = gpu_run(ram=64 * GiB)
+    run.extra["dataset"] = {"source": "user", "path": "/data/flowers", "num_images": 1200,
+                            "total_bytes": 140_000_000, "mean_file_size": 116_667.0}
+    v = verdict.verdict(run)
+    assert v["dataset"]["samples"] == 1200 and v["dataset"]["bytes"] == 140_000_000
+    assert v["dataset"]["name"] == "your dataset at /data/flowers"
+    assert v["dataset"]["basis"] == "scanned from --data-dir" and v["dataset"]["fits_in_ram"]
+    assert v["first_epoch"]["detail"].startswith(
+        "your dataset at /data/flowers (1,200 images, 0.14 GB; scanned from --data-dir) fits "
+        "in the 64 GiB of free RAM: storage")
+    text = markdown.render(run)
+    assert "The verdict judges your dataset at /data/flowers: 1,200 images, 0.14 GB" in text
+
+
+def test_the_synthetic_set_stands_for_imagenet_and_overrides_win():
+    run = gpu_run(ram=64 * GiB)
+    run.extra["dataset"] = {"source": "generated", "num_images": 2000,
+                            "total_bytes": 220_000_000, "mean_file_size": 110_000.0}
+    v = verdict.verdict(run)
+    assert v["dataset"]["samples"] == 1_281_167 and not v["dataset"]["fits_in_ram"]
+    assert "synthetic sample stands in" in v["dataset"]["basis"]
+    run.config["overrides"] = {"analysis": {"dataset_samples": 50_000}}
+    v = verdict.verdict(run)
+    assert v["dataset"]["samples"] == 50_000 and v["dataset"]["bytes"] == 50_000 * 110_000
+    assert v["dataset"]["basis"] == "analysis.dataset_samples / analysis.dataset_bytes"
+
+
+def _cpu_run(resnet=None, pipeline=None, loader_px=224):
+    key = {"device": "cpu", "precision": "fp32", "image_size": 64, "batch_size": 8}
+    probes = []
+    if resnet is not None:
+        probes.append(probe("resnet50", m("throughput", key, resnet, "samples/s",
+                                          {"batch": 8}), resource="cpu_compute"))
+    probes.append(probe("dataloader", m("best_throughput", {"batch_size": 64,
+                                                            "image_size": loader_px}, 300.0,
+                                        "samples/s", {"loader": "torchvision", "workers": 2},
+                                        statistic="max"), resource="cpu_dataloading"))
+    if pipeline is not None:
+        total, compute = pipeline
+        pkey = {**key, "loader": "torchvision", "workers": 2}
+        probes.append(probe("pipeline",
+                            Measurement("total_throughput", pkey, total, "samples/s",
+                                        "total_over_time", [total * f for f in (.99, 1, 1.01)],
+                                        True, {}),
+                            Measurement("compute_throughput", pkey, compute, "samples/s",
+                                        "total_over_time",
+                                        [compute * f for f in (.99, 1, 1.01)], True,
+                                        {"batch": 8}), resource="cpu_compute"))
+    return RunResult(tool={}, started_at="t", environment={"host": {"memory_total": 8 * GiB}},
+                     config={"device_resolved": "cpu"}, argv=[], probes=probes)
+
+
+def test_compute_is_compared_with_the_loader_at_one_image_size():
+    v = verdict.verdict(_cpu_run(resnet=120.0))
+    d = v["capacity_details"]["cpu_compute"]
+    assert v["capacities"]["cpu_compute"] == pytest.approx(120.0 * (64 / 224) ** 2)
+    assert d["source"] == "resnet50 throughput"
+    assert "scaled to 224 px by pixel count" in d["how"]
+    assert any(e.startswith("The compute figure was measured at 64 px and the loader at 224 px")
+               for e in v["evidence"])
+    same = verdict.verdict(_cpu_run(resnet=120.0, loader_px=64))
+    assert same["capacities"]["cpu_compute"] == 120.0
+    assert not any("was measured at 64 px and the loader" in e for e in same["evidence"])
+
+
+def test_the_pipeline_step_standing_in_for_resnet50_says_so():
+    run = _cpu_run(pipeline=(15.0, 14.9))
+    run.probes.insert(0, probe("resnet50", status="skipped", resource="cpu_compute",
+                               reason="fp32 skipped, because one step would take too long"))
+    d = verdict.verdict(run)["capacity_details"]["cpu_compute"]
+    assert d["source"] == "pipeline compute_throughput"
+    assert d["how"].startswith("the pipeline probe's synthetic-data step stands in for "
+                               "resnet50, because the resnet50 probe skipped: fp32 skipped")
+    assert "resnet50 fp32 at" not in d["how"]
+
+
+def test_measured_au_above_one_comes_with_its_cause():
+    noisy = verdict.verdict(_cpu_run(resnet=100.0, pipeline=(15.2, 15.0)))
+    assert noisy["measured_accelerator_utilisation"] == pytest.approx(15.2 / 15.0)
+    assert noisy["measured_accelerator_utilisation_note"].startswith(
+        "AU 100% (measured 101.3%: within noise")
+    faster = verdict.verdict(_cpu_run(resnet=100.0, pipeline=(17.65, 15.0)))
+    note = faster["measured_accelerator_utilisation_note"]
+    assert note.startswith("AU 100% (measured 117.7%: the real steps ran faster than the "
+                           "synthetic ones")
+    text = markdown.render(_cpu_run(resnet=100.0, pipeline=(17.65, 15.0)))
+    assert "measured by the real pipeline at 100% (measured 117.7%" in text
+    assert "measured by the real pipeline at 117.7%" not in text
+
+
+def test_every_measured_capacity_names_its_probe():
+    v = verdict.verdict(gpu_run(busbw=100e9, gpus=2))
+    for r, d in v["capacity_details"].items():
+        if d["status"] == "measured":
+            assert d["source"] and d["source"].split()[0] in {
+                "resnet50", "dataloader", "storage", "host_device_copy", "allreduce",
+                "memory_bandwidth", "pipeline"}, (r, d)
+
+
+@pytest.mark.slow
+def test_a_run_on_the_users_own_folder_judges_that_folder(tmp_path):
+    """End to end: a small, odd --data-dir (PNG, WebP, CMYK, a truncated and a fake JPEG) is
+    measured by every probe that reads data, and the verdict is about it."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+    from PIL import Image
+
+    data = tmp_path / "mine"
+    rng = np.random.default_rng(1)
+    for c in ("cats", "dogs"):
+        (data / c).mkdir(parents=True)
+        for i in range(6):
+            pixels = rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)
+            im = Image.fromarray(pixels, "RGB")
+            kind = ("jpg", "png", "cmyk", "webp", "gray", "jpg")[i]
+            if kind in ("cmyk", "gray"):
+                im.convert("CMYK" if kind == "cmyk" else "L").save(data / c / f"{i}.jpg")
+            else:
+                im.save(data / c / f"{i}.{kind}")
+    whole = (data / "cats" / "0.jpg").read_bytes()
+    (data / "dogs" / "broken.jpg").write_bytes(whole[: len(whole) // 3])
+    (data / "dogs" / "fake.jpg").write_text("not an image")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchbench", "run", "--quick", "--device", "cpu", "--out",
+         str(out), "--data-dir", str(data), "--only", "resnet50,dataloader,storage,pipeline",
+         "--time-budget", "15", "--set", "storage.size=16M", "--set", "resnet50.precisions=fp32",
+         "--set", "resnet50.batch_size=4", "--set", "pipeline.batch_size=4"],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((out / "results.json").read_text())
+    status = {p["name"]: p["status"] for p in run["probes"]}
+    assert status == {"resnet50": "ok", "dataloader": "ok", "storage": "ok", "pipeline": "ok"}
+    dl = next(p for p in run["probes"] if p["name"] == "dataloader")
+    assert dl["params"]["not_images"] == 1 and dl["params"]["corrupt_files"] == 1
+    v = run["verdict"]
+    assert v["dataset"]["name"] == f"your dataset at {data.resolve()}"
+    assert v["dataset"]["samples"] == 14 and v["dataset"]["basis"] == "scanned from --data-dir"
+    report = (out / "report.md").read_text()
+    assert f"The verdict judges your dataset at {data.resolve()}: 14 images" in report
+    assert "No GPU visible: " in report or run["environment"]["gpus"]
+    assert report.count("no GPU is visible (") <= 1

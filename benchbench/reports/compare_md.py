@@ -12,6 +12,7 @@ from benchbench.compare import Comparison, Row, headline, row_name, short_name
 from benchbench.compare_env import ENV_BYTES
 from benchbench.reports import format as fmt
 from benchbench.reports.plots import resource_name, sample_unit
+from benchbench.reports.verdict import measured_au
 from benchbench.results import write_atomic
 
 MARK = {reg.REGRESSED: "▼", reg.IMPROVED: "▲", reg.WITHIN: "≈", reg.NO_CHANGE: "=",
@@ -126,6 +127,8 @@ def _verdicts(comp: Comparison) -> list[str]:
 
     def au(v: dict[str, Any], k: str) -> str:
         x = v.get(k)
+        if k == "measured_accelerator_utilisation":
+            return measured_au(v)
         return fmt.percent(x) if isinstance(x, (int, float)) else "—"
 
     rows = [["limiting resource"] + [lim(vs[lab]) for lab in labels],

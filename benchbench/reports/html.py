@@ -16,6 +16,7 @@ from typing import Any
 
 from benchbench.reports import format as fmt
 from benchbench.reports.plots import resource_name, sample_unit
+from benchbench.reports.verdict import measured_au
 from benchbench.results import RunResult
 
 # report.md's sections that a figure belongs under; a figure whose section is missing goes to
@@ -214,7 +215,7 @@ def _verdict(run: RunResult, v: dict[str, Any] | None) -> str:
     au = v.get("predicted_accelerator_utilisation")
     measured = v.get("measured_accelerator_utilisation")
     if isinstance(measured, (int, float)):
-        at += f" The real input pipeline measured {esc(fmt.percent(measured))}."
+        at += f" The real input pipeline measured {esc(measured_au(v))}."
     au_line = (f'<p class="au">Predicted accelerator utilisation: <strong>'
                f"{esc(fmt.percent(au))}</strong>.{at}</p>" if isinstance(au, (int, float))
                else f'<p class="au">Predicted accelerator utilisation: unknown.{at}</p>')

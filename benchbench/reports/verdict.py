@@ -13,6 +13,17 @@ def _cap(v: float | None) -> str:
     return "—" if v is None else fmt.figure(v)
 
 
+def measured_au(v: dict[str, Any]) -> str:
+    """The real pipeline's AU; above 100% with its cause (the verdict's note), never bare."""
+    x = v.get("measured_accelerator_utilisation")
+    if not isinstance(x, (int, float)):
+        return "—"
+    note = v.get("measured_accelerator_utilisation_note")
+    if x > 1.0:
+        return note.removeprefix("AU ") if note else f"100% (measured {fmt.percent(x)})"
+    return fmt.percent(x)
+
+
 def section(v: dict[str, Any]) -> list[str]:
     limiting = v.get("limiting_resource")
     unit = v.get("unit", "samples/s")
@@ -29,16 +40,20 @@ def section(v: dict[str, Any]) -> list[str]:
                 f"predicted accelerator utilisation "
                 f"**{fmt.percent(au) if au is not None else 'unknown'}**")
         if v.get("measured_accelerator_utilisation") is not None:
-            lead += (f", measured by the real pipeline at "
-                     f"{fmt.percent(v['measured_accelerator_utilisation'])}")
+            lead += f", measured by the real pipeline at {measured_au(v)}"
         lead += "."
     out = [head, "", lead, ""]
+    ds = v.get("dataset") or {}
+    if ds.get("name"):
+        out += [f"The verdict judges {ds['name']}: {ds['samples']:,} images, "
+                f"{ds['bytes'] / 1e9:,.3g} GB ({ds.get('basis')}).", ""]
     rows = []
     for r, d in sorted(v.get("capacity_details", {}).items(),
                        key=lambda kv: (kv[1]["value"] is None, kv[1]["value"] or 0)):
         label = f"**{r}** ← limits" if r == limiting else r
-        rows.append([label, _cap(d["value"]), d["status"], d["how"] or d["missing"] or ""])
-    out += fmt.table(["resource", f"capacity ({unit})", "status", "how"], rows)
+        rows.append([label, _cap(d["value"]), d["status"], d.get("source") or "—",
+                     d["how"] or d["missing"] or ""])
+    out += fmt.table(["resource", f"capacity ({unit})", "status", "from", "how"], rows)
     if v.get("first_epoch"):
         out += [f"First epoch: {v['first_epoch']['detail']}.", ""]
     # The per-resource evidence is the table above; list the rest.

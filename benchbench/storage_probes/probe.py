@@ -31,6 +31,9 @@ from benchbench.storage_probes import dataset_read, fallback, fio
 MiB, GiB = 1024**2, 1024**3
 SCRATCH_PREFIX = ".benchbench-scratch-"
 MIN_SCRATCH = 16 * MiB
+# A timed fio run shorter than this is dominated by its first I/Os; a drive's queue fills in
+# milliseconds, so half a second holds thousands of reads even on a slow disk.
+MIN_RUN_S = 0.5
 
 
 class Terminated(BaseException):
@@ -251,13 +254,13 @@ def _reader(path: str, size: int, out: ProbeOutput) -> tuple[str | None, str, bo
 
 def plan_runtime(runtime: float | None, quick: bool, remaining_s: float, jobs: int,
                  min_repeats: int) -> tuple[float, int, float]:
-    """(seconds per job, runs per job, seconds per run). Auto: 10 s a job (2 with --quick),
+    """(seconds per job, runs per job, seconds per run). Auto: 10 s a job (1.5 with --quick),
     shorter when the budget is short, so that the random reads the verdict needs run too, not
-    only the first (sequential) job; each job runs min_repeats times, one sample per run, and
-    a run shorter than a second is mostly ramp-up."""
-    per_job = runtime or max(1.0, min(2.0 if quick else 10.0, remaining_s / (jobs + 0.5)))
+    only the first (sequential) job; each job runs min_repeats times, one sample per run, of
+    at least MIN_RUN_S (fio's own start-up, ~0.1 s, is outside its runtime)."""
+    per_job = runtime or max(1.0, min(1.5 if quick else 10.0, remaining_s / (jobs + 0.5)))
     repeats = max(1, min_repeats)
-    return per_job, repeats, max(1.0, per_job / repeats)
+    return per_job, repeats, max(MIN_RUN_S, per_job / repeats)
 
 
 def _read_jobs(ctx: ProbeContext, cfg: StorageConfig, path: str, size: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from benchbench.probe import ProbeContext, ProbeSkipped
@@ -120,3 +121,26 @@ def sync(device: str) -> None:
         import torch
 
         torch.cuda.synchronize(device)
+
+
+def single_threaded() -> bool:
+    """Whether this process runs one thread only: a fork then copies no lock that another
+    thread (OpenMP's, DALI's) might hold."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def process_context(fallback: Any = None) -> Any:
+    """How to start helper processes (ranks, loader workers) from a probe's worker: fork when
+    that is safe (one thread, no CUDA context), so that they start in milliseconds with torch
+    already imported; else `fallback` (a multiprocessing context), by default spawn, which
+    pays a fresh interpreter and torch import (a few seconds on a small machine)."""
+    import multiprocessing
+
+    import torch
+
+    if single_threaded() and not torch.cuda.is_initialized():
+        return multiprocessing.get_context("fork")
+    return fallback or multiprocessing.get_context("spawn")

@@ -19,15 +19,20 @@ is between what a user would really deploy:
   (the flip fused into the normalisation), as in NVIDIA's ResNet50 DALI example. dali_cpu
   decodes on the CPU with no GPU needed; dali_gpu decodes with nvJPEG ("mixed").
 
-Corrupt images: the torchvision loader skips a file it cannot decode, warns once per file and
-counts it in `Loader.corrupt` (unique files seen so far; `corrupt_files` maps path to reason),
-so a batch may hold fewer than batch_size images. DALI cannot skip a sample inside its C++
-pipeline, so a decode error ends the loader with a LoaderError that names the cause.
+Both loaders read the same list of files (dataset.loader_samples: image files whose header a
+decoder recognises), so they count the same files whatever the folder holds: JPEG, PNG, WebP,
+grayscale or CMYK images are decoded (to RGB), and a file that is no image is left out of the
+list for both. A listed file that fails to decode (truncated) is skipped and counted in
+`Loader.corrupt` (unique files seen so far; `corrupt_files` maps path to reason): torchvision
+warns once per file and a batch may hold fewer than batch_size images; DALI, which cannot skip
+a sample inside its C++ pipeline, drops the file its error names and rebuilds the pipeline
+without it (an error that names no file ends the loader with a LoaderError).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import platform
 import sys
 import warnings
 from collections.abc import Iterator
@@ -35,12 +40,26 @@ from typing import Any
 
 import torch
 from torchvision import transforms
-from torchvision.datasets import ImageFolder
+from torchvision.datasets.folder import pil_loader
+
+from benchbench.dataset import Samples, loader_samples
+from benchbench.workloads._devices import process_context
 
 KINDS = ("torchvision", "dali_cpu", "dali_gpu")
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel mean and std, as torchvision's reference uses
 STD = (0.229, 0.224, 0.225)
-DALI_MISSING = "DALI is not installed; pip install 'benchbench[dali]'"
+# NVIDIA publishes DALI for Linux on these machines only (pyproject.toml installs it there).
+DALI_MACHINES = ("x86_64", "aarch64")
+
+
+def dali_missing() -> str:
+    """Why DALI is absent, and how to add it where it can be."""
+    system, machine = platform.system(), platform.machine()
+    if system == "Linux" and machine in DALI_MACHINES:
+        return ("DALI is not installed (benchbench installs it on Linux x86_64 and aarch64; "
+                "it was left out here): pip install nvidia-dali-cuda120")
+    return (f"DALI is not installed: NVIDIA publishes it for Linux on x86_64 and aarch64 only, "
+            f"and this is {system} {machine}")
 _MAX_WARNINGS = 5  # a dataset full of broken files should not bury the output in warnings
 
 
@@ -54,7 +73,7 @@ def dali_available() -> str | None:
         import nvidia.dali  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
     except ImportError:
-        return DALI_MISSING
+        return dali_missing()
     except Exception as exc:  # a broken install raises anything from its native libraries
         return f"DALI does not import: {str(exc).splitlines()[0] if str(exc) else exc!r}"
     return None
@@ -108,27 +127,45 @@ class Loader:
         self.close()
 
 
-def build_loader(kind: str, data_dir: str, batch_size: int, workers: int, image_size: int,
-                 device: str, seed: int = 0) -> Loader:
-    """A Loader of `kind` over the ImageFolder at data_dir. Raises LoaderError when it cannot
-    run here (the reason says why) or the dataset holds no image."""
+def build_loader(kind: str, data: Samples | str, batch_size: int, workers: int,
+                 image_size: int, device: str, seed: int = 0) -> Loader:
+    """A Loader of `kind` over an ImageFolder's files (a folder, or the Samples a caller
+    already listed for several loaders). Raises LoaderError when it cannot run here (the
+    reason says why) or the dataset holds no image."""
     reason = unavailable(kind, device)
     if reason:
         raise LoaderError(reason)
+    samples = data if isinstance(data, Samples) else _samples(data)
+    if not samples.files:
+        raise LoaderError(f"{samples.root} holds no image file a decoder recognises")
     if kind == "torchvision":
-        return _TorchvisionLoader(data_dir, batch_size, workers, image_size, device, seed)
-    return _DaliLoader(kind, data_dir, batch_size, workers, image_size, device, seed)
+        return _TorchvisionLoader(samples, batch_size, workers, image_size, device, seed)
+    return _DaliLoader(kind, samples, batch_size, workers, image_size, device, seed)
+
+
+def _samples(data_dir: str) -> Samples:
+    try:
+        return loader_samples(data_dir)
+    except OSError as exc:
+        raise LoaderError(f"cannot read {data_dir}: {exc.strerror or exc}") from None
 
 
 # --- torchvision --------------------------------------------------------------------------------
 
-class _SafeImageFolder(ImageFolder):
-    """ImageFolder whose failed samples come back as (None, path, reason), not raised."""
+class _Files(torch.utils.data.Dataset):
+    """The listed files as ImageFolder serves them (PIL, converted to RGB); a file that fails
+    to decode comes back as (None, path, reason), not raised."""
+
+    def __init__(self, samples: Samples, transform: Any) -> None:
+        self.files, self.labels, self.transform = samples.files, samples.labels, transform
+
+    def __len__(self) -> int:
+        return len(self.files)
 
     def __getitem__(self, index: int) -> tuple[Any, ...]:
-        path, target = self.samples[index]
+        path = self.files[index]
         try:
-            return self.transform(self.loader(path)), target
+            return self.transform(pil_loader(path)), self.labels[index]
         # PIL raises OSError for truncated data, SyntaxError/ValueError for broken headers.
         except (OSError, SyntaxError, ValueError) as exc:
             return None, path, f"{type(exc).__name__}: {exc}"
@@ -161,18 +198,19 @@ class _Cycle(torch.utils.data.Sampler):
 
 
 def _worker_context() -> Any:
-    """forkserver, not fork: a worker forked while a native thread of this process (DALI's,
-    OpenMP's) holds a lock deadlocks on that lock. forkserver is Python 3.14's default. Its
-    server imports torch and torchvision once, so that each worker starts in milliseconds
-    rather than importing them again (~4 s on a small machine); the preload list is only read
-    when this process starts its forkserver, so setting it again later changes nothing."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torchvision", __name__])
-    return ctx
+    """fork while this process has one thread (workers then start in milliseconds), else
+    forkserver: a worker forked while a native thread of this process (DALI's, OpenMP's) holds
+    a lock deadlocks on that lock. The forkserver imports torch and torchvision once, so that
+    each worker starts in milliseconds rather than importing them again (~4 s on a small
+    machine), but starting it costs that import once; the preload list is only read when this
+    process starts its forkserver, so setting it again later changes nothing."""
+    server = multiprocessing.get_context("forkserver")
+    server.set_forkserver_preload(["torch", "torchvision", __name__])
+    return process_context(fallback=server)
 
 
 class _TorchvisionLoader(Loader):
-    def __init__(self, data_dir: str, batch_size: int, workers: int, image_size: int,
+    def __init__(self, samples: Samples, batch_size: int, workers: int, image_size: int,
                  device: str, seed: int) -> None:
         super().__init__()
         self.kind, self.batch_size, self.workers = "torchvision", batch_size, workers
@@ -181,12 +219,7 @@ class _TorchvisionLoader(Loader):
         transform = transforms.Compose([
             transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
             transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-        try:
-            dataset = _SafeImageFolder(data_dir, transform=transform, allow_empty=True)
-        except (OSError, RuntimeError) as exc:
-            raise LoaderError(f"torchvision cannot read {data_dir}: {exc}") from None
-        if len(dataset) == 0:
-            raise LoaderError(f"{data_dir} holds no image torchvision can load")
+        dataset = _Files(samples, transform)
         self.images = len(dataset)
         if workers > 0 and multiprocessing.current_process().daemon:
             # multiprocessing refuses children to a daemonic process: say so, not assert.
@@ -219,44 +252,73 @@ class _TorchvisionLoader(Loader):
 # --- DALI ---------------------------------------------------------------------------------------
 
 class _DaliLoader(Loader):
-    def __init__(self, kind: str, data_dir: str, batch_size: int, workers: int,
+    def __init__(self, kind: str, samples: Samples, batch_size: int, workers: int,
                  image_size: int, device: str, seed: int) -> None:
         super().__init__()
+        gpu = kind == "dali_gpu"
+        self._device_id = int(device.split(":")[1]) if gpu and ":" in device else (
+            0 if gpu else None)
+        self.kind, self.batch_size, self.workers = kind, batch_size, workers
+        self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
+        self.output_device = f"cuda:{self._device_id}" if gpu else "cpu"
+        self._files, self._labels = list(samples.files), list(samples.labels)
+        self._image_size, self._seed = image_size, seed
+        self.images = len(self._files)
+        self._pipe: Any = None
+        self._it: Any = None
+        self._build()
+
+    def _build(self) -> None:
+        """The pipeline over the current file list, and an iterator that runs on across
+        passes (no reader_name, no size: DALI's reader fills a batch from the next pass when
+        the files run out)."""
         from nvidia.dali import fn, pipeline_def, types
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-        gpu = kind == "dali_gpu"
-        device_id = int(device.split(":")[1]) if gpu and ":" in device else (0 if gpu else None)
-        self.kind, self.batch_size, self.workers = kind, batch_size, workers
-        self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
-        self.output_device = f"cuda:{device_id}" if gpu else "cpu"
+        gpu, size, files, labels = (self.kind == "dali_gpu", self._image_size, self._files,
+                                    self._labels)
 
-        @pipeline_def(batch_size=batch_size, num_threads=self.threads, device_id=device_id,
-                      seed=seed)
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.threads,
+                      device_id=self._device_id, seed=self._seed)
         def pipe() -> tuple[Any, Any]:
-            jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True,
-                                            name="Reader")
+            jpegs, labs = fn.readers.file(files=files, labels=labels, random_shuffle=True,
+                                          name="Reader")
             # The same crop distribution as torchvision's RandomResizedCrop defaults.
             images = fn.decoders.image_random_crop(
                 jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
                 random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=10)
-            images = fn.resize(images, resize_x=image_size, resize_y=image_size)
+            images = fn.resize(images, resize_x=size, resize_y=size)
             images = fn.crop_mirror_normalize(
                 images, dtype=types.FLOAT, output_layout="CHW",
                 mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
                 mirror=fn.random.coin_flip(probability=0.5))
-            return images, (labels.gpu() if gpu else labels)
+            return images, (labs.gpu() if gpu else labs)
 
         try:
             self._pipe = pipe()
             self._pipe.build()
-            self.images = self._pipe.epoch_size("Reader")
-            # No reader_name and no size: the iterator runs on across epochs, as DALI's reader
-            # does, filling a batch from the next pass when the files run out.
             self._it = DALIGenericIterator(self._pipe, ["images", "labels"], size=-1)
         except RuntimeError as exc:
             self.close()
             raise LoaderError(f"DALI failed to start: {_first_line(exc)}") from None
+
+    def _drop(self, exc: BaseException) -> None:
+        """Leave out the file DALI's error names and rebuild without it, or give up with a
+        LoaderError when the error names none (or no file is left)."""
+        cause = _first_line(exc)
+        bad = next((f for f in self._files if f in str(exc)), None)
+        if bad is None:
+            self.close()
+            raise LoaderError(f"DALI stopped: {cause}") from None
+        index = self._files.index(bad)
+        del self._files[index], self._labels[index]
+        if bad not in self.corrupt_files and self.corrupt < _MAX_WARNINGS:
+            warnings.warn(f"skipped corrupt image {bad}: {cause}", stacklevel=3)
+        self.corrupt_files.setdefault(bad, cause)
+        self.close()
+        if not self._files:
+            raise LoaderError("DALI stopped: no file it can decode is left")
+        self._build()
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         it = iter(self._it)
@@ -266,7 +328,9 @@ class _DaliLoader(Loader):
             except StopIteration:
                 return
             except RuntimeError as exc:  # a corrupt file: DALI stops the whole pipeline
-                raise LoaderError(f"DALI stopped: {_first_line(exc)}") from None
+                self._drop(exc)
+                it = iter(self._it)
+                continue
             batch = out[0]
             yield batch["images"], batch["labels"].reshape(-1).long()
 

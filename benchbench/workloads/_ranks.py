@@ -9,7 +9,6 @@ return value is the probe's answer (the ranks agree through collectives).
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import socket
 import time
@@ -25,6 +24,7 @@ import torch.distributed as dist
 from benchbench.isolation import _die_with_parent
 from benchbench.launch import PORT_OFFSETS, free_port
 from benchbench.probe import ProbeContext, Progress
+from benchbench.workloads._devices import process_context
 
 # Spawned ranks import torch before they join: allow for that on a loaded 2-core box.
 START_SLACK_S = 60.0
@@ -236,7 +236,7 @@ def spawn_local(base: RankSpec, work_s: float, on_progress: Progress | None = No
     slack; ranks that hang are stopped. A rendezvous port that another process took between
     choosing and binding is replaced by a fresh one.
     """
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     for attempt in range(attempts):
         spec0 = replace(base, port=free_port(base.master_addr))
         specs = [replace(spec0, rank=r, local_rank=r) for r in range(base.world_size)]

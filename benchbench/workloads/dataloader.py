@@ -28,7 +28,7 @@ from typing import Any
 
 import psutil
 
-from benchbench.dataset import IMAGE_EXTENSIONS
+from benchbench.dataset import IMAGE_EXTENSIONS, Samples, loader_samples
 from benchbench.environment import usable_cores
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import DataloaderConfig
@@ -97,27 +97,46 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
 
     ctx.progress("reading the dataset into the page cache", 0, len(plan) + 1)
     params["page_cache_bytes"] = _warm_page_cache(ctx, data_dir, notes)
+    samples = listed(data_dir, params, notes)
 
-    measured, corrupt = sweep(ctx, cfg, plan, data_dir, device, batches, cores, notes)
+    measured, corrupt = sweep(ctx, cfg, plan, samples, device, batches, cores, notes)
 
-    params["corrupt_files"] = len(corrupt)
-    if corrupt:
-        path, reason = next(iter(corrupt.items()))
-        notes.append(f"{len(corrupt)} corrupt image(s) skipped by torchvision, e.g. {path} "
-                     f"({reason})")
+    params["corrupt_files"] = len({p for files in corrupt.values() for p in files})
+    params["corrupt_by_loader"] = {k: len(v) for k, v in corrupt.items()}
+    for kind, files in corrupt.items():
+        path, reason = next(iter(files.items()))
+        notes.append(f"{len(files)} image(s) that fail to decode skipped and counted by {kind}, "
+                     f"e.g. {path} ({reason})")
     if not measured:
         raise ProbeSkipped("no loader could run: " + ("; ".join(notes) or "nothing was planned"))
     return ProbeOutput(measured + [_best(measured, cfg)], params=params, notes=notes)
 
 
+def listed(data_dir: str, params: dict[str, Any], notes: list[str]) -> Samples:
+    """The files every loader reads (one list, so that they count the same files), with what
+    the dataset holds recorded in `params` and what was left out in `notes`."""
+    samples = loader_samples(data_dir)
+    params.update(dataset_files=samples.in_dataset, files_read=len(samples.files),
+                  file_kinds=samples.kinds, not_images=len(samples.rejected))
+    if samples.rejected:
+        path, why = next(iter(samples.rejected.items()))
+        notes.append(f"{len(samples.rejected)} file(s) with an image extension left out, "
+                     f"because they are no image: e.g. {path} ({why})")
+    if samples.in_dataset > len(samples.files) + len(samples.rejected):
+        notes.append(f"the loaders read an even sample of {len(samples.files):,} of the "
+                     f"{samples.in_dataset:,} images")
+    return samples
+
+
 def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
-          data_dir: str, device: str, batches: int, cores: int, notes: list[str],
+          data: Samples | str, device: str, batches: int, cores: int, notes: list[str],
           make_loader: Callable[..., Any] = build_loader
-          ) -> tuple[list[Measurement], dict[str, str]]:
+          ) -> tuple[list[Measurement], dict[str, dict[str, str]]]:
     """Each (loader, workers) configuration in turn, with an equal share of what is left of
-    the budget; a loader that fails is dropped with a note. (measurements, corrupt files)."""
+    the budget; a loader that fails is dropped with a note. (measurements, corrupt files by
+    loader: path -> reason)."""
     measured: list[Measurement] = []
-    corrupt: dict[str, str] = {}
+    corrupt: dict[str, dict[str, str]] = {}
     failed: set[str] = set()
     cheapest = 0.0  # the shortest configuration so far: start-up, warm-up and two batches
     for i, (kind, w) in enumerate(plan):
@@ -133,8 +152,8 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
                "image_size": cfg.image_size}
         t0 = ctx.clock()
         try:
-            got = _measure(ctx, cfg, key, data_dir, device, batches, share, cores, corrupt,
-                           make_loader)
+            got = _measure(ctx, cfg, key, data, device, batches, share, cores,
+                           corrupt.setdefault(kind, {}), make_loader)
             measured += got
             spent = ctx.clock() - t0
             cheapest = min(cheapest or spent, spent)
@@ -142,11 +161,11 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
             failed.add(kind)
             notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")
     ctx.progress("done", len(plan) + 1, len(plan) + 1)
-    return measured, corrupt
+    return measured, {k: v for k, v in corrupt.items() if v}
 
 
-def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any], data_dir: str,
-             device: str, batches: int, share: float, cores: int,
+def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
+             data: Samples | str, device: str, batches: int, share: float, cores: int,
              corrupt: dict[str, str], make_loader: Callable[..., Any] = build_loader
              ) -> list[Measurement]:
     """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
@@ -155,7 +174,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any], data
     warmup = max(1, ctx.policy.warmup_steps)
     times: list[float] = []
     sizes: list[int] = []
-    with make_loader(key["loader"], data_dir, cfg.batch_size, key["workers"], cfg.image_size,
+    with make_loader(key["loader"], data, cfg.batch_size, key["workers"], cfg.image_size,
                      device) as loader:
         stream = loader.stream()
         warmed = 0

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from benchbench.analysis import AU_PASS
+from benchbench.dataset import loader_samples
 from benchbench.environment import usable_cores
 from benchbench.probe import ProbeContext, ProbeOutput, ProbeSkipped
 from benchbench.probe_configs import PipelineConfig
@@ -93,30 +94,36 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
         GPU_BATCH if dev != "cpu" else 16)
     image = cfg.image_size
     loader_kind, workers, why = choose_loader(cfg, ctx.inputs.previous)
-    trainer = ResNetTrainer(dev, bool(cfg.channels_last), cfg.compile)
-    step = trainer.step(precision)
+    ctx.progress(f"starting the loader: {loader_kind}, {workers} workers", 0, 3)
+    # The loader starts first: its workers fork from this process while it still runs one
+    # thread (in milliseconds, with no second torch import). They fill their prefetch queue
+    # and wait while the compute half runs.
+    samples = loader_samples(ctx.inputs.data_dir)
+    with build_loader(loader_kind, samples, batch, workers, image, dev) as loader:
+        batches = loader.stream()  # runs on into new passes; their start-up cost counts
+        pending = [next(batches)]
+        trainer = ResNetTrainer(dev, bool(cfg.channels_last), cfg.compile)
+        step = trainer.step(precision)
 
-    ctx.progress("compute: synthetic data on the device", 0, 2)
-    trainer.set_synthetic_batch(batch, image)
-    # Two halves share the budget: synthetic data, then the real loader.
-    warm = warm_up(step, ctx, dev, ctx.budget.remaining() / 2)
-    n = plan_steps(warm.step_s, cfg.steps, ctx.budget.remaining() / 2)
-    if n is None:
-        raise ProbeSkipped(f"one warm training step takes ~{warm.step_s:.3g} s, beyond the "
-                           "time budget")
-    compute_times = ctx.meter.step_times(step, n, dev)
+        ctx.progress("compute: synthetic data on the device", 1, 3)
+        trainer.set_synthetic_batch(batch, image)
+        # Two halves share the budget: synthetic data, then the real loader.
+        warm = warm_up(step, ctx, dev, ctx.budget.remaining() / 2)
+        n = plan_steps(warm.step_s, cfg.steps, ctx.budget.remaining() / 2)
+        if n is None:
+            raise ProbeSkipped(f"one warm training step takes ~{warm.step_s:.3g} s, beyond "
+                               "the time budget")
+        compute_times = ctx.meter.step_times(step, n, dev)
 
-    ctx.progress(f"input pipeline: {loader_kind}, {workers} workers", 1, 2)
-    with build_loader(loader_kind, ctx.inputs.data_dir, batch, workers, image, dev) as loader:
-        batches = loader.stream()  # runs on into new epochs; their start-up cost counts
+        ctx.progress(f"input pipeline: {loader_kind}, {workers} workers", 2, 3)
         for _ in range(max(1, ctx.policy.warmup_steps)):
-            trainer.set_batch(*next(batches))
+            trainer.set_batch(*(pending.pop() if pending else next(batches)))
             step()
         ctx.meter.sync(dev)
         walls, waits, computes = _real_steps(ctx, trainer, step, batches, n, dev)
         corrupt = loader.corrupt
     apply_tf32(False)
-    ctx.progress("done", 2, 2)
+    ctx.progress("done", 3, 3)
 
     key = {"device": dev, "precision": precision.name, "image_size": image, "batch_size": batch,
            "loader": loader_kind, "workers": workers}
@@ -135,7 +142,10 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
                     {**context, "mean": sum(computes) / n}),
     ]
     if corrupt:
-        notes.append(f"{corrupt} corrupt image file(s) were skipped")
+        notes.append(f"{corrupt} image file(s) that fail to decode were skipped and counted")
+    if samples.rejected:
+        notes.append(f"{len(samples.rejected)} file(s) with an image extension left out, "
+                     "because they are no image")
     # The probe is filed under what it found limits training here.
     compute_bound = total.value >= AU_PASS * compute.value
     resource = ("gpu_compute" if dev != "cpu" else "cpu_compute") if compute_bound \
