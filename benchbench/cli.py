@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="DIR",
                    help="new or empty folder for the run (default runs/<UTC time>-<host>/)")
     r.add_argument("--quick", action="store_true",
-                   help="small sizes and a shared time budget: a smoke test in about a minute")
+                   help="small sizes and a shared time budget: a smoke test in under a minute")
     r.add_argument("--only", metavar="A,B", help="run only these probes")
     r.add_argument("--skip", metavar="A,B", help="do not run these probes")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
@@ -56,9 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, metavar="N",
                    help="fewest timed samples per measurement (default 5, 3 with --quick)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="seconds per probe (default: a weighted share of 210 s on a CPU, 480 s "
-                        "on a GPU; 60 s and 120 s with "
-                        "--quick)")
+                   help="seconds per probe (default: a weighted share of 170 s on a CPU, 480 s "
+                        "on a GPU; 50 s and 120 s with --quick)")
     r.add_argument("--price-per-hour", type=float, metavar="USD",
                    help="what this machine costs per hour in US dollars (its cloud price, or "
                         "your own); stored with the run so compare can cost it")

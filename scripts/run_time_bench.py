@@ -1,11 +1,11 @@
 """How long a whole `benchbench run --quick` (or a default run) takes here, and where the time
 goes: python start-up, the forkserver and the torch facts, the dataset, each probe, the reports.
 
-    python scripts/run_time_bench.py [--runs 3] [--default] [--fresh-dataset] [-- RUN_ARGS]
+    python scripts/run_time_bench.py [--runs 3] [--default] [--fresh-cache] [-- RUN_ARGS]
 
 Runs the command `--runs` times, one after another, each into a fresh folder, and prints every
 part of every run, then the medians. Fails (exit 1) when the median wall time is over the
-target (60 s quick, 240 s default) or a core probe did not end ok. `--fresh-dataset` gives
+target (60 s quick, 240 s default) or a core probe did not end ok. `--fresh-cache` gives
 each run an empty cache, so the synthetic dataset is generated inside the timed run.
 """
 
@@ -47,7 +47,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--default", action="store_true", help="the default run, not --quick")
-    ap.add_argument("--fresh-dataset", action="store_true",
+    ap.add_argument("--fresh-cache", action="store_true",
                     help="an empty cache per run: dataset generation is timed too")
     ap.add_argument("extra", nargs="*", help="more flags for `benchbench run`, after --")
     a = ap.parse_args()
@@ -55,7 +55,7 @@ def main() -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="benchbench-time-") as tmp:
         for i in range(a.runs):
-            cache = tempfile.mkdtemp(dir=tmp) if a.fresh_dataset else None
+            cache = tempfile.mkdtemp(dir=tmp) if a.fresh_cache else None
             r = one(Path(tmp) / f"run-{i}", not a.default, a.extra, cache)
             runs.append(r)
             parts = ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items())
