@@ -55,9 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the workload the top-level verdict is for (default resnet50)")
     r.add_argument("--repeats", type=int, metavar="N",
                    help="fewest timed samples per measurement (default 5, 3 with --quick)")
+    r.add_argument("--rounds", type=int, metavar="N",
+                   help="run each repeatable probe in N rounds spread over the run, each in a "
+                        "fresh process, so that compare can tell a change from this machine's "
+                        "run-to-run noise (default 3, 2 with --quick)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="seconds per probe (default: a weighted share of 170 s on a CPU, 480 s "
-                        "on a GPU; 50 s and 120 s with --quick)")
+                        "on a GPU; 45 s and 120 s with --quick)")
     r.add_argument("--price-per-hour", type=float, metavar="USD",
                    help="what this machine costs per hour in US dollars (its cloud price, or "
                         "your own); stored with the run so compare can cost it")

@@ -78,6 +78,10 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
     repeats = args.repeats if args.repeats is not None else file_run.get("repeats")
     if repeats is not None and repeats < 1:
         raise UsageError("--repeats must be at least 1")
+    rounds = getattr(args, "rounds", None)
+    rounds = rounds if rounds is not None else file_run.get("rounds")
+    if rounds is not None and not 1 <= rounds <= 10:
+        raise UsageError("--rounds must be from 1 to 10")
     budget = args.time_budget if args.time_budget is not None else file_run.get("time_budget")
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         raise UsageError("--time-budget must be a positive number of seconds")
@@ -90,6 +94,7 @@ def build_run_config(args: argparse.Namespace, registry: Registry) -> RunConfig:
     return RunConfig(
         out=args.out, quick=bool(args.quick or file_run.get("quick", False)), only=only,
         skip=skip, device=device, label=args.label or file_run.get("label"), repeats=repeats,
+        rounds=rounds,
         time_budget=budget, config_file=args.config, overrides=overrides,
         data_dir=args.data_dir, storage_path=args.storage_path, price_per_hour=price,
     )

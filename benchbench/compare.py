@@ -30,6 +30,7 @@ from typing import Any
 from benchbench import regression, results, stats
 from benchbench.compare_env import EnvRow, environment_diff, hardware_id
 from benchbench.results import Measurement, ProbeResult, RunResult
+from benchbench.rounds import round_values
 
 # Key fields that do not make two measurements different measurements, per probe ("*": any).
 INCIDENTAL: dict[str, frozenset[str]] = {
@@ -233,6 +234,8 @@ class Cell:
     cv: float
     incidental: dict[str, list[Any]] = field(default_factory=dict)
     decision: regression.Decision | None = None  # None on the baseline side
+    # The replication units the decision compares: each run's value in each round
+    units: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -286,7 +289,9 @@ def align(sides: list[Side]) -> list[Row]:
                     if f in incidental(probe) and v not in inc.setdefault(f, []):
                         inc[f].append(v)
             samples = [x for m in ms for x in m.samples]
-            cells[s.label] = Cell(side_value(ms), samples, len(ms), stats.cv(samples), inc)
+            units = [u for m in ms for u in round_values(m)]
+            cells[s.label] = Cell(side_value(ms), samples, len(ms), stats.cv(samples), inc,
+                                  units=units)
         assert first is not None
         rows.append(Row(k[0], first.metric, dict(k[2]), first.unit, first.statistic,
                         first.higher_is_better, cells))
@@ -350,6 +355,7 @@ class Comparison:
     workload: str | None
     different_hardware: list[str]  # labels of the sides whose hardware differs from the baseline
     cost: dict[str, Any] | None = None  # filled by compare_cost.section
+    stopped: list[StoppedProbe] = field(default_factory=list)  # probes that no longer measured
 
     @property
     def baseline(self) -> Side:
@@ -369,7 +375,7 @@ class Comparison:
 
     @property
     def regressed(self) -> bool:
-        return bool(self.outcomes(regression.REGRESSED))
+        return bool(self.outcomes(regression.REGRESSED) or self.stopped)
 
 
 def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRESHOLD_PCT,
@@ -396,13 +402,42 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
         for lab, cell in row.cells.items():
             if b is None or lab == base.label:
                 continue
-            d = regression.decide(b.samples, cell.samples, row.higher_is_better,
+            d = regression.decide(b.units, cell.units, row.higher_is_better,
                                   statistic=row.statistic, threshold_pct=threshold_pct,
-                                  alpha=alpha, values=(b.value, cell.value))
+                                  alpha=alpha, values=(b.value, cell.value),
+                                  samples=(b.samples, cell.samples))
             if lab in other_hw and d.outcome != regression.NOT_TESTED:
                 d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
                             reason="different hardware")
             cell.decision = d
+    stopped = [] if base.hardware.startswith("mixed") else [
+        x for s in sides if not s.baseline and s.label not in other_hw
+        for x in probes_that_stopped(base, s)]
     return Comparison(sides, rows, environment_diff(sides), threshold_pct, alpha, workload,
-                      other_hw)
+                      other_hw, stopped=stopped)
+
+
+@dataclass(frozen=True)
+class StoppedProbe:
+    """A probe that measured in every baseline run and did not in a run of another side."""
+
+    side: str
+    probe: str
+    status: str  # "skipped" or "failed"
+    reason: str
+
+
+def probes_that_stopped(base: Side, side: Side) -> list[StoppedProbe]:
+    """Regressions of whole probes: ok in every baseline run, skipped or failed in a run of
+    `side` (a slower machine runs out of budget, a driver breaks a kernel). A probe the side
+    did not run at all is not one: it was not asked for."""
+    ok_in_base = {p.name for p in base.runs[0].probes if p.status == "ok"}
+    for r in base.runs[1:]:
+        ok_in_base &= {p.name for p in r.probes if p.status == "ok"}
+    out: dict[str, StoppedProbe] = {}
+    for r in side.runs:
+        for p in r.probes:
+            if p.name in ok_in_base and p.status != "ok" and p.name not in out:
+                out[p.name] = StoppedProbe(side.label, p.name, p.status, p.reason or "")
+    return list(out.values())
 

@@ -122,6 +122,7 @@ class RunConfig:
     device: str = "auto"
     label: str | None = None
     repeats: int | None = None  # fewest timed samples per measurement; auto: 5, 3 with --quick
+    rounds: int | None = None  # passes of the repeatable probes; auto: 3, 2 with --quick
     time_budget: float | None = None  # seconds per probe; auto: see runner.probe_budgets
     config_file: str | None = None
     data_dir: str | None = None  # the user's ImageFolder dataset; None: generate one
@@ -135,7 +136,8 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-RUN_FILE_KEYS = {"quick": bool, "label": str, "repeats": int, "time_budget": float,
+RUN_FILE_KEYS = {"quick": bool, "label": str, "repeats": int, "rounds": int,
+                 "time_budget": float,
                  "device": str, "only": list, "skip": list, "price_per_hour": float}
 
 

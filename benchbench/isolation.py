@@ -19,7 +19,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 # Imported once by the forkserver; children forked from it inherit the loaded modules.
-PRELOAD = ["torch", "benchbench.probe", "benchbench.environment"]
+# torchvision too: four probes build ResNet50 or a loader, each in every round, and importing
+# it costs about a second a time on a small machine.
+PRELOAD = ["torch", "torchvision", "benchbench.probe", "benchbench.environment"]
 
 
 @dataclass(frozen=True)

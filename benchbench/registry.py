@@ -29,6 +29,7 @@ class ProbeSpec:
     distributed: bool = False  # runs on every rank of a torchrun/srun launch, not per node
     budget_weight: float = 1.0  # its share of a shared time budget, relative to other probes
     per_gpu: bool = False  # measures every GPU: its budget grows with their number
+    repeatable: bool = False  # cheap to run again in a fresh worker: it runs in every round
     # device- and --quick-dependent defaults, applied before --config and --set
     defaults: Callable[[str, bool], dict[str, Any]] = field(default=_no_defaults)
 

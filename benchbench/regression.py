@@ -1,15 +1,30 @@
-"""The regression decision for one measurement: baseline samples against candidate samples.
+"""The regression decision for one measurement: the baseline's values against the candidate's.
 
-Pure functions, no I/O. asv's rule: a change is a regression only when it is statistically
-significant *and* larger than a threshold, here a percentage in the direction of
-higher_is_better. Significance is Mann-Whitney U (two-sided) on the raw samples when the
-sample counts can reach alpha at all, else non-overlapping (1 - alpha) confidence intervals of
-the medians. scipy is imported inside the functions that need it.
+Pure functions, no I/O. What is compared is the unit of replication that carries run-to-run
+noise: one value per round (each round a fresh worker, minutes apart in the run, rounds.py)
+and per run when a side pools several runs. The samples inside one worker share its state
+(the clock speed, a neighbour's load, the page cache): their spread is far smaller than the
+spread between runs, so a test on them calls almost any run-to-run shift "significant".
+
+The rule, asv's in spirit (a change must be significant *and* larger than a threshold):
+1. the noise: a pooled two-sample t-test on the logarithms of the values (ratios, not
+   differences, are what vary from run to run). Its critical difference at `alpha` is the
+   smallest change this machine's noise lets one call: "values of this metric differ by up to
+   N% with nothing changed". With one value a side there is no noise estimate: the metric is
+   inconclusive, never regressed.
+2. the threshold: the change must also exceed `threshold_pct` (symmetric: worse or better by
+   the same factor either way round, so that swapping the sides swaps the outcome).
+3. a large change is never inconclusive because one side was noisy: when every value of one
+   side lies beyond every value of the other by more than the threshold and the steadier
+   side's own noise, it is decided. A noisy side is evidence in itself and is reported beside
+   the change.
+scipy is imported inside the functions that need it.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,13 +32,8 @@ from benchbench import stats
 
 DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_ALPHA = 0.01
-# pyperf's "unstable" mark: a standard deviation of 10% of the mean or more. Past it, day-to-day
-# noise can pass for a change (or hide one), so the metric is not decided either way.
+# pyperf's "unstable" mark for a side's raw samples: reported beside a change as evidence.
 NOISY_CV = 0.10
-# Fewer samples than this on a side cannot decide anything: the confidence interval of the
-# median degenerates to the sample range, and two samples fall on either side of each other by
-# chance one time in three.
-MIN_SAMPLES = 3
 
 REGRESSED = "regressed"
 IMPROVED = "improved"
@@ -33,31 +43,24 @@ INCONCLUSIVE = "inconclusive"
 NOT_TESTED = "not tested"
 OUTCOMES = (REGRESSED, IMPROVED, WITHIN, NO_CHANGE, INCONCLUSIVE, NOT_TESTED)
 # What to do about an inconclusive metric; the reports print it once above the list.
-INCONCLUSIVE_ADVICE = ("re-run both sides with more repeats (`benchbench run --repeats 10`), "
-                       "or pool several runs per side (`--baseline` repeated, or a quoted glob)")
+INCONCLUSIVE_ADVICE = ("pool several runs per side (`--baseline` repeated, or a quoted glob: "
+                       "3 before and 3 after), or run with more `--rounds`")
+TEST = "t-test on log values (rounds, runs)"
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What one candidate/baseline pair of sample sets says."""
+    """What one candidate/baseline pair says."""
 
     outcome: str  # one of OUTCOMES
-    ratio: float | None  # candidate / baseline medians, > 1 is better whatever the direction
+    ratio: float | None  # candidate / baseline, > 1 is better whatever the direction
     change_pct: float | None  # signed, + is better
-    test: str | None  # "mann-whitney", "median-ci" or None when no test ran
+    test: str | None  # the test that ran, or None
     p_value: float | None = None
     reason: str = ""
-
-
-def min_p_value(n: int, m: int) -> float:
-    """The smallest two-sided p Mann-Whitney U can give with n and m samples: 2 / C(n+m, n),
-    reached when every sample of one side lies below every sample of the other."""
-    return min(1.0, 2.0 / math.comb(n + m, n))
-
-
-def choose_test(n: int, m: int, alpha: float) -> str:
-    """'mann-whitney' when the sample counts can reach alpha, else 'median-ci'."""
-    return "mann-whitney" if min_p_value(n, m) <= alpha else "median-ci"
+    noise_pct: float | None = None  # the smallest change this machine's noise lets one call
+    units: tuple[int, int] = (0, 0)  # values a side: rounds and runs
+    cv: tuple[float, float] | None = None  # each side's raw-sample CV, as evidence
 
 
 def ratio(base: float, cand: float, higher_is_better: bool) -> float | None:
@@ -68,61 +71,124 @@ def ratio(base: float, cand: float, higher_is_better: bool) -> float | None:
 
 
 def change_pct(base: float, cand: float, higher_is_better: bool) -> float | None:
-    """Signed percentage change of the candidate's median, + is better."""
+    """Signed percentage change of the candidate, + is better."""
     if base == 0:
         return None
     pct = (cand - base) / abs(base) * 100.0
     return pct if higher_is_better else -pct
 
 
-def _significant(base: list[float], cand: list[float], alpha: float
-                 ) -> tuple[bool, str, float | None]:
-    test = choose_test(len(base), len(cand), alpha)
-    if test == "mann-whitney":
-        from scipy.stats import mannwhitneyu
+def _logs(values: Sequence[float], higher_is_better: bool) -> list[float]:
+    """Oriented logarithms: larger is better either way."""
+    return [math.log(v) if higher_is_better else -math.log(v) for v in values]
 
-        p = float(mannwhitneyu(base, cand, alternative="two-sided").pvalue)
-        return p <= alpha, test, p
-    lo_b, hi_b = stats.median_ci(base, 1.0 - alpha)
-    lo_c, hi_c = stats.median_ci(cand, 1.0 - alpha)
-    return hi_c < lo_b or hi_b < lo_c, test, None
+
+def _t_crit(alpha: float, df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(1 - alpha / 2, df))
+
+
+def _ss(xs: list[float]) -> float:
+    m = statistics.fmean(xs)
+    return sum((x - m) ** 2 for x in xs)
+
+
+def _evidence(samples: tuple[Sequence[float], Sequence[float]]) -> tuple[float, float] | None:
+    b, c = samples
+    if len(b) < 2 or len(c) < 2:
+        return None
+    return stats.cv(b), stats.cv(c)
+
+
+def _noisy_note(cvs: tuple[float, float] | None) -> str:
+    if not cvs or max(cvs) <= NOISY_CV:
+        return ""
+    sides = [name for name, v in zip(("baseline", "candidate"), cvs, strict=True)
+             if v > NOISY_CV]
+    return (f"; the {' and '.join(sides)} run's own samples varied by CV "
+            f"{' and '.join(f'{v:.0%}' for v in cvs if v > NOISY_CV)}: the machine was "
+            "unsteady while it ran")
 
 
 def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool, *,
            statistic: str = "median", threshold_pct: float = DEFAULT_THRESHOLD_PCT,
-           alpha: float = DEFAULT_ALPHA, values: tuple[float, float] | None = None
-           ) -> Decision:
-    """Regressed when the difference is significant at alpha AND worse than threshold_pct;
-    improved likewise in the other direction. Peaks over sizes (statistic 'max') are not
-    tested: their samples are per-size medians, not repeats. `values` are the two figures the
-    ratio compares (default: the samples' medians; a peak's is its value, not that median)."""
-    b, c = [float(x) for x in base], [float(x) for x in cand]
-    mb, mc = values if values is not None else (stats.median(b), stats.median(c))
+           alpha: float = DEFAULT_ALPHA, values: tuple[float, float] | None = None,
+           samples: tuple[Sequence[float], Sequence[float]] | None = None) -> Decision:
+    """Decide a change from each side's replication units (`base`, `cand`: one value per
+    round or run). `values` are the two figures the ratio compares (default: the units'
+    medians); `samples` are the sides' raw samples, whose CV is reported as evidence. Peaks
+    over sizes (statistic 'max') are not tested: their per-size rows are."""
+    b = [float(x) for x in base]
+    c = [float(x) for x in cand]
+    mb, mc = values if values is not None else (statistics.median(b), statistics.median(c))
     r, pct = ratio(mb, mc, higher_is_better), change_pct(mb, mc, higher_is_better)
+    units = (len(b), len(c))
+    cvs = _evidence(samples) if samples else None
     if statistic == "max":
         why = ("a peak over sizes: its per-size rows are tested instead"
-               if max(len(b), len(c)) > 1 else "a single peak figure, not repeated samples")
-        return Decision(NOT_TESTED, r, pct, None, reason=why)
+               if max(units) > 1 else "a single peak figure, not repeated samples")
+        return Decision(NOT_TESTED, r, pct, None, reason=why, units=units, cv=cvs)
     if min(b) == max(b) == min(c) == max(c):
-        return Decision(NO_CHANGE, r, pct, None, reason="identical samples")
-    if min(len(b), len(c)) < MIN_SAMPLES:
-        return Decision(INCONCLUSIVE, r, pct, None,
-                        reason=f"too few samples ({len(b)} vs {len(c)}, fewer than "
-                               f"{MIN_SAMPLES} a side)")
-    cv_b, cv_c = stats.cv(b), stats.cv(c)
-    if max(cv_b, cv_c) > NOISY_CV:
-        return Decision(INCONCLUSIVE, r, pct, None,
-                        reason=f"too noisy to decide (CV {cv_b:.0%} vs {cv_c:.0%}, above "
-                               f"{NOISY_CV:.0%})")
-    significant, test, p = _significant(b, c, alpha)
-    if not significant:
-        return Decision(NO_CHANGE, r, pct, test, p)
-    # asv's symmetric rule: worse or better by the same factor either way round, so that
-    # swapping the two sides swaps regressed and improved.
-    factor = 1 + threshold_pct / 100
-    if r is not None and r < 1 / factor:
-        return Decision(REGRESSED, r, pct, test, p)
-    if r is not None and r > factor:
-        return Decision(IMPROVED, r, pct, test, p)
-    return Decision(WITHIN, r, pct, test, p,
-                    reason=f"significant but within ±{threshold_pct:g}%")
+        return Decision(NO_CHANGE, r, pct, None, reason="identical values", units=units,
+                        cv=cvs)
+    if min(b + c) <= 0:
+        return Decision(INCONCLUSIVE, r, pct, None, reason="a value of 0 or less cannot be "
+                        "compared as a ratio", units=units, cv=cvs)
+    lb, lc = _logs(b, higher_is_better), _logs(c, higher_is_better)
+    df = len(lb) + len(lc) - 2
+    if len(lb) < 2 and len(lc) < 2:
+        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
+                        reason="noise unknown: one value a side, so this machine's run-to-run "
+                               "noise for it is not known" + _noisy_note(cvs))
+    se = math.sqrt((_ss(lb) + _ss(lc)) / df * (1 / len(lb) + 1 / len(lc)))
+    crit = _t_crit(alpha, df)
+    noise = (math.exp(crit * se) - 1) * 100
+    diff = statistics.fmean(lc) - statistics.fmean(lb)
+    factor = math.log1p(threshold_pct / 100)
+    beyond = _beyond(lb, lc, alpha, factor)
+    if beyond is not None:
+        outcome = REGRESSED if beyond < 0 else IMPROVED
+        return Decision(outcome, r, pct, TEST, None, noise_pct=noise, units=units, cv=cvs,
+                        reason="every value of one side lies beyond every value of the other, "
+                               "by more than the threshold and the steadier side's noise"
+                               + _noisy_note(cvs))
+    if se == 0:
+        p = 0.0 if diff else 1.0
+    else:
+        from scipy.stats import t
+
+        p = float(2 * t.sf(abs(diff / se), df))
+    significant = p <= alpha
+    if significant and diff < -factor:
+        return Decision(REGRESSED, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs,
+                        reason=_noisy_note(cvs).removeprefix("; "))
+    if significant and diff > factor:
+        return Decision(IMPROVED, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs)
+    if significant:
+        return Decision(WITHIN, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs,
+                        reason=f"significant but within ±{threshold_pct:g}%")
+    if abs(diff) > factor:
+        return Decision(INCONCLUSIVE, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs,
+                        reason=f"with nothing changed, this machine's values of it differ by "
+                               f"up to {noise:.0f}%: a smaller change cannot be called here"
+                               + _noisy_note(cvs))
+    return Decision(NO_CHANGE, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs)
+
+
+def _beyond(lb: list[float], lc: list[float], alpha: float, factor: float) -> float | None:
+    """The signed gap between the two sides' ranges (log units, + when the candidate is
+    better), when it is wider than the threshold and the steadier side's own noise band;
+    else None."""
+    gap = min(lc) - max(lb) if min(lc) > max(lb) else (max(lc) - min(lb) if max(lc) < min(lb)
+                                                       else 0.0)
+    if gap == 0.0:
+        return None
+    bands = []
+    for side in (lb, lc):
+        if len(side) >= 2:
+            s = math.sqrt(_ss(side) / (len(side) - 1))
+            bands.append(_t_crit(alpha, len(side) - 1) * s * math.sqrt(1 / len(lb) + 1 / len(lc)))
+    if not bands or abs(gap) <= max(factor, min(bands)):
+        return None
+    return gap

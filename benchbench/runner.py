@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchbench import __version__, analysis, results, verdict
+from benchbench import rounds as rounds_mod
 from benchbench.config import RunConfig, build_probe_config
 from benchbench.isolation import Cancelled, Isolator
 from benchbench.launch import DistEnv
@@ -37,7 +38,7 @@ from benchbench.worker import ProbeJob
 #   8 minutes of probe time (the whole run stays within 10 minutes on one H200 and 15 on eight
 #   H100s, as simulate.py estimates), so that ResNet50 measures all four precisions, cuDNN's
 #   autotuning of each included; --quick gets 2 minutes, enough for the AMP figures.
-TOTAL_S = {(True, "cpu"): 50.0, (False, "cpu"): 170.0,
+TOTAL_S = {(True, "cpu"): 45.0, (False, "cpu"): 170.0,
            (True, "cuda"): 120.0, (False, "cuda"): 480.0}
 QUICK_TOTAL_S = TOTAL_S[(True, "cpu")]
 DEFAULT_TOTAL_S = TOTAL_S[(False, "cpu")]
@@ -186,7 +187,9 @@ class Runner:
         self.run = RunResult(
             tool={"name": "benchbench", "version": __version__},
             label=cfg.label, started_at=utc_now(), environment=environment,
-            config={**cfg.to_dict(), "device_resolved": self.device}, argv=argv,
+            config={**cfg.to_dict(), "device_resolved": self.device,
+                    "rounds_resolved": cfg.rounds or rounds_mod.DEFAULT_ROUNDS[cfg.quick]},
+            argv=argv,
             extra={"cost": {"usd_per_hour": cfg.price_per_hour}} if cfg.price_per_hour else {},
         )
 
@@ -229,27 +232,37 @@ class Runner:
         no_gpu = self.facts.get("no_gpu_reason")
         skip = {s.name: s.skip_reason(self.device, no_gpu) for s in specs}
         total_weight = sum(s.budget_weight for s in specs if skip[s.name] is None)
+        rounds = self.rounds
+        plan = rounds_mod.schedule(
+            specs, [s.repeatable and skip[s.name] is None for s in specs], rounds)
         self.save()
-        interrupted = False
-        for i, spec in enumerate(specs):
-            self.display.start_probe(spec.name, i, len(specs))
+        interrupted, failures = False, 0
+        for i, (spec, round_no) in enumerate(plan):
+            if round_no > 1 and self.run.probe(spec.name).status != "ok":  # type: ignore[union-attr]
+                continue  # it could not measure here: another round would not either
+            times = rounds if spec.repeatable and skip[spec.name] is None else 1
+            label = spec.name + (f" (round {round_no}/{times})" if times > 1 else "")
+            self.display.start_probe(label, i, len(plan))
             started, t0 = utc_now(), time.monotonic()
             if skip[spec.name] is not None:
                 pr = ProbeResult(spec.name, "skipped", spec.resource(self.device),
                                  reason=skip[spec.name], started_at=started, duration_s=0.0)
             else:
                 try:
-                    budget = self.budget_for(spec, total_weight)
-                    pr = self._run_one(spec, budget, started)
+                    # Each round gets its share of the probe's budget: rounds spread the same
+                    # timed work over the run instead of adding to it.
+                    budget = self.budget_for(spec, total_weight) / times
+                    pr = self._run_one(spec, budget, started, round_no)
                 except Cancelled:
                     interrupted = True
                     pr = ProbeResult(spec.name, "failed", spec.resource(self.device),
                                      reason=f"interrupted by {self.stop.signal_name} before it "
                                             "finished", started_at=started)
             pr.duration_s = round(time.monotonic() - t0, 3)
-            self.run.probes.append(pr)
+            failures += pr.status == "failed"
+            self._keep(pr, round_no, times)
             self.save()
-            self.display.end_probe(pr)
+            self.display.end_probe(dataclasses.replace(pr, name=label))
             if interrupted:
                 break
         self.run.finished_at = utc_now()
@@ -257,14 +270,27 @@ class Runner:
         self.save()
         if interrupted:
             return EXIT_INTERRUPTED
-        return EXIT_FAILED if any(p.status == "failed" for p in self.run.probes) else EXIT_OK
+        return EXIT_FAILED if failures else EXIT_OK
+
+    @property
+    def rounds(self) -> int:
+        return self.cfg.rounds or rounds_mod.DEFAULT_ROUNDS[self.cfg.quick]
+
+    def _keep(self, pr: ProbeResult, round_no: int, times: int) -> None:
+        """Round 1 adds the probe's result; a later round is folded into it."""
+        if round_no == 1:
+            self.run.probes.append(rounds_mod.start(pr) if times > 1 else pr)
+            return
+        i = next(k for k, p in enumerate(self.run.probes) if p.name == pr.name)
+        self.run.probes[i] = rounds_mod.merge(self.run.probes[i], pr, round_no)
 
     def probe_config(self, spec: ProbeSpec) -> Any:
         values = {**spec.defaults(self.device, self.cfg.quick),
                   **self.cfg.overrides.get(spec.name, {})}
         return build_probe_config(spec.config_cls, values, spec.name)
 
-    def _run_one(self, spec: ProbeSpec, budget: float, started: str) -> ProbeResult:
+    def _run_one(self, spec: ProbeSpec, budget: float, started: str,
+                 round_no: int = 1) -> ProbeResult:
         cfg = self.configs[spec.name]
         job = ProbeJob(name=spec.name, impl=spec.impl, device=self.device,
                        quick=self.cfg.quick,
@@ -285,10 +311,11 @@ class Runner:
                 timeout_s=hard_limit(budget) + getattr(cfg, "timeout_s", 0),
                 should_stop=self.stop)
         finally:
-            store(self.run.extra, spec.name, sampler.stop(), resource)
+            store(self.run.extra, spec.name, sampler.stop(), resource, round_no)
         if not outcome.ok:
             if outcome.detail:
-                (self.out_dir / f"{spec.name}.traceback.txt").write_text(outcome.detail)
+                suffix = f".round{round_no}" if round_no > 1 else ""
+                (self.out_dir / f"{spec.name}{suffix}.traceback.txt").write_text(outcome.detail)
             return ProbeResult(spec.name, "failed", resource, reason=outcome.error,
                                params=params, started_at=started)
         body = outcome.value

@@ -345,9 +345,10 @@ class Guarded:
 
 
 def store(extra: dict[str, Any], name: str, got: ProbeTelemetry,
-          resource: str | None = None) -> None:
+          resource: str | None = None, round_no: int = 1) -> None:
     """Put one probe's telemetry and flags into run.extra["telemetry"]. The run-wide source
-    is the first probe's; a probe whose source differs carries its own."""
+    is the first probe's; a probe whose source differs carries its own. A later round adds
+    its flags (marked with the round) and keeps the first round's series."""
     try:
         tel = extra.setdefault("telemetry", {"interval_s": got.interval_s, "probes": {},
                                              "flags": {}, "source": got.source})
@@ -356,10 +357,13 @@ def store(extra: dict[str, Any], name: str, got: ProbeTelemetry,
             series = got.series
             if got.source != tel["source"]:
                 series = {**series, "source": got.source}
-            tel["probes"][name] = series
+            if round_no == 1:
+                tel["probes"][name] = series
             flags += cpu_flags(series, resource)
+        if round_no > 1:
+            flags = [f"round {round_no}: {f}" for f in flags]
         if flags:
-            tel["flags"][name] = flags
+            tel["flags"][name] = [*tel["flags"].get(name, []), *flags]
     except Exception as exc:  # telemetry is an extra: it never costs a probe its result
         extra.setdefault("telemetry", {}).setdefault("source", {})["error"] = (
             f"storing {name}'s telemetry failed: {type(exc).__name__}: {exc}")

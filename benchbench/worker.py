@@ -41,10 +41,12 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
     """Run one probe; returns {'status', 'reason', 'resource', 'params', 'measurements'}."""
     cfg = job.config
     policy = cfg.repeat_policy(job.min_repeats)
+    # Imported before the budget starts: importing torchvision or DALI is this worker's
+    # start-up, like the process's own, and every round of a probe pays it again.
+    module = importlib.import_module(job.impl)
     ctx = ProbeContext(device=job.device, quick=job.quick, policy=policy,
                        budget=Budget(job.budget_s), facts=job.facts, progress=progress,
                        inputs=job.inputs)
-    module = importlib.import_module(job.impl)
     try:
         out: ProbeOutput = module.run(ctx, cfg)
     except ProbeSkipped as exc:

@@ -504,8 +504,9 @@ decision_args = dict(pair=sample_pairs(), hib=st.booleans(), threshold=st.floats
 @settings(max_examples=120, deadline=None)
 @given(**decision_args)
 def test_swapping_sides_never_keeps_a_direction(pair, hib, threshold, alpha):
-    """What holds today: the significance test and the gates (too few, too noisy) do not care
-    which side is the baseline, and a decided change never points the same way swapped."""
+    """The t-test on the sides' values, the noise it implies and the "every value beyond"
+    rule do not care which side is the baseline, and a decided change never points the same
+    way swapped."""
     regression = _regression()
     base, cand = pair
     ab, ba = _decide(base, cand, hib, threshold, alpha), _decide(cand, base, hib, threshold,
@@ -535,3 +536,15 @@ def test_swapping_sides_swaps_regressed_and_improved(pair, hib, threshold, alpha
     ab, ba = _decide(base, cand, hib, threshold, alpha), _decide(cand, base, hib, threshold,
                                                                  alpha)
     assert ba.outcome == _swapped(ab.outcome), (ab, ba)
+
+
+@settings(max_examples=80, deadline=None)
+@given(base=st.floats(1e-3, 1e12), factor=st.floats(0.01, 100.0), hib=st.booleans(),
+       threshold=st.floats(0.0, 20.0))
+def test_one_value_a_side_is_never_called(base, factor, hib, threshold):
+    """Without a second value on either side the noise is unknown: whatever the change, it is
+    inconclusive (or, for equal values, no change), never a regression."""
+    regression = _regression()
+    d = regression.decide([base], [base * factor], hib, threshold_pct=threshold)
+    assert d.outcome in (regression.INCONCLUSIVE, regression.NO_CHANGE)
+    assert d.noise_pct is None

@@ -71,10 +71,11 @@ def test_params_are_the_resolved_config(tmp_path):
     runner, iso = make(tmp_path, {"matmul": ok(params={"sizes": [64]})}, only=("matmul",),
                        quick=True, overrides={"matmul": {"dtypes": ("fp32",)}})
     assert runner.execute() == EXIT_OK
-    (job, kw) = iso.jobs[0]
+    (job, kw), (again, _) = iso.jobs  # --quick: two rounds
     assert job.min_repeats == 3 and job.quick
     assert job.config.dtypes == ("fp32",)
-    assert job.budget_s == pytest.approx(QUICK_TOTAL_S)  # the only probe gets the whole share
+    # the only probe gets the whole share, spread over its two rounds
+    assert job.budget_s == again.budget_s == pytest.approx(QUICK_TOTAL_S / 2)
     assert kw["timeout_s"] == hard_limit(job.budget_s)
     p = results.load(tmp_path).probe("matmul")
     assert p.params["dtypes"] == ["fp32"] and p.params["sizes"] == [64]
@@ -156,3 +157,29 @@ def test_sigkill_of_a_probe_process_is_recorded_and_the_run_goes_on(tmp_path):
     dead, after = saved.probe("victim"), saved.probe("matmul")
     assert dead.status == "failed" and "SIGKILL" in dead.reason
     assert after.status == "ok" and after.measurements
+
+
+def test_repeatable_probes_run_in_rounds_spread_over_the_run(tmp_path):
+    values = iter([1e9, 2e9, 4e9])
+
+    def measured(job):
+        return ok(measurements=[{**MEAS, "value": next(values), "samples": [1e9] * 3}])
+
+    runner, iso = make(tmp_path, {}, only=("matmul", "storage"), rounds=3)
+    iso.answers = {"matmul": None}
+    iso.call = lambda target, job, **kw: (iso.jobs.append((job, kw)) or
+                                          (measured(job) if job.name == "matmul" else ok()))
+    assert runner.execute() == EXIT_OK
+    assert [j.name for j, _ in iso.jobs] == ["matmul", "storage", "matmul", "matmul"]
+    (m,) = results.load(tmp_path).probe("matmul").measurements
+    assert m.context["round_values"] == [1e9, 2e9, 4e9] and m.context["rounds"] == 3
+    assert len(m.samples) == 9
+    assert results.load(tmp_path).config["rounds_resolved"] == 3
+
+
+def test_a_probe_that_failed_in_round_one_is_not_run_again(tmp_path):
+    runner, iso = make(tmp_path, {"matmul": Outcome(False, error="RuntimeError: boom")},
+                       only=("matmul",), rounds=3)
+    assert runner.execute() == EXIT_FAILED
+    assert len(iso.jobs) == 1
+    assert results.load(tmp_path).probe("matmul").reason == "RuntimeError: boom"

@@ -395,8 +395,8 @@ class StubSampler:
                               ["GPU 0 power-capped during 50% of the probe"])
 
 
-def make(tmp_path, isolator, factory, only=("matmul", "host_device_copy")):
-    return Runner(default_registry(), RunConfig(only=only), tmp_path, ["run"],
+def make(tmp_path, isolator, factory, only=("matmul", "host_device_copy"), rounds=1):
+    return Runner(default_registry(), RunConfig(only=only, rounds=rounds), tmp_path, ["run"],
                   {"cuda_available": False, "no_gpu_reason": "no GPU here"}, {}, isolator,
                   telemetry=factory)
 
@@ -410,6 +410,18 @@ def test_runner_samples_around_each_probe_that_runs(tmp_path):
     assert tel == {"interval_s": 0.1, "probes": {"matmul": SERIES},
                    "flags": {"matmul": ["GPU 0 power-capped during 50% of the probe"]},
                    "source": {"cpu": "psutil", "gpu": "skipped, because test"}}
+
+
+def test_a_later_round_adds_its_flags_and_keeps_the_first_series(tmp_path):
+    log = []
+    runner = make(tmp_path, LoggingIsolator(log), lambda: StubSampler(log), only=("matmul",),
+                  rounds=2)
+    assert runner.execute() == EXIT_OK
+    assert log == ["start", "call matmul", "stop"] * 2
+    tel = results.load(tmp_path).extra["telemetry"]
+    assert tel["probes"] == {"matmul": SERIES}
+    assert tel["flags"]["matmul"] == ["GPU 0 power-capped during 50% of the probe",
+                                      "round 2: GPU 0 power-capped during 50% of the probe"]
 
 
 def test_runner_with_the_live_sampler_on_replayed_sources(tmp_path):

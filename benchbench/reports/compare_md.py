@@ -55,10 +55,16 @@ def _header(comp: Comparison) -> list[str]:
         pooled = f", {len(s.runs)} runs pooled" if len(s.runs) > 1 else ""
         out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}")
     out += ["", f"Regression rule: a measurement regressed when it is worse than the baseline "
-                f"({base.label}) by more than {comp.threshold_pct:g}% in the direction of better, "
-                f"and the difference is significant at α = {comp.alpha:g} on the raw samples "
-                f"(Mann-Whitney U, two-sided, where the sample counts can reach α; else "
-                f"non-overlapping {1 - comp.alpha:.0%} confidence intervals of the medians).", ""]
+                f"({base.label}) by more than {comp.threshold_pct:g}% in the direction of better "
+                f"and by more than this machine's run-to-run noise explains: a two-sided t-test "
+                f"at α = {comp.alpha:g} on the logarithms of its values, one per round (each a "
+                "fresh process, minutes apart) and per run of a pooled side; the samples "
+                "inside one process share its state and are not compared. With one value a "
+                "side the noise is unknown and the change inconclusive. When every value of "
+                "one side lies beyond every value of the other by more than the threshold and "
+                "the steadier side's noise, the change is decided however noisy the other "
+                "side was. A probe that measured in every baseline run and was skipped or "
+                "failed in a run of another side is a regression of that probe.", ""]
     return out
 
 
@@ -67,8 +73,10 @@ def _summary(comp: Comparison) -> list[str]:
     imps = comp.outcomes(reg.IMPROVED)
     inc = comp.outcomes(reg.INCONCLUSIVE)
     out = ["## Summary", ""]
-    if regs:
-        out.append(f"**{len(regs)} regression(s)** (exit 3).")
+    if regs or comp.stopped:
+        stopped = f" and {len(comp.stopped)} probe(s) that stopped measuring" \
+            if comp.stopped else ""
+        out.append(f"**{len(regs)} regression(s){stopped}** (exit 3).")
     else:
         out.append("**No regression** (exit 0).")
     out.append(f"{len(imps)} significant improvement(s), {len(inc)} inconclusive, "
@@ -81,9 +89,21 @@ def _summary(comp: Comparison) -> list[str]:
     return out + [""]
 
 
+def _noise(d: reg.Decision) -> str:
+    return "unknown" if d.noise_pct is None else f"±{d.noise_pct:.0f}%"
+
+
 def _decisions(comp: Comparison) -> list[str]:
     out: list[str] = []
-    header = ["side", "measurement", "baseline", "side's", "change", "test", "p"]
+    if comp.stopped:
+        out += ["## Probes that stopped measuring", "",
+                "Each measured in every baseline run; in this side it did not, which is a "
+                "regression of the whole probe (a slower machine runs out of its time budget, "
+                "a broken driver fails a kernel):", ""]
+        out += fmt.table(["side", "probe", "status", "because"],
+                         [[x.side, x.probe, x.status, x.reason] for x in comp.stopped])
+    header = ["side", "measurement", "baseline", "side's", "change", "noise", "values a side",
+              "p", "evidence"]
     for title, outcome in (("Regressions", reg.REGRESSED), ("Improvements", reg.IMPROVED)):
         found = comp.outcomes(outcome)
         if not found:
@@ -91,7 +111,8 @@ def _decisions(comp: Comparison) -> list[str]:
         base = comp.baseline.label
         out += [f"## {title}", ""] + fmt.table(header, [
             [lab, row_name(r), _v(r.cells[base].value, r.unit), _v(r.cells[lab].value, r.unit),
-             _pct(d), d.test or "—", "—" if d.p_value is None else f"{d.p_value:.2g}"]
+             _pct(d), _noise(d), f"{d.units[0]} / {d.units[1]}",
+             "—" if d.p_value is None else f"{d.p_value:.2g}", d.reason or ""]
             for r, lab, d in found])
     return out
 
@@ -101,10 +122,11 @@ def _undecided(comp: Comparison) -> list[str]:
     inc = comp.outcomes(reg.INCONCLUSIVE)
     if inc:
         out += ["## Inconclusive", "",
-                f"Too noisy or too few samples to decide either way: "
-                f"{reg.INCONCLUSIVE_ADVICE}.", ""]
-        out += fmt.table(["side", "measurement", "change", "why"],
-                         [[lab, row_name(r), _pct(d), d.reason] for r, lab, d in inc])
+                f"A change this machine's run-to-run noise could explain, or whose noise is "
+                f"unknown, is not called either way: {reg.INCONCLUSIVE_ADVICE}.", ""]
+        out += fmt.table(["side", "measurement", "change", "noise", "why"],
+                         [[lab, row_name(r), _pct(d), _noise(d), d.reason]
+                          for r, lab, d in inc])
     skipped = comp.outcomes(reg.NOT_TESTED)
     if skipped:
         why: dict[str, int] = {}
@@ -324,7 +346,8 @@ def render(comp: Comparison) -> str:
 
 LEADING = ["probe", "metric"]
 TRAILING = ["unit", "statistic", "higher_is_better", "side", "baseline", "runs", "n",
-            "median", "cv", "ratio", "change_pct", "outcome", "test", "p_value", "reason",
+            "median", "cv", "ratio", "change_pct", "outcome", "test", "p_value", "noise_pct",
+            "units", "reason",
             "differs_in"]
 
 
@@ -348,6 +371,7 @@ def csv_rows(comp: Comparison) -> tuple[list[str], list[dict[str, Any]]]:
                        change_pct=d.change_pct if d else None,
                        outcome=d.outcome if d else "baseline", test=d.test if d else None,
                        p_value=d.p_value if d else None, reason=d.reason if d else "",
+                       noise_pct=d.noise_pct if d else None, units=len(c.units),
                        differs_in=note)
             out.append(row)
     return LEADING + [f"key.{k}" for k in keys] + TRAILING, out

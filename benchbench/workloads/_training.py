@@ -305,14 +305,18 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                 continue
         left = len(order) - i
 
-        def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left
-                    ) -> tuple[list[float] | None, WarmUp, float]:
+        def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left,
+                    first: bool = not out) -> tuple[list[float] | None, WarmUp, float]:
             ctx.meter.reset_peak_memory(dev)  # a failed, larger attempt must not count
             t0 = ctx.clock()
             step = build_at(b)
             built_s = ctx.clock() - t0
             warm = warm_up(step, ctx, dev, ctx.budget.remaining() / left)
             n = plan_steps(warm.step_s, job.steps, ctx.budget.remaining() / left)
+            if n is None and first:
+                # The first figure is the core one: it may take what the later precisions
+                # were to share, and they are skipped for it.
+                n = plan_steps(warm.step_s, job.steps, ctx.budget.remaining())
             return (None if n is None else ctx.meter.step_times(step, n, dev)), warm, built_s
 
         try:
