@@ -186,11 +186,11 @@ def _key_of(probe: str, m: Measurement, full: set[tuple[str, str]]) -> tuple:
 
 
 def side_value(ms: Sequence[Measurement]) -> float:
-    """A side's figure for one row: the median of the pooled raw samples; for a peak over
-    sizes (whose samples are per-size medians), the median of the runs' peaks."""
+    """A side's figure for one row: the median of its values, one per round of each run (the
+    units the decision compares); for a peak over sizes, the median of the runs' peaks."""
     if ms[0].statistic == "max":
         return statistics.median(m.value for m in ms)
-    return stats.median([s for m in ms for s in m.samples])
+    return statistics.median(u for m in ms for u in round_values(m))
 
 
 def pooled_run(runs: Sequence[RunResult]) -> RunResult:
@@ -397,15 +397,24 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
                 (s.hardware != base.hardware or s.hardware.startswith("mixed"))]
     if base.hardware.startswith("mixed"):
         other_hw = [s.label for s in sides if not s.baseline]
+    families = _families(rows, sides, base)
     for row in rows:
         b = row.cells.get(base.label)
         for lab, cell in row.cells.items():
             if b is None or lab == base.label:
                 continue
+            if row.unit == "count":
+                cell.decision = regression.Decision(
+                    regression.NOT_TESTED, None, None, None,
+                    reason="a count that describes the workload, not a speed")
+                continue
+            side = next(s for s in sides if s.label == lab)
             d = regression.decide(b.units, cell.units, row.higher_is_better,
                                   statistic=row.statistic, threshold_pct=threshold_pct,
                                   alpha=alpha, values=(b.value, cell.value),
-                                  samples=(b.samples, cell.samples))
+                                  samples=(b.samples, cell.samples),
+                                  pooled=len(base.runs) > 1 or len(side.runs) > 1,
+                                  family=families.get((_family_key(row), lab)))
             if lab in other_hw and d.outcome != regression.NOT_TESTED:
                 d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
                             reason="different hardware")
@@ -415,6 +424,29 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
         for x in probes_that_stopped(base, s)]
     return Comparison(sides, rows, environment_diff(sides), threshold_pct, alpha, workload,
                       other_hw, stopped=stopped)
+
+
+def _family_key(row: Row) -> tuple[str, str, str, bool]:
+    return row.probe, row.metric, row.unit, row.higher_is_better
+
+
+def _families(rows: list[Row], sides: list[Side], base: Side
+              ) -> dict[tuple[tuple[str, str, str, bool], str], regression.Family]:
+    """Each (family, side): what the family's rows say against the baseline. A family is a
+    probe's metric across its keys (matmul flops at every size and dtype)."""
+    grouped: dict[tuple[str, str, str, bool], list[Row]] = {}
+    for row in rows:
+        if row.statistic != "max":
+            grouped.setdefault(_family_key(row), []).append(row)
+    out = {}
+    for key, members in grouped.items():
+        for s in sides:
+            if s.baseline:
+                continue
+            pairs = [(r.cells[base.label].units, r.cells[s.label].units) for r in members
+                     if base.label in r.cells and s.label in r.cells]
+            out[(key, s.label)] = regression.family_of(f"{key[0]} {key[1]}", pairs, key[3])
+    return out
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,12 @@ from benchbench import results
 DEFAULT_ARGS = ["--quick", "--only", "matmul,resnet50,transformer,dataloader"]
 
 
+REUSE = False  # --reuse: judge the runs an earlier --out kept, without running again
+
+
 def run(out: Path, args: list[str]) -> Path:
+    if REUSE and (out / "results.json").exists():
+        return out
     cmd = [sys.executable, "-m", "benchbench", "run", "--device", "cpu", "--out", str(out),
            *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -63,10 +68,14 @@ def regressions(md: str) -> list[str]:
 def scaled(src: Path, dst: Path, factor: float) -> Path:
     """A copy of a run whose every figure is `factor` as good: higher-is-better values times
     factor, lower-is-better ones divided by it."""
+    shutil.rmtree(dst, ignore_errors=True)
     run = results.load(src)
     for p in run.probes:
         new = []
         for m in p.measurements:
+            if m.unit == "count":  # describes the workload (FLOPs per token), not its speed
+                new.append(m)
+                continue
             f = factor if m.higher_is_better else 1 / factor
             ctx: dict[str, Any] = dict(m.context)
             if "round_values" in ctx:
@@ -90,8 +99,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--out", help="keep the runs here (default: a temporary folder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --out: judge the runs it kept instead of running them again")
     ap.add_argument("args", nargs="*", help="flags for `benchbench run`, after --")
     a = ap.parse_args()
+    global REUSE
+    REUSE = a.reuse
     args = a.args or DEFAULT_ARGS
     root = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="benchbench-regress-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -115,7 +128,8 @@ def main() -> int:
 
     print("2. a process spinning on every core during the second run", flush=True)
     calm = run(root / "calm", args)
-    hogs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
+    hogs = [multiprocessing.Process(target=_spin, daemon=True)
+            for _ in range(0 if REUSE and (root / "loaded").exists() else os.cpu_count() or 2)]
     for h in hogs:
         h.start()
     try:

@@ -56,15 +56,16 @@ def _header(comp: Comparison) -> list[str]:
         out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}")
     out += ["", f"Regression rule: a measurement regressed when it is worse than the baseline "
                 f"({base.label}) by more than {comp.threshold_pct:g}% in the direction of better "
-                f"and by more than this machine's run-to-run noise explains: a two-sided t-test "
-                f"at α = {comp.alpha:g} on the logarithms of its values, one per round (each a "
-                "fresh process, minutes apart) and per run of a pooled side; the samples "
-                "inside one process share its state and are not compared. With one value a "
-                "side the noise is unknown and the change inconclusive. When every value of "
-                "one side lies beyond every value of the other by more than the threshold and "
-                "the steadier side's noise, the change is decided however noisy the other "
-                "side was. A probe that measured in every baseline run and was skipped or "
-                "failed in a run of another side is a regression of that probe.", ""]
+                "and by more than this machine's run-to-run noise explains. Its values are one "
+                "per round (each a fresh process, minutes apart) of every run; the samples "
+                "inside one process share its state and are not compared. With several runs a "
+                f"side: a two-sided t-test at α = {comp.alpha:g} on the logarithms of the "
+                "values. With one run a side: every value beyond every value of the other side "
+                "by more than the threshold and the widest spread between rounds in its family "
+                "(the probe's metric across its keys), and the family's median change beyond "
+                "them too. With no second value in the family the noise is unknown and the "
+                "change inconclusive. A probe that measured in every baseline run and was "
+                "skipped or failed in a run of another side is a regression of that probe.", ""]
     return out
 
 
@@ -214,7 +215,7 @@ def _headline(comp: Comparison) -> list[str]:
 def _measurements(comp: Comparison) -> list[str]:
     labels = [s.label for s in comp.sides]
     out = ["## Measurements", "",
-           "Values are the medians of the raw samples, pooled over a side's runs (a peak "
+           "Values are the medians of each side's values, one per round of each run (a peak "
            f"over sizes: the median of the runs' peaks). {LEGEND}.", ""]
     by_probe: dict[str, list[Row]] = {}
     for r in comp.matched:
