@@ -7,6 +7,7 @@ measurements with `throughput`. It raises ProbeSkipped when it cannot measure an
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,13 +85,16 @@ class ProbeContext:
             self.meter = Meter(self.clock)
 
     def time_op(self, fn: Callable[[], Any], device: str, items_left: int,
-                min_sample_s: float, timer: Timer | None = None) -> Timed:
+                min_sample_s: float, timer: Timer | None = None, warm: bool = False) -> Timed:
         """Warm up, then calibrate, then time `fn` on `device` ('cpu' or 'cuda:N') within
         this probe's budget. Calibrating after the warm-up matters: a first call that creates
-        a cuBLAS handle or loads kernels would make one call look long enough for a sample."""
+        a cuBLAS handle or loads kernels would make one call look long enough for a sample.
+        `warm`: the device already ran this probe's work at its clocks, so the warm-up is its
+        calls only (policy.warmup_steps), not its seconds."""
         timer = timer or self.meter.timer_for(device)
         deadline = self.budget.deadline(items_left)
-        warmups = warm_up(lambda: timer(fn, 1), self.policy, deadline, self.clock)
+        policy = dataclasses.replace(self.policy, warmup_s=0.0) if warm else self.policy
+        warmups = warm_up(lambda: timer(fn, 1), policy, deadline, self.clock)
         inner = calibrate_inner(timer, fn, min_sample_s)
         result = collect(lambda: timer(fn, inner), self.policy, deadline, self.clock,
                          warmup=False)

@@ -35,11 +35,12 @@ from benchbench.worker import ProbeJob
 # - CPU, default: a probe of weight 1 gets up to DEFAULT_PROBE_S, so that a default run,
 #   dataset generation included (~35 s on 2 cores), stays within 4 minutes.
 # - GPU: a GPU box is bought for its GPUs and is fast at everything else; its default run gets
-#   8 minutes of probe time (the whole run stays within 10 minutes on one H200 and 15 on eight
-#   H100s, as simulate.py estimates), so that ResNet50 measures all four precisions, cuDNN's
-#   autotuning of each included; --quick gets 2 minutes, enough for the AMP figures.
+#   10 minutes of probe time over its three rounds (the whole run stays within 10 minutes on
+#   one H200 and 15 on eight H100s, as simulate.py estimates), so that ResNet50 measures all
+#   four precisions in every round, cuDNN's autotuning of each included; --quick gets
+#   2.5 minutes, enough for the AMP figures in both its rounds.
 TOTAL_S = {(True, "cpu"): 45.0, (False, "cpu"): 170.0,
-           (True, "cuda"): 120.0, (False, "cuda"): 480.0}
+           (True, "cuda"): 150.0, (False, "cuda"): 600.0}
 QUICK_TOTAL_S = TOTAL_S[(True, "cpu")]
 DEFAULT_TOTAL_S = TOTAL_S[(False, "cpu")]
 DEFAULT_PROBE_S = 60.0

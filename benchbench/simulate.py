@@ -22,7 +22,8 @@ from typing import Any
 from benchbench.config import ProbeConfig, build_probe_config
 from benchbench.probe import ProbeContext, ProbeOutput, RunInputs, throughput
 from benchbench.registry import ProbeSpec, default_registry
-from benchbench.results import Measurement
+from benchbench.results import Measurement, ProbeResult
+from benchbench.rounds import DEFAULT_ROUNDS, merge, schedule, start
 from benchbench.runner import probe_budget
 from benchbench.sampling import Budget
 from benchbench.timing import Meter, Timer
@@ -113,6 +114,9 @@ class SimProbe:
     output: ProbeOutput | None
     notes: list[str] = field(default_factory=list)
     startup_s: float = 0.0  # outside the budget: spawning ranks and starting NCCL
+    rounds: int = 1
+    round_budget_s: float = 0.0  # each round's share
+    longest_round_s: float = 0.0  # the round that took longest
 
     @property
     def wall_s(self) -> float:
@@ -204,13 +208,13 @@ def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> 
     dtypes = {d: matmul.usable_dtypes(d, cfg.dtypes, notes, ctx.facts) for d in devices}
     started: set[str] = set()
 
-    def measure(dev: str, dt: str, n: int, left: int) -> Measurement:
+    def measure(dev: str, dt: str, n: int, left: int, warm: bool) -> Measurement:
         # Small matrices leave tensor cores idle: about n / (n + 1024) of the sustained rate.
         rate = p.matmul_flops[dt] * n / (n + 1024)
         first = 0.0 if dev in started else p.first_call_s
         started.add(dev)
         timed = ctx.time_op(lambda: None, dev, left, cfg.min_sample_s,
-                            timer=_charge(clock, 2 * n**3 / rate, first))
+                            timer=_charge(clock, 2 * n**3 / rate, first), warm=warm)
         return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
                           "FLOP/s", {"gpu_name": p.gpu_name})
 
@@ -245,7 +249,7 @@ def _host_device_copy(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
     top = max(cfg.sizes)
     ready: set[str] = set()
 
-    def measure(item: hdc.Item, left: int) -> Measurement:
+    def measure(item: hdc.Item, left: int, warm: bool) -> Measurement:
         devs = [f"cuda:{i}" for i in range(p.gpus)] if item.device == "all" else [item.device]
         for d in devs:
             if d not in ready:  # the pinned buffer (random fill and pinning), the link burst
@@ -260,7 +264,7 @@ def _host_device_copy(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
             rate = p.h2d_pinned if item.memory == "pinned" else p.h2d_pageable
             per_call = 10e-6 + item.size / rate
         timed = ctx.time_op(lambda: None, devs[0], left, cfg.min_sample_s,
-                            timer=_charge(clock, per_call))
+                            timer=_charge(clock, per_call), warm=warm)
         metric = "aggregate_bandwidth" if item.device == "all" else "copy_bandwidth"
         key = {"device": item.device, "direction": item.direction, "memory": item.memory,
                "size_bytes": item.size}
@@ -481,21 +485,48 @@ def simulate_probe(p: DeviceProfile, name: str, quick: bool, budget_s: float,
     return SimProbe(name, budget_s, clock() - start, out, list(out.notes), startup)
 
 
-def estimate_run(p: DeviceProfile, quick: bool = False) -> RunEstimate:
-    """Every probe of a default (or --quick) CUDA run on the profiled machine, each within the
-    budget the runner would give it, plus the runner's own costs: the forkserver and the facts
-    worker, the environment snapshot, a worker per probe, the dataset and the reports."""
+def _as_result(sim: SimProbe) -> ProbeResult:
+    out = sim.output or ProbeOutput([])
+    return ProbeResult(sim.name, "ok" if out.measurements else "skipped", "gpu_compute",
+                       reason="; ".join(out.notes) or None, measurements=out.measurements,
+                       duration_s=sim.duration_s)
+
+
+def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = None
+                 ) -> RunEstimate:
+    """Every probe of a default (or --quick) CUDA run on the profiled machine, as the runner
+    schedules it: each within the budget the runner would give it, the repeatable ones in
+    rounds that share it (each round pays its start-up again: cuDNN's autotuning included),
+    plus the runner's own costs: the forkserver and the facts worker, the environment
+    snapshot, a worker per probe round, the dataset and the reports."""
     specs = list(default_registry())
     total_weight = sum(s.budget_weight for s in specs)
-    probes = []
+    times = rounds or DEFAULT_ROUNDS[quick]
+    probes: dict[str, SimProbe] = {}
+    merged: dict[str, ProbeResult] = {}
     best_loader = None
-    for spec in specs:
+    plan = schedule(specs, [s.repeatable for s in specs], times)
+    for spec, round_no in plan:
+        n = times if spec.repeatable else 1
         budget = probe_budget(spec.budget_weight, total_weight, quick, None, "cuda",
                               p.gpus if spec.per_gpu else 1)
-        sim = simulate_probe(p, spec.name, quick, budget, best_loader)
-        if spec.name == "dataloader" and sim.measurements:
+        sim = simulate_probe(p, spec.name, quick, budget / n, best_loader)
+        if spec.name == "dataloader" and round_no == 1 and sim.measurements:
             best_loader = max(m.value for m in sim.measurements if m.metric == "throughput")
-        probes.append(sim)
+        if round_no == 1:
+            probes[spec.name] = dataclasses.replace(sim, budget_s=budget, rounds=n,
+                                                    round_budget_s=budget / n,
+                                                    longest_round_s=sim.duration_s)
+            merged[spec.name] = start(_as_result(sim)) if n > 1 else _as_result(sim)
+            continue
+        prev = probes[spec.name]
+        merged[spec.name] = merge(merged[spec.name], _as_result(sim), round_no)
+        probes[spec.name] = dataclasses.replace(
+            prev, duration_s=prev.duration_s + sim.duration_s,
+            longest_round_s=max(prev.longest_round_s, sim.duration_s),
+            notes=[*prev.notes, *[f"round {round_no}: {x}" for x in sim.notes]])
+    for name, sim in probes.items():
+        sim.output = ProbeOutput(merged[name].measurements, notes=sim.notes)
     overhead = (3.0 + p.process_start_s + 1.0 + p.dataset_s + p.report_s
-                + len(specs) * p.process_start_s)
-    return RunEstimate(p.name, quick, probes, overhead)
+                + len(plan) * p.process_start_s)
+    return RunEstimate(p.name, quick, list(probes.values()), overhead)

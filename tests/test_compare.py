@@ -374,9 +374,9 @@ def test_threshold_and_alpha_flags(tmp_path, capsys):
     assert run_cli(capsys, "compare", a, b, "--threshold", "15")[0] == 0
     # alpha is the pooled t-test's: a looser one calls what the strict one leaves open
     a2 = save(tmp_path, "a2", make_run("before", started="2026-11-29T00:00:00+00:00"))
-    c = [save(tmp_path, f"c{i}", make_run("after2", factor=0.93, round_rel=0.12,
-                                          started=f"2026-11-30T0{i}:00:00+00:00"))
-         for i in range(2)]
+    for i in range(2):
+        save(tmp_path, f"c{i}", make_run("after2", factor=0.93, round_rel=0.12,
+                                         started=f"2026-11-30T0{i}:00:00+00:00"))
     args = ["--baseline", a, "--baseline", a2, str(tmp_path / "c?")]
     assert run_cli(capsys, "compare", *args)[0] == 0
     assert run_cli(capsys, "compare", *args, "--alpha", "0.2")[0] == 3

@@ -101,10 +101,10 @@ def test_budgets():
     assert probe_budget(2, 10, quick=False, time_budget=None) == pytest.approx(34.0)
     assert probe_budget(1, 3, quick=True, time_budget=7) == 7.0
     # on a GPU: its own totals, and a quarter more per extra GPU for per-GPU probes
-    assert probe_budget(1, 10, quick=False, time_budget=None, device="cuda") == 48.0
-    assert probe_budget(1, 10, quick=True, time_budget=None, device="cuda") == 12.0
+    assert probe_budget(1, 10, quick=False, time_budget=None, device="cuda") == 60.0
+    assert probe_budget(1, 10, quick=True, time_budget=None, device="cuda") == 15.0
     assert probe_budget(1, 10, quick=False, time_budget=None, device="cuda",
-                        gpus=8) == pytest.approx(48.0 * 2.75)
+                        gpus=8) == pytest.approx(60.0 * 2.75)
     assert hard_limit(10) == 70 and hard_limit(100) == 300
 
 

@@ -42,11 +42,14 @@ def is_oom(exc: BaseException) -> bool:
 def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool:
     """Whether a measurement whose single call takes est_call_s fits its share of the budget.
 
-    It needs about min_repeats timed calls plus calibration and warm-up (two more); a 2x slack
-    keeps estimates from dropping sizes that would just fit.
+    It needs about min_repeats timed calls plus calibration and warm-up (two more, and at
+    least the warm-up's seconds); a 2x slack keeps estimates from dropping sizes that would just
+    fit, but never past what is left of the whole budget.
     """
-    share = ctx.budget.remaining() / max(1, items_left)
-    return est_call_s * (ctx.policy.min_repeats + 2) <= 2 * share
+    remaining = ctx.budget.remaining()
+    need = est_call_s * (ctx.policy.min_repeats + 2)
+    share = remaining / max(1, items_left)
+    return need <= 2 * share and need + ctx.policy.warmup_s <= remaining
 
 
 _BLOCK = 16 * 1024**2

@@ -312,7 +312,13 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             step = build_at(b)
             built_s = ctx.clock() - t0
             warm = warm_up(step, ctx, dev, ctx.budget.remaining() / left)
-            n = plan_steps(warm.step_s, job.steps, ctx.budget.remaining() / left)
+            # The precisions still to come will each pay a start like this one (build, first
+            # step, cuDNN's autotuning): keep that back before sharing out the timed steps.
+            starts = (left - 1) * max(seen.first_s, built_s + warm.first_s)
+            remaining = ctx.budget.remaining()
+            n = plan_steps(warm.step_s, job.steps, max(0.0, remaining - starts) / left)
+            if n is None:  # the later ones will not fit anyway: do not keep time for them
+                n = plan_steps(warm.step_s, job.steps, remaining / left)
             if n is None and first:
                 # The first figure is the core one: it may take what the later precisions
                 # were to share, and they are skipped for it.

@@ -140,13 +140,16 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
     measured: list[Measurement] = []
     corrupt: dict[str, dict[str, str]] = {}
     failed: set[str] = set()
-    cheapest = 0.0  # the shortest configuration so far: start-up, warm-up and two batches
+    cost: dict[str, float] = {}  # the shortest configuration of each loader so far
     for i, (kind, w) in enumerate(plan):
         if kind in failed:
             continue
         ctx.progress(f"{kind} workers={w}", i + 1, len(plan) + 1)
         left = [f"{k} workers={x}" for k, x in plan[i:] if k not in failed]
-        if ctx.budget.remaining() <= cheapest:
+        # A configuration costs at least its start-up, warm-up and two batches: as this
+        # loader's cheapest one did so far, else the cheapest of any loader.
+        floor = cost.get(kind, min(cost.values(), default=0.0))
+        if ctx.budget.remaining() <= floor:
             notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
             break
         share = ctx.budget.remaining() / len(left)
@@ -158,7 +161,7 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
                            corrupt.setdefault(kind, {}), make_loader)
             measured += got
             spent = ctx.clock() - t0
-            cheapest = min(cheapest or spent, spent)
+            cost[kind] = min(cost.get(kind, spent), spent)
         except LoaderError as exc:
             failed.add(kind)
             notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")

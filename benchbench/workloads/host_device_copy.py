@@ -56,8 +56,9 @@ def plan(gpus: list[int], cfg: HostDeviceCopyConfig) -> list[Item]:
     return items
 
 
-# measure(item, items_left) -> its copy_bandwidth (or aggregate_bandwidth) measurement
-Measure = Callable[[Item, int], Measurement]
+# measure(item, items_left, warm) -> its copy_bandwidth (or aggregate_bandwidth) measurement;
+# `warm` when the device already copied at its clocks in this sweep
+Measure = Callable[[Item, int, bool], Measurement]
 
 
 def sweep(ctx: ProbeContext, items: list[Item], measure: Measure, notes: list[str]
@@ -66,6 +67,7 @@ def sweep(ctx: ProbeContext, items: list[Item], measure: Measure, notes: list[st
     measured for that memory kind (pageable copies are slower than pinned ones)."""
     rates: dict[str, float] = {}
     out: list[Measurement] = []
+    warmed: set[str] = set()
     for done, item in enumerate(items):
         ctx.progress(f"{item.device} {item.direction} {item.memory} {item.size >> 20} MiB",
                      done, len(items))
@@ -76,7 +78,8 @@ def sweep(ctx: ProbeContext, items: list[Item], measure: Measure, notes: list[st
                          f"{item.device} skipped, because the time budget ran short")
             continue
         try:
-            m = measure(item, len(items) - done)
+            m = measure(item, len(items) - done, item.device in warmed)
+            warmed.add(item.device)
         except RuntimeError as exc:
             if not is_oom(exc):
                 raise
@@ -196,18 +199,19 @@ def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
             links[dev] = _link_under_load(dev, buffers[dev])
         return buffers[dev]
 
-    def measure(item: Item, items_left: int) -> Measurement:
+    def measure(item: Item, items_left: int, warm: bool) -> Measurement:
         if item.device == "all":
             devs = [f"cuda:{i}" for i in gpus]
             fns = [bufs(d).copy_fn(item.direction, "pinned", item.size) for d in devs]
             timed = ctx.time_op(lambda: [f() for f in fns], "cuda", items_left,
-                                cfg.min_sample_s, timer=synchronized_wall_timer(devs, ctx.meter))
+                                cfg.min_sample_s, timer=synchronized_wall_timer(devs, ctx.meter),
+                                warm=warm)
             key = {"devices": ",".join(devs), "direction": item.direction, "memory": "pinned",
                    "size_bytes": item.size}
             return throughput("aggregate_bandwidth", key, timed, float(item.size * len(devs)),
                               "B/s", {"gpus": len(devs)})
         fn = bufs(item.device).copy_fn(item.direction, item.memory, item.size)
-        timed = ctx.time_op(fn, item.device, items_left, cfg.min_sample_s)
+        timed = ctx.time_op(fn, item.device, items_left, cfg.min_sample_s, warm=warm)
         key = {"device": item.device, "direction": item.direction, "memory": item.memory,
                "size_bytes": item.size}
         return throughput("copy_bandwidth", key, timed, float(item.size), "B/s",

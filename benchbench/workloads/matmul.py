@@ -36,8 +36,9 @@ CPU_DTYPES = ("fp32", "bf16")  # TF32 is a GPU tensor-core mode; fp16 GEMM on CP
 # what is left out when the budget runs short should be the slow fp32 path.
 GPU_ORDER = {"bf16": 0, "fp16": 1, "tf32": 2, "fp32": 3}
 
-# measure(device, dtype, n, items_left) -> the flops measurement at that size
-Measure = Callable[[str, str, int, int], Measurement]
+# measure(device, dtype, n, items_left, warm) -> the flops measurement at that size; `warm`
+# when the device already ran a size at its clocks
+Measure = Callable[[str, str, int, int, bool], Measurement]
 
 
 def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
@@ -53,10 +54,10 @@ def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
     notes: list[str] = []
     dtypes = {dev: usable_dtypes(dev, cfg.dtypes, notes, ctx.facts) for dev in devices}
 
-    def measure(dev: str, dt: str, n: int, items_left: int) -> Measurement:
+    def measure(dev: str, dt: str, n: int, items_left: int, warm: bool) -> Measurement:
         apply_tf32(dt == "tf32")
         try:
-            return _measure(ctx, cfg, dev, dt, n, items_left)
+            return _measure(ctx, cfg, dev, dt, n, items_left, warm)
         finally:
             if dev != "cpu":
                 torch.cuda.empty_cache()
@@ -76,6 +77,7 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
     done = 0
     out: list[Measurement] = []
     best: dict[str, tuple[int, float]] = {}  # dtype -> (n, seconds per call) on the first
+    warmed: set[str] = set()
 
     def one(dev: str, dt: str, n: int, est_s: float | None) -> Measurement | None:
         nonlocal done
@@ -87,7 +89,9 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
                          f"~{est_s:.2g} s, beyond its time budget")
             return None
         try:
-            return measure(dev, dt, n, items_left)
+            m = measure(dev, dt, n, items_left, dev in warmed)
+            warmed.add(dev)
+            return m
         except RuntimeError as exc:
             if not is_oom(exc):
                 raise
@@ -124,14 +128,15 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
 
 
 def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
-             items_left: int) -> Measurement:
+             items_left: int, warm: bool = False) -> Measurement:
     dtype = TORCH_DTYPES[dt]
     gen = torch.Generator(device=dev).manual_seed(n)
     # Random operands: zeros would let hardware with zero-skipping or power gating cheat.
     a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     c = torch.empty(n, n, device=dev, dtype=dtype)
-    timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left, cfg.min_sample_s)
+    timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left, cfg.min_sample_s,
+                        warm=warm)
     context: dict[str, Any] = {"tf32_enabled": torch.backends.cuda.matmul.allow_tf32}
     if dev == "cpu":
         context["threads"] = torch.get_num_threads()
