@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rounds", type=int, metavar="N",
                    help="run each repeatable probe in N rounds spread over the run, each in a "
                         "fresh process, so that compare can tell a change from this machine's "
-                        "run-to-run noise (default 3, 2 with --quick)")
+                        "run-to-run noise (default 3 on a GPU, 2 with --quick or on a CPU)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="seconds per probe (default: a weighted share of 170 s on a CPU, 600 s "
                         "on a GPU; 45 s and 150 s with --quick)")

@@ -189,7 +189,8 @@ class Runner:
             tool={"name": "benchbench", "version": __version__},
             label=cfg.label, started_at=utc_now(), environment=environment,
             config={**cfg.to_dict(), "device_resolved": self.device,
-                    "rounds_resolved": cfg.rounds or rounds_mod.DEFAULT_ROUNDS[cfg.quick]},
+                    "rounds_resolved": cfg.rounds or rounds_mod.default_rounds(cfg.quick,
+                                                                                self.device)},
             argv=argv,
             extra={"cost": {"usd_per_hour": cfg.price_per_hour}} if cfg.price_per_hour else {},
         )
@@ -275,7 +276,7 @@ class Runner:
 
     @property
     def rounds(self) -> int:
-        return self.cfg.rounds or rounds_mod.DEFAULT_ROUNDS[self.cfg.quick]
+        return self.cfg.rounds or rounds_mod.default_rounds(self.cfg.quick, self.device)
 
     def _keep(self, pr: ProbeResult, round_no: int, times: int) -> None:
         """Round 1 adds the probe's result; a later round is folded into it."""

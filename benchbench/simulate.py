@@ -23,7 +23,7 @@ from benchbench.config import ProbeConfig, build_probe_config
 from benchbench.probe import ProbeContext, ProbeOutput, RunInputs, throughput
 from benchbench.registry import ProbeSpec, default_registry
 from benchbench.results import Measurement, ProbeResult
-from benchbench.rounds import DEFAULT_ROUNDS, merge, schedule, start
+from benchbench.rounds import default_rounds, merge, schedule, start
 from benchbench.runner import probe_budget
 from benchbench.sampling import Budget
 from benchbench.timing import Meter, Timer
@@ -501,7 +501,7 @@ def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = Non
     snapshot, a worker per probe round, the dataset and the reports."""
     specs = list(default_registry())
     total_weight = sum(s.budget_weight for s in specs)
-    times = rounds or DEFAULT_ROUNDS[quick]
+    times = rounds or default_rounds(quick, "cuda")
     probes: dict[str, SimProbe] = {}
     merged: dict[str, ProbeResult] = {}
     best_loader = None

@@ -2,6 +2,7 @@
 and the rendered files, on hand-built runs saved with results.save (no GPU, no /tmp runs)."""
 
 import csv
+import dataclasses
 import json
 import re
 import subprocess
@@ -573,3 +574,28 @@ def test_a_probe_that_stopped_measuring_is_a_regression(tmp_path, capsys):
     c.probes = c.probes[:1]
     comp = build(a, c)
     assert comp.stopped == []
+
+
+def test_pooling_catches_a_small_drop_one_pair_cannot_claim(tmp_path, capsys):
+    """Three runs a side of two rounds each, with the ~3% run-to-run noise of a cloud GPU:
+    the pooled sides call an 8% drop; one run a side leaves it open."""
+    noise = [(-1.0, 0.6), (0.4, -0.8), (0.9, -0.3)]  # each run's two rounds, in units of 3%
+
+    def runs(name, factor):
+        out = []
+        for i, (r1, r2) in enumerate(noise):
+            run = make_run(name, factor=factor, started=f"2026-11-30T0{i}:00:00+00:00")
+            for p in run.probes:
+                p.measurements = [dataclasses.replace(m, context={
+                    **m.context, "round_values": [m.value * (1 + 0.03 * r1),
+                                                  m.value * (1 + 0.03 * r2)]})
+                    for m in p.measurements]
+            out.append(save(tmp_path, f"{name}{i}", run))
+        return out
+
+    before, after = runs("before", 1.0), runs("after", 0.92)
+    code, out, _ = run_cli(capsys, "compare", str(tmp_path / "before?"),
+                           str(tmp_path / "after?"))
+    assert code == 3 and "resnet50 throughput" in out.split("## Regressions")[1]
+    code, out, _ = run_cli(capsys, "compare", before[0], after[0])
+    assert code == 0 and "## Inconclusive" in out

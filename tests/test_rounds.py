@@ -73,4 +73,5 @@ def test_a_measurement_of_one_round_only_has_one_value():
     got = merge(first, result(other), 2)
     assert [round_values(m) for m in got.measurements] == [[10.0], [3.0]]
     assert round_values(other) == [3.0]  # an older run without rounds: its value
-    assert rounds.DEFAULT_ROUNDS == {True: 2, False: 3}
+    assert rounds.default_rounds(False, "cuda") == 3
+    assert rounds.default_rounds(False, "cpu") == rounds.default_rounds(True, "cuda") == 2
