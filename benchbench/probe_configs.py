@@ -108,7 +108,7 @@ class TrainingConfig(ProbeConfig):
 @dataclass(frozen=True)
 class ResNet50Config(TrainingConfig):
     batch_size: int | str | None = search_field(
-        "images per step; auto: 256 on GPU (DLE's), 16 on CPU (8 with --quick); 'auto' searches "
+        "images per step; auto: 256 on GPU (DLE's), 8 on CPU; 'auto' searches "
         "for the largest power of two that fits (CUDA only)")
     image_size: int | None = doc_field(None, "square input side; auto: 224 (64 on CPU --quick)")
     channels_last: bool | None = doc_field(None, "NHWC memory format; auto: on for GPU")
