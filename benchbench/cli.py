@@ -11,10 +11,12 @@ import argparse
 import sys
 import time
 
-from benchbench import __version__, commands, sandbox
-from benchbench.doctor import SCENARIOS
-from benchbench.probe_configs import WORKLOADS
-from benchbench.runner import SaveError
+from benchbench import __version__
+from benchbench.commands import common as commands
+from benchbench.doctor.checks import SCENARIOS
+from benchbench.engine import sandbox
+from benchbench.engine.runner import SaveError
+from benchbench.probes.configs import WORKLOADS
 
 EXIT_USAGE = 2
 

@@ -13,12 +13,12 @@ import multiprocessing
 import statistics
 import time
 
-from benchbench.environment import torch_facts
-from benchbench.launch import free_port
-from benchbench.probe import ProbeContext
-from benchbench.probe_configs import AllreduceConfig
-from benchbench.sampling import Budget, RepeatPolicy
-from benchbench.workloads import allreduce
+from benchbench.core.sampling import Budget, RepeatPolicy
+from benchbench.engine.launch import free_port
+from benchbench.machine.environment import torch_facts
+from benchbench.probes.allreduce import run as allreduce
+from benchbench.probes.api import ProbeContext
+from benchbench.probes.configs import AllreduceConfig
 
 
 def _bare_rank(rank: int, world: int, port: int, size: int, iters: int, out: object) -> None:

@@ -16,12 +16,13 @@ import torch
 import torchvision
 from torch import nn
 
-from benchbench.environment import torch_facts
-from benchbench.probe import ProbeContext
-from benchbench.probe_configs import ResNet50Config, TransformerConfig
-from benchbench.sampling import Budget, RepeatPolicy
-from benchbench.workloads import resnet50, transformer
-from benchbench.workloads.gpt import GPT
+from benchbench.core.sampling import Budget, RepeatPolicy
+from benchbench.machine.environment import torch_facts
+from benchbench.probes.api import ProbeContext
+from benchbench.probes.configs import ResNet50Config, TransformerConfig
+from benchbench.probes.models.gpt import GPT
+from benchbench.probes.resnet50 import run as resnet50
+from benchbench.probes.transformer import run as transformer
 
 
 def sync(dev: str) -> None:

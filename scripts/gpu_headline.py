@@ -15,9 +15,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from benchbench import analysis, results
-from benchbench.reports import format as fmt
-from benchbench.results import RunResult
+from benchbench.analysis import derive as analysis
+from benchbench.core import results
+from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
 
 # (figure, reference text, test on the value, unit for display)
 REFERENCES: list[tuple[str, str, Callable[[float], bool], str]] = [

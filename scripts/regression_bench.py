@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchbench import results
+from benchbench.core import results
 
 DEFAULT_ARGS = ["--quick", "--only", "matmul,resnet50,transformer,dataloader"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import results
+from benchbench.core import results
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

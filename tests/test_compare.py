@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import cli, compare, regression, results
+from benchbench import cli
+from benchbench.analysis import regression
+from benchbench.compare import sides as compare
+from benchbench.core import results
+from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.reports import compare_md
-from benchbench.results import Measurement, ProbeResult, RunResult
 
 GiB = 2**30
 FIXTURES = Path(__file__).parent / "fixtures"

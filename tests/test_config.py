@@ -3,12 +3,12 @@ import dataclasses
 import pytest
 from helpers import run_args
 
-from benchbench import config
-from benchbench.commands import UsageError, build_run_config
-from benchbench.config import ConfigError
-from benchbench.probe_configs import HostDeviceCopyConfig, MatmulConfig
-from benchbench.registry import default_registry
-from benchbench.runner import Runner
+from benchbench.commands.common import UsageError, build_run_config
+from benchbench.core import config
+from benchbench.core.config import ConfigError
+from benchbench.engine.runner import Runner
+from benchbench.probes.catalog import default_registry
+from benchbench.probes.configs import HostDeviceCopyConfig, MatmulConfig
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from helpers import run_args
 
-from benchbench import config, cost, results, verdict
+from benchbench.analysis import cost, verdict
 from benchbench.cli import build_parser
-from benchbench.commands import UsageError, build_run_config
-from benchbench.registry import default_registry
-from benchbench.results import Measurement, ProbeResult, RunResult
-from benchbench.runner import Runner
+from benchbench.commands.common import UsageError, build_run_config
+from benchbench.core import config, results
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.engine.runner import Runner
+from benchbench.probes.catalog import default_registry
 
 GiB = 2**30
 
@@ -344,7 +345,7 @@ def test_default_power():
 def test_cost_imports_without_torch():
     fixture = Path(__file__).parent / "fixtures" / "results_v1_cpu.json"
     code = ("import sys; sys.modules['torch'] = None; sys.modules['pynvml'] = None\n"
-            "from benchbench import cost, results\n"
+            "from benchbench.analysis import cost\nfrom benchbench.core import results\n"
             f"run = results.load({str(fixture)!r})\n"
             "c = cost.run_costs(run, run.verdict, 1.0)\n"
             "assert c['reference_job'] is None and c['representative'] is False\n"

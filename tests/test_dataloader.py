@@ -8,12 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from benchbench.dataset import ensure_synthetic  # noqa: E402
-from benchbench.probe import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
-from benchbench.probe_configs import DataloaderConfig, DatasetConfig  # noqa: E402
-from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
-from benchbench.workloads import _loaders, dataloader  # noqa: E402
-from benchbench.workloads._loaders import (  # noqa: E402
+from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.probes import _loaders  # noqa: E402
+from benchbench.probes._loaders import (  # noqa: E402
     MEAN,
     STD,
     LoaderError,
@@ -21,6 +18,10 @@ from benchbench.workloads._loaders import (  # noqa: E402
     dali_available,
     dali_missing,
 )
+from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
+from benchbench.probes.configs import DataloaderConfig, DatasetConfig  # noqa: E402
+from benchbench.probes.dataloader import run as dataloader  # noqa: E402
+from benchbench.probes.dataset import ensure_synthetic  # noqa: E402
 
 needs_dali = pytest.mark.skipif(dali_available() is not None,
                                 reason=f"DALI cannot run here: {dali_available()}")
@@ -176,7 +177,7 @@ def odd_dir(tmp_path_factory):
 
 
 def test_both_loaders_count_the_same_files_of_an_odd_folder(odd_dir):
-    from benchbench.dataset import loader_samples
+    from benchbench.probes.dataset import loader_samples
 
     samples = loader_samples(odd_dir)
     assert samples.kinds == {"JPEG": 4, "PNG": 2, "WEBP": 1} and samples.in_dataset == 9

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchbench import dataset
-from benchbench.dataset import DatasetError, cache_root, ensure_synthetic, scan_imagefolder
-from benchbench.probe_configs import DatasetConfig
+from benchbench.probes import dataset
+from benchbench.probes.configs import DatasetConfig
+from benchbench.probes.dataset import DatasetError, cache_root, ensure_synthetic, scan_imagefolder
 
 TINY = DatasetConfig(num_images=24, num_classes=3, mean_side=64)
 

@@ -8,12 +8,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchbench.environment import torch_facts  # noqa: E402
-from benchbench.launch import free_port  # noqa: E402
-from benchbench.probe import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
-from benchbench.probe_configs import AllreduceConfig, DdpScalingConfig  # noqa: E402
-from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
-from benchbench.workloads import _ranks, allreduce, ddp_scaling  # noqa: E402
+from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.engine.launch import free_port  # noqa: E402
+from benchbench.machine.environment import torch_facts  # noqa: E402
+from benchbench.probes import _ranks  # noqa: E402
+from benchbench.probes.allreduce import run as allreduce  # noqa: E402
+from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
+from benchbench.probes.configs import AllreduceConfig, DdpScalingConfig  # noqa: E402
+from benchbench.probes.ddp_scaling import run as ddp_scaling  # noqa: E402
 
 
 def ctx(budget=20.0, inputs=None):

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from fake_nvml import GPUS, FakeNvml, _gpu
 
-from benchbench import doctor, environment, network
-from benchbench.doctor import run_checks
-from benchbench.doctor_rules import Check, throttle_kind, version_tuple
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.doctor import checks as doctor
+from benchbench.doctor.checks import run_checks
+from benchbench.doctor.rules import Check, throttle_kind, version_tuple
+from benchbench.machine import environment, network
 from benchbench.reports import doctor as doctor_report
-from benchbench.results import Measurement, ProbeResult, RunResult
 
 GiB, GB = 1 << 30, 1e9
 ROOT = Path(__file__).parent.parent
@@ -402,7 +403,7 @@ def test_scenario_unknown_gpu_uses_the_measured_peak_or_skips():
 # --- the whole, the report section and the CLI -------------------------------------------------
 
 def test_fixture_run_checks_and_report_section():
-    from benchbench import results
+    from benchbench.core import results
 
     run = results.load(FIXTURE)
     checks = run_checks(run.environment, run, "cv")
@@ -449,7 +450,8 @@ def test_cli_doctor_on_a_saved_run_and_bad_input(tmp_path):
 
 def test_doctor_imports_without_torch_or_nvml():
     code = ("import sys\nsys.modules['torch'] = sys.modules['pynvml'] = None\n"
-            "from benchbench import doctor, results\nfrom benchbench.reports import doctor as r\n"
+            "from benchbench.doctor import checks as doctor\nfrom benchbench.core import results\n"
+            "from benchbench.reports import doctor as r\n"
             f"run = results.load({str(FIXTURE)!r})\nprint(len(r.section(run, 'cv')) > 3)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
@@ -488,8 +490,9 @@ def test_the_scanner_tells_a_command_from_advice():
     assert not nvidia_smi_invocations('fix = "`sudo nvidia-smi -pm 1`"\nprint(fix)')
 
 
-@pytest.mark.parametrize("path", ["benchbench/doctor.py", "benchbench/doctor_rules.py",
-                                  "benchbench/environment.py", "benchbench/reports/doctor.py"])
+@pytest.mark.parametrize("path", ["benchbench/doctor/checks.py", "benchbench/doctor/rules.py",
+                                  "benchbench/machine/environment.py",
+                                  "benchbench/reports/doctor.py"])
 def test_nothing_changes_a_setting(path):
     source = (ROOT / path).read_text()
     assert not re.search(r"nvmlDevice(Set|Reset|Clear)", source)

@@ -1,6 +1,6 @@
 from fake_nvml import FakeNvml
 
-from benchbench import environment
+from benchbench.machine import environment
 
 
 def test_gpu_snapshot_replays_recorded_nvml():

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import cli, commands, dataset
-from benchbench.runner import Runner
+from benchbench import cli
+from benchbench.commands import common as commands
+from benchbench.engine.runner import Runner
+from benchbench.probes import dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "errors.md"
@@ -332,7 +334,7 @@ def test_the_page_is_well_formed():
 
 
 def test_raw_device_opt_in_is_accepted(tmp_path):
-    from benchbench.registry import default_registry
+    from benchbench.probes.catalog import default_registry
 
     world = World(tmp_path, Case("opt-in", "", "benchbench", 0, ""))
     dev = world.path("BLOCKDEV")

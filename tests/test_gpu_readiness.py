@@ -11,11 +11,18 @@ torch = pytest.importorskip("torch")
 import fake_nvml  # noqa: E402
 from fake_nvml import FakeNvml  # noqa: E402
 
-from benchbench import capacities, environment, gpus, simulate, topology  # noqa: E402
-from benchbench.probe_configs import HostDeviceCopyConfig  # noqa: E402
-from benchbench.results import Measurement, ProbeResult, RunResult  # noqa: E402
-from benchbench.workloads import _training, host_device_copy  # noqa: E402
-from benchbench.workloads._devices import is_oom  # noqa: E402
+from benchbench.analysis import capacities  # noqa: E402
+from benchbench.core import gpus  # noqa: E402
+from benchbench.core.results import Measurement, ProbeResult, RunResult  # noqa: E402
+from benchbench.engine import simulate  # noqa: E402
+from benchbench.machine import (  # noqa: E402
+    environment,
+    topology,  # noqa: E402
+)
+from benchbench.probes import _training  # noqa: E402
+from benchbench.probes._devices import is_oom  # noqa: E402
+from benchbench.probes.configs import HostDeviceCopyConfig  # noqa: E402
+from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
 
 G = 1e9
 TESTS = Path(__file__).parent
@@ -52,7 +59,7 @@ def test_a_precision_that_cannot_finish_is_skipped_before_it_is_built():
 def test_warm_up_stops_at_half_the_share():
     """Ten warm-up steps of 1 s against a 4 s share: the warm-up gives way to timed steps."""
     clock = simulate.FakeClock()
-    from benchbench.config import ProbeConfig
+    from benchbench.core.config import ProbeConfig
 
     ctx = simulate.context(simulate.H200, False, 100.0,
                            ProbeConfig(warmup_steps=10, warmup_s=0.0), clock)
@@ -94,7 +101,7 @@ def _peak(dev, value, size):
 
 
 def test_gpus_at_different_sizes_are_not_held_against_each_other():
-    from benchbench import analysis
+    from benchbench.analysis import derive as analysis
 
     run = RunResult(tool={}, started_at="t", environment={}, config={}, argv=[], probes=[
         ProbeResult("matmul", "ok", "gpu_compute", measurements=[
@@ -165,7 +172,7 @@ def test_cuda_visible_devices_counts_the_gpus_torch_sees():
 
 
 def test_doctor_reads_the_loaded_link_of_the_gpu_that_ran():
-    from benchbench.doctor_rules import check_pcie
+    from benchbench.doctor.rules import check_pcie
 
     env = _eight_gpus_one_visible()
     for g in env["gpus"]:
@@ -184,7 +191,7 @@ def test_doctor_reads_the_loaded_link_of_the_gpu_that_ran():
 
 
 def test_telemetry_samples_only_the_run_gpus_under_their_cuda_index():
-    from benchbench.telemetry import LiveSampler
+    from benchbench.machine.telemetry import LiveSampler
 
     nvml = FakeNvml()
     s = LiveSampler(None, nvml, uuids=[fake_nvml.GPUS[1]["uuid"].removeprefix("GPU-")])
@@ -218,7 +225,7 @@ class _Meter(simulate.SimMeter):
 
 def test_peak_memory_is_reset_inside_each_attempt():
     clock = simulate.FakeClock()
-    from benchbench.config import ProbeConfig
+    from benchbench.core.config import ProbeConfig
 
     ctx = simulate.context(simulate.H200, False, 100.0, ProbeConfig(warmup_steps=1), clock)
     ctx.meter = _Meter(clock)
@@ -239,7 +246,7 @@ def test_peak_memory_is_reset_inside_each_attempt():
 
 
 def test_nccl_is_started_on_its_gpu_at_init(monkeypatch):
-    from benchbench.workloads import _ranks
+    from benchbench.probes import _ranks
 
     seen = {}
     monkeypatch.setattr(_ranks, "_connect", lambda spec: None)
@@ -263,7 +270,8 @@ def test_nccl_is_started_on_its_gpu_at_init(monkeypatch):
 # --- 11. no silent CPU fallback ----------------------------------------------------------------
 
 def test_auto_refuses_gpus_torch_cannot_use(monkeypatch, tmp_path, capsys):
-    from benchbench import cli, commands
+    from benchbench import cli
+    from benchbench.commands import common as commands
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(commands, "_facts", lambda isolator, stop: {

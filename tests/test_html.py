@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import results
+from benchbench.core import results
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.stats import summarize
 from benchbench.reports import csv as csv_report
 from benchbench.reports import html, outputs, plots
-from benchbench.results import Measurement, ProbeResult, RunResult
-from benchbench.stats import summarize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1_cpu.json"
 PNG = b"\x89PNG\r\n\x1a\n"

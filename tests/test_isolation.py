@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.isolation import Cancelled, Isolator
+from benchbench.engine.isolation import Cancelled, Isolator
 
 sys.path.insert(0, str(Path(__file__).parent))  # the workers import isolation_targets
 

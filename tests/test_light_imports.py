@@ -9,12 +9,13 @@ sys.modules["torch"] = None
 sys.modules["torchvision"] = None
 sys.modules["pynvml"] = None
 sys.modules["nvidia.dali"] = None
-import benchbench.results, benchbench.stats, benchbench.reports.markdown, benchbench.analysis
-import benchbench.config, benchbench.registry, benchbench.workloads, benchbench.cli
-import benchbench.runner, benchbench.peaks, benchbench.launch, benchbench.multinode
-import benchbench.scaling, benchbench.slurm, benchbench.topology, benchbench.reports.interconnect
-import benchbench.commands
-from benchbench import results
+import benchbench.core.results, benchbench.core.stats, benchbench.reports.markdown
+import benchbench.analysis.derive, benchbench.core.config, benchbench.probes.catalog
+import benchbench.probes.specs, benchbench.cli, benchbench.engine.runner, benchbench.core.peaks
+import benchbench.engine.launch, benchbench.engine.multinode, benchbench.analysis.scaling
+import benchbench.engine.slurm, benchbench.machine.topology, benchbench.reports.interconnect
+import benchbench.commands.common
+from benchbench.core import results
 from benchbench.reports import markdown
 run = results.load(sys.argv[1])
 assert "matmul" in markdown.render(run)

@@ -7,11 +7,12 @@ import sys
 import pytest
 from netns import two_hosts
 
-from benchbench import launch, multinode, scaling
-from benchbench.config import ConfigError
-from benchbench.isolation import Outcome
+from benchbench.analysis import scaling
+from benchbench.core.config import ConfigError
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.engine import launch, multinode
+from benchbench.engine.isolation import Outcome
 from benchbench.reports import markdown
-from benchbench.results import Measurement, ProbeResult, RunResult
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "GROUP_RANK": "1",
             "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
@@ -27,7 +28,7 @@ def test_torchrun_variables():
 
 
 def test_srun_variables_and_the_master_from_the_node_list():
-    from benchbench.slurm import master_port
+    from benchbench.engine.slurm import master_port
 
     env = launch.from_environ(SRUN)
     assert (env.launcher, env.rank, env.world_size, env.local_rank, env.node_rank) == (

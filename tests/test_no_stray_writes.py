@@ -27,7 +27,7 @@ Writes that are allowed besides --out and the cache folder:
   imports, for any program; pip writes it at install time, so a pip-installed benchbench
   writes none at run time, and only an editable install or a checkout compiles on first run.
   Moving it into the cache (PYTHONPYCACHEPREFIX) would make every process compile all of
-  torch anew (see benchbench/sandbox.py).
+  torch anew (see benchbench/engine/sandbox.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 import benchbench
-from benchbench import sandbox
+from benchbench.engine import sandbox
 
 REPO = Path(benchbench.__file__).resolve().parent.parent
 WRITE_CALLS = {  # syscall -> which of its path arguments it writes: first, last, or all
@@ -109,7 +109,7 @@ def test_the_libraries_read_the_variables(tmp_path):
     env = _fresh_env(tmp_path)
     code = """
 import json
-from benchbench import sandbox
+from benchbench.engine import sandbox
 sandbox.contain_caches()
 import matplotlib
 from torch._inductor.runtime.cache_dir_utils import cache_dir

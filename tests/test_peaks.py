@@ -1,6 +1,6 @@
 import pytest
 
-from benchbench.peaks import gpu_peak, pcie_rate
+from benchbench.core.peaks import gpu_peak, pcie_rate
 
 
 @pytest.mark.parametrize("name,model", [

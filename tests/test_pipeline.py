@@ -2,10 +2,10 @@
 
 import pytest
 
-from benchbench import analysis
-from benchbench.probe_configs import DatasetConfig, PipelineConfig
+from benchbench.analysis import derive as analysis
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.probes.configs import DatasetConfig, PipelineConfig
 from benchbench.reports import markdown
-from benchbench.results import Measurement, ProbeResult, RunResult
 
 KEY = {"device": "cuda:0", "precision": "amp_bf16", "image_size": 224, "batch_size": 256,
        "loader": "dali_gpu", "workers": 8}
@@ -31,7 +31,7 @@ def test_au_arithmetic_and_pass_mark():
 
 
 def test_loader_choice():
-    from benchbench.workloads.pipeline import choose_loader
+    from benchbench.probes.pipeline.run import choose_loader
 
     previous = {"dataloader": {"measurements": [
         {"metric": "throughput", "context": {}},
@@ -46,11 +46,11 @@ def test_loader_choice():
 
 def test_pipeline_end_to_end_tiny(tmp_path):
     pytest.importorskip("torch")
-    from benchbench import dataset
-    from benchbench.environment import torch_facts
-    from benchbench.probe import ProbeContext, RunInputs
-    from benchbench.sampling import Budget, RepeatPolicy
-    from benchbench.workloads import pipeline
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.machine.environment import torch_facts
+    from benchbench.probes import dataset
+    from benchbench.probes.api import ProbeContext, RunInputs
+    from benchbench.probes.pipeline import run as pipeline
 
     facts = dataset.ensure_synthetic(DatasetConfig(num_images=16, num_classes=2, mean_side=64),
                                      quick=True, root=tmp_path)

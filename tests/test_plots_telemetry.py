@@ -3,8 +3,8 @@ stores: interval_s once at the top, per-probe times that restart at zero."""
 
 import pytest
 
+from benchbench.core.results import RunResult
 from benchbench.reports import plots, plots_telemetry
-from benchbench.results import RunResult
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

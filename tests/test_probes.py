@@ -6,13 +6,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchbench.environment import torch_facts  # noqa: E402
-from benchbench.probe import ProbeContext, ProbeSkipped  # noqa: E402
-from benchbench.probe_configs import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig  # noqa: E402
-from benchbench.results import UNITS  # noqa: E402
-from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
-from benchbench.workloads import host_device_copy, matmul, memory_bandwidth  # noqa: E402
-from benchbench.workloads._devices import random_bytes  # noqa: E402
+from benchbench.core.results import UNITS  # noqa: E402
+from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.machine.environment import torch_facts  # noqa: E402
+from benchbench.probes._devices import random_bytes  # noqa: E402
+from benchbench.probes.api import ProbeContext, ProbeSkipped  # noqa: E402
+from benchbench.probes.configs import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig  # noqa: E402
+from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
+from benchbench.probes.matmul import run as matmul  # noqa: E402
+from benchbench.probes.memory_bandwidth import run as memory_bandwidth  # noqa: E402
 
 
 def ctx(device="cpu", budget=5.0, facts=None):
@@ -111,10 +113,10 @@ def test_gpu_memory_and_host_device_copy():
 
 
 def test_worker_runs_a_probe_job_and_reports_skips():
-    from benchbench.worker import ProbeJob, run_probe
+    from benchbench.engine.worker import ProbeJob, run_probe
 
     facts = torch_facts()
-    job = ProbeJob(name="matmul", impl="benchbench.workloads.matmul", device="cpu", quick=True,
+    job = ProbeJob(name="matmul", impl="benchbench.probes.matmul.run", device="cpu", quick=True,
                    min_repeats=2, budget_s=5.0, facts=facts,
                    config=MatmulConfig(sizes=(32,), dtypes=("fp32",), warmup_steps=3,
                                        warmup_s=0.0, min_sample_s=0.001))
@@ -125,14 +127,14 @@ def test_worker_runs_a_probe_job_and_reports_skips():
     assert peak["statistic"] == "max"
     if not torch.cuda.is_available():
         skip = run_probe(dataclasses.replace(
-            job, name="host_device_copy", impl="benchbench.workloads.host_device_copy",
+            job, name="host_device_copy", impl="benchbench.probes.host_device_copy.run",
             config=HostDeviceCopyConfig(sizes=(1 << 20,)),
             facts={**facts, "cuda_device_count": 0}), lambda *a: None)
         assert skip["status"] == "skipped" and "no CUDA GPU" in skip["reason"]
 
 
 def test_pre_ampere_gpus_skip_tf32_and_bf16(monkeypatch):
-    from benchbench.workloads._devices import usable_on
+    from benchbench.probes._devices import usable_on
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev: (7, 0))  # a V100
     notes = []

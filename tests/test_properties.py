@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from benchbench import config, results, stats
-from benchbench.config import ConfigError
-from benchbench.probe_configs import AnalysisConfig, DatasetConfig
-from benchbench.registry import default_registry
-from benchbench.results import Measurement, ProbeResult, ResultsError, RunResult
+from benchbench.core import config, results, stats
+from benchbench.core.config import ConfigError
+from benchbench.core.results import Measurement, ProbeResult, ResultsError, RunResult
+from benchbench.probes.catalog import default_registry
+from benchbench.probes.configs import AnalysisConfig, DatasetConfig
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1_cpu.json"
 FIXTURE_DICT = json.loads(FIXTURE.read_text())
@@ -469,10 +469,10 @@ def test_median_confidence_interval_reaches_its_confidence(samples, confidence):
 
 # --- the regression decision: swapping the sides swaps the outcome ----------------------------
 
-# benchbench/regression.py is being written alongside these tests: each test imports it, so
+# benchbench/analysis/regression.py is being written alongside these tests: each test imports it, so
 # that the rest of this file runs without it.
 def _regression() -> Any:
-    return pytest.importorskip("benchbench.regression")
+    return pytest.importorskip("benchbench.analysis.regression")
 
 
 def _swapped(outcome: str) -> str:

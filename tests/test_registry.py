@@ -1,7 +1,7 @@
 import pytest
 
-from benchbench.probe_configs import MatmulConfig
-from benchbench.registry import ProbeSpec, Registry, default_registry
+from benchbench.probes.catalog import ProbeSpec, Registry, default_registry
+from benchbench.probes.configs import MatmulConfig
 
 
 def spec(name="a", **kw):

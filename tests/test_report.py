@@ -1,9 +1,9 @@
 """The Markdown renderer and the analysis it shows, on a recorded-shape multi-GPU run."""
 
-from benchbench import analysis
-from benchbench.reports import format as fmt
+from benchbench.analysis import derive as analysis
+from benchbench.core import units as fmt
+from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.reports import markdown
-from benchbench.results import Measurement, ProbeResult, RunResult
 
 
 def m(metric, key, value, unit, samples=None, statistic="median", **context):

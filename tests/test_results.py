@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import results
-from benchbench.results import Measurement, ProbeResult, ResultsError, RunResult
+from benchbench.core import results
+from benchbench.core.results import Measurement, ProbeResult, ResultsError, RunResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -1,11 +1,11 @@
 """Rounds: the schedule that spreads a probe's rounds over the run, and how a later round is
-folded into the probe's result (benchbench/rounds.py)."""
+folded into the probe's result (benchbench/core/rounds.py)."""
 
 import pytest
 
-from benchbench import rounds
-from benchbench.results import Measurement, ProbeResult
-from benchbench.rounds import merge, round_values, schedule, start
+from benchbench.core import rounds
+from benchbench.core.results import Measurement, ProbeResult
+from benchbench.core.rounds import merge, round_values, schedule, start
 
 
 def meas(value, samples, statistic="median", metric="flops", **context):

@@ -4,11 +4,11 @@ import dataclasses
 
 import pytest
 
-from benchbench import analysis, results
-from benchbench.config import RunConfig
-from benchbench.isolation import Cancelled, Outcome
-from benchbench.registry import default_registry
-from benchbench.runner import (
+from benchbench.analysis import derive as analysis
+from benchbench.core import results
+from benchbench.core.config import RunConfig
+from benchbench.engine.isolation import Cancelled, Outcome
+from benchbench.engine.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -18,6 +18,7 @@ from benchbench.runner import (
     hard_limit,
     probe_budget,
 )
+from benchbench.probes.catalog import default_registry
 
 MEAS = {"metric": "flops", "key": {"device": "cpu", "dtype": "fp32", "size": 64},
         "value": 1e9, "unit": "FLOP/s", "statistic": "median", "samples": [1e9, 1e9, 1e9],
@@ -115,7 +116,7 @@ def test_disk_full_keeps_the_previous_results_and_says_so(tmp_path, monkeypatch)
     import os
 
     from benchbench import cli
-    from benchbench.runner import SaveError
+    from benchbench.engine.runner import SaveError
 
     runner, _ = make(tmp_path, {}, only=("matmul", "memory_bandwidth"))
     real_replace = os.replace
@@ -140,9 +141,9 @@ def test_disk_full_keeps_the_previous_results_and_says_so(tmp_path, monkeypatch)
 
 @pytest.mark.slow
 def test_sigkill_of_a_probe_process_is_recorded_and_the_run_goes_on(tmp_path):
-    from benchbench.config import ProbeConfig
-    from benchbench.isolation import Isolator
-    from benchbench.registry import ProbeSpec, Registry
+    from benchbench.core.config import ProbeConfig
+    from benchbench.engine.isolation import Isolator
+    from benchbench.probes.catalog import ProbeSpec, Registry
 
     victim = ProbeSpec(name="victim", description="dies", config_cls=ProbeConfig,
                        impl="fault_probe", gpu_resource="cpu_compute",

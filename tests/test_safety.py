@@ -38,15 +38,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import benchbench
-from benchbench import doctor, environment
-from benchbench.probe import ProbeContext, RunInputs
-from benchbench.probe_configs import StorageConfig
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.sampling import Budget, RepeatPolicy
+from benchbench.doctor import checks as doctor
+from benchbench.machine import environment
+from benchbench.machine.telemetry import LiveSampler
+from benchbench.probes.api import ProbeContext, RunInputs
+from benchbench.probes.configs import StorageConfig
+from benchbench.probes.storage import fio
+from benchbench.probes.storage import run as probe
 from benchbench.reports import html as html_report
 from benchbench.reports import markdown
-from benchbench.results import Measurement, ProbeResult, RunResult
-from benchbench.sampling import Budget, RepeatPolicy
-from benchbench.storage_probes import fio, probe
-from benchbench.telemetry import LiveSampler
 
 PACKAGE = Path(benchbench.__file__).parent
 FIXTURES = Path(__file__).parent / "fixtures"

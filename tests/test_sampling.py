@@ -1,7 +1,7 @@
 import pytest
 
-from benchbench.sampling import Budget, RepeatPolicy, collect
-from benchbench.timing import calibrate_inner, wall_timer
+from benchbench.core.sampling import Budget, RepeatPolicy, collect
+from benchbench.core.timing import calibrate_inner, wall_timer
 
 
 def sampler(clock, durations):

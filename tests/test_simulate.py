@@ -1,4 +1,4 @@
-"""The probes' own planning at GPU speed, on this CPU machine (benchbench/simulate.py).
+"""The probes' own planning at GPU speed, on this CPU machine (benchbench/engine/simulate.py).
 
 Each test runs the planning code a real run uses (run_training, the matmul, copy, loader and
 all-reduce sweeps) against a fake clock charged by a device profile, and asserts what an H200
@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from benchbench import simulate  # noqa: E402
-from benchbench.simulate import H100X8, H200  # noqa: E402
+from benchbench.engine import simulate  # noqa: E402
+from benchbench.engine.simulate import H100X8, H200  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_8x_h100_ddp_scaling_reaches_the_whole_node(h100x8_default):
 def test_calibration_is_not_fooled_by_a_slow_first_call():
     """A first cuBLAS call that pays for handle creation must be part of the warm-up, not the
     calibration: with it calibrating, a 1 ms call would be timed one per sample."""
-    from benchbench.config import SamplingConfig
+    from benchbench.core.config import SamplingConfig
 
     clock = simulate.FakeClock()
     cfg = SamplingConfig(warmup_steps=1, warmup_s=0.0, min_sample_s=0.02)

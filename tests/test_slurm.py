@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from benchbench import cli, slurm
+from benchbench import cli
+from benchbench.engine import slurm
 
 BASH = shutil.which("bash")
 needs_bash = pytest.mark.skipif(BASH is None, reason="needs bash")

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from benchbench import stats
+from benchbench.core import stats
 
 
 def test_median_and_quantiles():

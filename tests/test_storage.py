@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 
-from benchbench.config import ConfigError
-from benchbench.probe import ProbeContext, ProbeSkipped, RunInputs
-from benchbench.probe_configs import StorageConfig
-from benchbench.sampling import Budget, RepeatPolicy
-from benchbench.storage_probes import dataset_read, fallback, fio, probe
+from benchbench.core.config import ConfigError
+from benchbench.core.sampling import Budget, RepeatPolicy
+from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
+from benchbench.probes.configs import StorageConfig
+from benchbench.probes.storage import dataset_read, fallback, fio
+from benchbench.probes.storage import run as probe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fio"
 MiB = 1024**2
@@ -293,10 +294,10 @@ def test_scratch_file_is_removed_when_a_run_fails(tmp_path, run_dir, monkeypatch
 
 SIGTERM_SCRIPT = textwrap.dedent("""
     import sys
-    from benchbench.probe import ProbeContext, RunInputs
-    from benchbench.probe_configs import StorageConfig
-    from benchbench.sampling import Budget, RepeatPolicy
-    from benchbench.storage_probes import probe
+    from benchbench.probes.api import ProbeContext, RunInputs
+    from benchbench.probes.configs import StorageConfig
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes.storage import run as probe
     ctx = ProbeContext(device="cpu", quick=True, policy=RepeatPolicy(1, 1, warmup_s=0.0),
                        budget=Budget(120.0), facts={},
                        progress=lambda desc, done, total: print(desc, flush=True),

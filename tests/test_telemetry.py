@@ -9,19 +9,20 @@ from types import SimpleNamespace
 import pytest
 from fake_nvml import GPUS, FakeNvml, NVMLError_NotSupported
 
-from benchbench import results, telemetry
-from benchbench.config import RunConfig
-from benchbench.isolation import Cancelled, Outcome
-from benchbench.registry import default_registry
-from benchbench.runner import EXIT_INTERRUPTED, EXIT_OK, Runner
-from benchbench.telemetry import Guarded, LiveSampler, ProbeTelemetry
-from benchbench.telemetry_series import (
+from benchbench.core import results
+from benchbench.core.config import RunConfig
+from benchbench.engine.isolation import Cancelled, Outcome
+from benchbench.engine.runner import EXIT_INTERRUPTED, EXIT_OK, Runner
+from benchbench.machine import telemetry
+from benchbench.machine.telemetry import Guarded, LiveSampler, ProbeTelemetry
+from benchbench.machine.telemetry_series import (
     cpu_flags,
     decode_clock_events,
     downsample,
     downsample_factor,
     throttle_flags,
 )
+from benchbench.probes.catalog import default_registry
 
 GiB = 1 << 30
 

@@ -6,15 +6,17 @@ torch = pytest.importorskip("torch")
 
 from helpers import run_args  # noqa: E402
 
-from benchbench import analysis  # noqa: E402
-from benchbench.commands import UsageError  # noqa: E402
-from benchbench.environment import torch_facts  # noqa: E402
-from benchbench.probe import ProbeContext  # noqa: E402
-from benchbench.probe_configs import ResNet50Config, TransformerConfig  # noqa: E402
-from benchbench.results import Measurement, ProbeResult, RunResult  # noqa: E402
-from benchbench.sampling import Budget, RepeatPolicy  # noqa: E402
-from benchbench.workloads import _training, resnet50, transformer  # noqa: E402
-from benchbench.workloads.gpt import GPT  # noqa: E402
+from benchbench.analysis import derive as analysis  # noqa: E402
+from benchbench.commands.common import UsageError  # noqa: E402
+from benchbench.core.results import Measurement, ProbeResult, RunResult  # noqa: E402
+from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.machine.environment import torch_facts  # noqa: E402
+from benchbench.probes import _training  # noqa: E402
+from benchbench.probes.api import ProbeContext  # noqa: E402
+from benchbench.probes.configs import ResNet50Config, TransformerConfig  # noqa: E402
+from benchbench.probes.models.gpt import GPT  # noqa: E402
+from benchbench.probes.resnet50 import run as resnet50  # noqa: E402
+from benchbench.probes.transformer import run as transformer  # noqa: E402
 
 
 def ctx(budget=120.0):
@@ -196,18 +198,18 @@ def test_budget_skips_a_precision_that_cannot_fit():
     (["transformer.preset=small", "transformer.n_heads=3"], "not divisible"),
 ])
 def test_bad_training_input(sets, match):
-    from benchbench.commands import build_run_config
-    from benchbench.registry import default_registry
+    from benchbench.commands.common import build_run_config
+    from benchbench.probes.catalog import default_registry
 
     with pytest.raises(UsageError, match=match):
         build_run_config(run_args(set=sets), default_registry())
 
 
 def test_seq_len_beyond_the_auto_preset_is_refused_before_work(tmp_path):
-    from benchbench.commands import build_run_config
-    from benchbench.config import ConfigError
-    from benchbench.registry import default_registry
-    from benchbench.runner import Runner
+    from benchbench.commands.common import build_run_config
+    from benchbench.core.config import ConfigError
+    from benchbench.engine.runner import Runner
+    from benchbench.probes.catalog import default_registry
 
     registry = default_registry()
     cfg = build_run_config(run_args(set=["transformer.seq_len=4096"]), registry)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from benchbench import verdict
+from benchbench.analysis import verdict
+from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.reports import markdown
-from benchbench.results import Measurement, ProbeResult, RunResult
 
 GiB = 2**30
 

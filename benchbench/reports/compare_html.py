@@ -8,7 +8,7 @@ html.escape: the Markdown converter of reports/html.py escapes each line before 
 
 from __future__ import annotations
 
-from benchbench.compare import Comparison
+from benchbench.compare.sides import Comparison
 from benchbench.reports.compare_plots import ALT
 from benchbench.reports.html import CSS, _img, esc, markdown_to_html, slug
 

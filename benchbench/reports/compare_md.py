@@ -7,13 +7,13 @@ import io
 import os
 from typing import Any
 
-from benchbench import regression as reg
-from benchbench.compare import Comparison, Row, headline, row_name, short_name
-from benchbench.compare_env import ENV_BYTES
-from benchbench.reports import format as fmt
+from benchbench.analysis import regression as reg
+from benchbench.compare.environment import ENV_BYTES
+from benchbench.compare.sides import Comparison, Row, headline, row_name, short_name
+from benchbench.core import units as fmt
+from benchbench.core.results import write_atomic
 from benchbench.reports.plots import resource_name, sample_unit
 from benchbench.reports.verdict import measured_au
-from benchbench.results import write_atomic
 
 MARK = {reg.REGRESSED: "▼", reg.IMPROVED: "▲", reg.WITHIN: "≈", reg.NO_CHANGE: "=",
         reg.INCONCLUSIVE: "?", reg.NOT_TESTED: "–"}

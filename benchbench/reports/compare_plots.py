@@ -10,9 +10,9 @@ import importlib.util
 import math
 from collections.abc import Callable
 
-from benchbench import regression as reg
-from benchbench.compare import Comparison, headline, short_name
-from benchbench.reports import format as fmt
+from benchbench.analysis import regression as reg
+from benchbench.compare.sides import Comparison, headline, short_name
+from benchbench.core import units as fmt
 from benchbench.reports.plot_base import draw_all, figure, png, si_axis, style
 
 NAMES = ("headline", "allreduce_busbw")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from benchbench.results import RunResult, write_atomic
-from benchbench.stats import summarize
+from benchbench.core.results import RunResult, write_atomic
+from benchbench.core.stats import summarize
 
 LEADING = ["probe", "metric"]
 TRAILING = ["value", "unit", "statistic", "n", "median", "q1", "q3", "cv", "higher_is_better"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from benchbench.doctor import Check, counts, run_checks
-from benchbench.reports import format as fmt
-from benchbench.results import RunResult
+from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
+from benchbench.doctor.checks import Check, counts, run_checks
 
 HEADER = ["check", "status", "measured", "threshold", "source", "fix"]
 

@@ -14,10 +14,10 @@ import html
 import re
 from typing import Any
 
-from benchbench.reports import format as fmt
+from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
 from benchbench.reports.plots import resource_name, sample_unit
 from benchbench.reports.verdict import measured_au
-from benchbench.results import RunResult
 
 # report.md's sections that a figure belongs under; a figure whose section is missing goes to
 # "More figures" at the end rather than being dropped.

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench import scaling
-from benchbench.reports import format as fmt
-from benchbench.results import RunResult
+from benchbench.analysis import scaling
+from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
 
 
 def _allreduce(run: RunResult) -> list[str]:

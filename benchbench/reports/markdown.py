@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench import analysis
-from benchbench import verdict as verdict_mod
+from benchbench.analysis import derive as analysis
+from benchbench.analysis import verdict as verdict_mod
+from benchbench.core import units as fmt
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.stats import UNSTABLE_CV, summarize
 from benchbench.reports import datapath, interconnect, training
 from benchbench.reports import doctor as doctor_section
-from benchbench.reports import format as fmt
 from benchbench.reports import verdict as verdict_section
-from benchbench.results import Measurement, ProbeResult, RunResult
-from benchbench.stats import UNSTABLE_CV, summarize
 
 
 def _yes_no(v: Any) -> str:

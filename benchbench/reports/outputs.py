@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchbench.core.results import RunResult, write_atomic
 from benchbench.reports import csv, html, plots
-from benchbench.results import RunResult, write_atomic
 
 
 def write_all(run: RunResult, out_dir: str | os.PathLike[str], verdict: dict[str, Any] | None,

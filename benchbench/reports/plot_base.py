@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from benchbench.reports import format as fmt
+from benchbench.core import units as fmt
 
 DPI = 100
 

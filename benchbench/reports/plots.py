@@ -13,12 +13,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from benchbench import analysis
-from benchbench.reports import format as fmt
+from benchbench.analysis import derive as analysis
+from benchbench.core import units as fmt
+from benchbench.core.results import Measurement, RunResult
+from benchbench.core.stats import summarize
 from benchbench.reports import plots_telemetry
 from benchbench.reports.plot_base import draw_all, figure, png, si_axis, style
-from benchbench.results import Measurement, RunResult
-from benchbench.stats import summarize
 
 # The order in which plots appear, and the names of their files (plots/<name>.png).
 NAMES = ("capacities", "precision_speedups", "allreduce_busbw", "loader_workers", "telemetry")

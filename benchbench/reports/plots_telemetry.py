@@ -1,6 +1,6 @@
 """Draw the telemetry timeline: CPU, disk and each GPU's series against time, probe by probe.
 
-It reads run.extra["telemetry"] in the shape benchbench.telemetry stores: one interval_s for
+It reads run.extra["telemetry"] in the shape benchbench.machine.telemetry stores: one interval_s for
 the whole run at the top, and per probe its own times, which restart at zero for every probe.
 """
 

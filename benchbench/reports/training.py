@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from benchbench import analysis
-from benchbench.reports import format as fmt
-from benchbench.results import RunResult
+from benchbench.analysis import derive as analysis
+from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
 
 
 def section(run: RunResult) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.reports import format as fmt
+from benchbench.core import units as fmt
 
 NAMES = {"resnet50": "ResNet50", "transformer": "the transformer"}
 

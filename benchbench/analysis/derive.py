@@ -1,0 +1,190 @@
+"""Pure functions over a RunResult: % of datasheet peak, per-GPU spread. No torch import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.analysis import scaling
+from benchbench.core.gpus import gpu_for
+from benchbench.core.peaks import gpu_peak, pcie_rate
+from benchbench.core.results import Measurement, RunResult
+from benchbench.core.stats import spread
+from benchbench.probes.configs import PRECISION_DTYPE
+
+# Within one node, GPUs of one model differ by a few percent; 5% or more deserves a look
+# (cooling, power capping, a degraded link).
+GPU_SPREAD_WARN = 0.05
+
+
+def gpu_name(run: RunResult, device: str) -> str | None:
+    """The model name of 'cuda:N' from the environment snapshot (NVML, else torch)."""
+    g = gpu_for(run.environment, device)
+    return g.get("name") if g else None
+
+
+def reference(run: RunResult, probe: str, m: Measurement) -> tuple[float, str] | None:
+    """(the datasheet or link rate this measurement should be held against, what it is)."""
+    if probe == "matmul" and m.metric in ("flops", "peak_flops"):
+        peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["device"]))
+        flops = peak.flops(m.key["dtype"]) if peak else None
+        return (flops, f"{peak.model} dense {m.key['dtype']}") if flops else None
+    if probe == "memory_bandwidth" and m.key.get("memory", "host") != "host":
+        peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["memory"]))
+        return (peak.memory_bandwidth, f"{peak.model} memory") if peak else None
+    if probe == "host_device_copy" and "pcie_gen_current" in m.context:
+        gen, width = m.context.get("pcie_gen_current"), m.context.get("pcie_width_current")
+        gmax, wmax = m.context.get("pcie_gen_max"), m.context.get("pcie_width_max")
+        rate = pcie_rate(gen, width)
+        what = f"PCIe Gen{gen} x{width}"
+        if gmax and wmax and (gmax, wmax) != (gen, width):
+            what += f" (link capable of Gen{gmax} x{wmax})"
+        return (rate, what) if rate else None
+    return None
+
+
+def fraction_of_reference(run: RunResult, probe: str, m: Measurement) -> float | None:
+    ref = reference(run, probe, m)
+    return m.value / ref[0] if ref else None
+
+
+def gpu_spread(run: RunResult, probe: str, metric: str, group: str,
+               same: str | None = None) -> list[dict[str, Any]]:
+    """Per `group` value (e.g. dtype), the slowest GPU and the relative spread across GPUs.
+
+    With `same`, only measurements that agree on that context field are compared (matmul's
+    peaks: `best_size`), so GPUs measured at different matrix sizes are never held against
+    each other: a smaller matrix is slower on any GPU.
+    """
+    pr = run.probe(probe)
+    if pr is None:
+        return []
+    by_group: dict[Any, list[Measurement]] = {}
+    for m in pr.measurements:
+        if m.metric == metric and str(m.key.get("device", "")).startswith("cuda"):
+            at = m.context.get(same) if same else None
+            by_group.setdefault((m.key.get(group), at), []).append(m)
+    rows = []
+    for (g, at), ms in by_group.items():
+        if len(ms) < 2:
+            continue
+        slowest = min(ms, key=lambda m: m.value)
+        s = spread([m.value for m in ms])
+        row = {group: g, "slowest_device": slowest.key["device"],
+               "slowest_value": slowest.value, "unit": slowest.unit, "spread": s,
+               "gpus": len(ms), "warn": s >= GPU_SPREAD_WARN}
+        if same:
+            row[same] = at
+        rows.append(row)
+    return rows
+
+
+# --- training ---------------------------------------------------------------------------------
+
+ANALYSIS_VERSION = 3  # 2: all-reduce against its link, DDP scaling; 3: the verdict
+TRAINING_PROBES = ("resnet50", "transformer")
+# (numerator, denominator) precision pairs of the speedup table, in reading order.
+SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
+                 ("amp_fp16", "tf32"), ("amp_fp16", "fp32")]
+
+
+def transformer_flops_per_token(n_params: int, n_layers: int, n_heads: int, head_dim: int,
+                                seq_len: int) -> float:
+    """Training FLOPs per token: 6N for the weights' forward and backward, and 12·L·H·Q·T for
+    attention (PaLM, Chowdhery et al. 2022, appendix B; nanoGPT's estimate_mfu)."""
+    return 6.0 * n_params + 12.0 * n_layers * n_heads * head_dim * seq_len
+
+
+def _throughputs(run: RunResult, probe: str) -> list[Measurement]:
+    pr = run.probe(probe)
+    return [m for m in pr.measurements if m.metric == "throughput"] if pr else []
+
+
+def _matmul_ceiling(run: RunResult, device: str, dtype: str) -> float | None:
+    pr = run.probe("matmul")
+    for m in pr.measurements if pr else []:
+        if m.metric == "peak_flops" and m.key == {"device": device, "dtype": dtype}:
+            return m.value
+    return None
+
+
+def transformer_utilisation(run: RunResult) -> list[dict[str, Any]]:
+    """Per transformer throughput: achieved FLOP/s, MFU against the datasheet peak of the dtype
+    actually used, and mamfu against the matmul ceiling measured in this run."""
+    pr = run.probe("transformer")
+    if pr is None:
+        return []
+    fpt = {(m.key.get("preset"), m.key.get("seq_len")): m.value
+           for m in pr.measurements if m.metric == "flops_per_token"}
+    rows = []
+    for m in _throughputs(run, "transformer"):
+        per_token = fpt.get((m.key.get("preset"), m.key.get("seq_len")))
+        if per_token is None:
+            continue
+        achieved = m.value * per_token
+        dtype = PRECISION_DTYPE[m.key["precision"]]
+        peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["device"]))
+        datasheet = peak.flops(dtype) if peak else None
+        ceiling = _matmul_ceiling(run, m.key["device"], dtype)
+        rows.append({
+            "key": m.key, "flops_achieved": achieved, "dtype": dtype,
+            "mfu": achieved / datasheet if datasheet else None,
+            "mfu_reason": None if datasheet else (
+                "no datasheet peak for a CPU" if m.key["device"] == "cpu" else
+                f"no datasheet {dtype} peak for {m.context.get('gpu_name')}"),
+            "peak_model": peak.model if peak else None,
+            "mamfu": achieved / ceiling if ceiling else None,
+            "mamfu_reason": None if ceiling else f"matmul measured no {dtype} ceiling on "
+                                                 f"{m.key['device']} in this run",
+        })
+    return rows
+
+
+def precision_speedups(run: RunResult) -> list[dict[str, Any]]:
+    """Per training model: tf32/fp32, amp/tf32 and amp/fp32, beside the datasheet ratio."""
+    rows = []
+    for probe in TRAINING_PROBES:
+        by_precision = {m.key["precision"]: m for m in _throughputs(run, probe)}
+        for num, den in SPEEDUP_PAIRS:
+            a, b = by_precision.get(num), by_precision.get(den)
+            if a is None or b is None:
+                continue
+            peak = gpu_peak(a.context.get("gpu_name"))
+            pa, pb = (peak.flops(PRECISION_DTYPE[num]), peak.flops(PRECISION_DTYPE[den])) \
+                if peak else (None, None)
+            rows.append({"model": probe, "ratio": f"{num}/{den}", "measured": a.value / b.value,
+                         "expected": pa / pb if pa and pb else None,
+                         "expected_source": peak.model if pa and pb else None})
+    return rows
+
+
+# MLPerf Storage's pass mark: the accelerator must be busy at least 90% of the time.
+AU_PASS = 0.9
+
+
+def accelerator_utilisation(run: RunResult) -> list[dict[str, Any]]:
+    """AU = total_ips / compute_ips (MLPerf Storage): real input pipeline against synthetic
+    data on the device, both measured by `pipeline` at the same batch, size and precision."""
+    pr = run.probe("pipeline")
+    if pr is None:
+        return []
+    compute = {str(m.key): m for m in pr.measurements if m.metric == "compute_throughput"}
+    rows = []
+    for m in pr.measurements:
+        c = compute.get(str(m.key))
+        if m.metric != "total_throughput" or c is None or c.value <= 0:
+            continue
+        au = m.value / c.value
+        rows.append({"key": m.key, "total_ips": m.value, "compute_ips": c.value, "au": au,
+                     "passes": au >= AU_PASS})
+    return rows
+
+
+def derive(run: RunResult) -> dict[str, Any]:
+    """Every derived figure, stamped with the analysis version. Stored in results.json as a
+    cache; report and compare recompute it."""
+    return {"analysis_version": ANALYSIS_VERSION,
+            "precision_speedup": precision_speedups(run),
+            "transformer_utilisation": transformer_utilisation(run),
+            "accelerator_utilisation": accelerator_utilisation(run),
+            "allreduce": scaling.allreduce_vs_link(run),
+            "ddp_scaling": scaling.ddp_scaling(run)}

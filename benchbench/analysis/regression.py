@@ -1,0 +1,274 @@
+"""The regression decision for one measurement: the baseline's values against the candidate's.
+
+Pure functions, no I/O. What is compared is the unit of replication that carries run-to-run
+noise: one value per round (each round a fresh worker, minutes apart in the run, rounds.py)
+and per run when a side pools several runs. The samples inside one worker share its state
+(the clock speed, a neighbour's load, the page cache): their spread is far smaller than the
+spread between runs, so a test on them calls almost any run-to-run shift "significant".
+
+Two rules, by what the sides hold; both, as asv's, ask a change to exceed a threshold too.
+- Several runs on a side (pooled): a two-sided t-test at `alpha` on the logarithms of every
+  round of every run; its critical difference is the noise ("values of it differ by up to N%
+  with nothing changed"), and a change must be significant and beyond the threshold.
+- One run a side: a VM can hold one kernel in a slow state for a whole run (seen here: bf16
+  matmul at half speed in both rounds of one run, with nothing changed), which two rounds of
+  one run cannot reveal. So the noise is the metric family's (a probe's metric across its
+  sizes, dtypes, loaders): the largest spread between rounds of any of its measurements on
+  either side. A measurement regressed when every candidate value lies beyond every baseline
+  value by more than the threshold and that noise, and its family moved the same way (its
+  median change is beyond both too): one kernel's state moves one measurement, a slower
+  machine or slower software moves the family. With no second value anywhere in the family,
+  the noise is unknown and the change inconclusive, never regressed.
+A noisy side is evidence in itself and is reported beside the change, never a reason to call a
+change that lies wholly beyond the noise inconclusive. scipy is imported inside the functions
+that need it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchbench.core import stats
+
+DEFAULT_THRESHOLD_PCT = 5.0
+DEFAULT_ALPHA = 0.01
+# pyperf's "unstable" mark for a side's raw samples: reported beside a change as evidence.
+NOISY_CV = 0.10
+
+REGRESSED = "regressed"
+IMPROVED = "improved"
+WITHIN = "within threshold"
+NO_CHANGE = "no significant change"
+INCONCLUSIVE = "inconclusive"
+NOT_TESTED = "not tested"
+OUTCOMES = (REGRESSED, IMPROVED, WITHIN, NO_CHANGE, INCONCLUSIVE, NOT_TESTED)
+# What to do about an inconclusive metric; the reports print it once above the list.
+INCONCLUSIVE_ADVICE = ("pool several runs per side (`--baseline` repeated, or a quoted glob: "
+                       "3 before and 3 after), or run with more `--rounds`")
+TEST = "t-test on log values (rounds, runs)"
+SPREAD = "beyond the family's spread (one run a side)"
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a measurement's family (its probe's metric across keys) says, for one pair of
+    sides: each side's largest relative spread between rounds (None when no measurement of
+    the family has two values there), and the median of the family's log changes, oriented
+    (+ is better)."""
+
+    name: str
+    noise: tuple[float | None, float | None]
+    change: float | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one candidate/baseline pair says."""
+
+    outcome: str  # one of OUTCOMES
+    ratio: float | None  # candidate / baseline, > 1 is better whatever the direction
+    change_pct: float | None  # signed, + is better
+    test: str | None  # the test that ran, or None
+    p_value: float | None = None
+    reason: str = ""
+    noise_pct: float | None = None  # the smallest change this machine's noise lets one call
+    units: tuple[int, int] = (0, 0)  # values a side: rounds and runs
+    cv: tuple[float, float] | None = None  # each side's raw-sample CV, as evidence
+
+
+def ratio(base: float, cand: float, higher_is_better: bool) -> float | None:
+    """Candidate against baseline, oriented so that > 1 is better."""
+    if higher_is_better:
+        return cand / base if base > 0 else None
+    return base / cand if cand > 0 else None
+
+
+def change_pct(base: float, cand: float, higher_is_better: bool) -> float | None:
+    """Signed percentage change of the candidate, + is better."""
+    if base == 0:
+        return None
+    pct = (cand - base) / abs(base) * 100.0
+    return pct if higher_is_better else -pct
+
+
+def _logs(values: Sequence[float], higher_is_better: bool) -> list[float]:
+    """Oriented logarithms: larger is better either way."""
+    return [math.log(v) if higher_is_better else -math.log(v) for v in values]
+
+
+def _t_crit(alpha: float, df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(1 - alpha / 2, df))
+
+
+def _ss(xs: list[float]) -> float:
+    m = statistics.fmean(xs)
+    return sum((x - m) ** 2 for x in xs)
+
+
+def _evidence(samples: tuple[Sequence[float], Sequence[float]]) -> tuple[float, float] | None:
+    b, c = samples
+    if len(b) < 2 or len(c) < 2:
+        return None
+    return stats.cv(b), stats.cv(c)
+
+
+def _noisy_note(cvs: tuple[float, float] | None) -> str:
+    if not cvs or max(cvs) <= NOISY_CV:
+        return ""
+    sides = [name for name, v in zip(("baseline", "candidate"), cvs, strict=True)
+             if v > NOISY_CV]
+    return (f"; the {' and '.join(sides)} run's own samples varied by CV "
+            f"{' and '.join(f'{v:.0%}' for v in cvs if v > NOISY_CV)}: the machine was "
+            "unsteady while it ran")
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """Relative spread of a side's values (max / min - 1), None with fewer than two."""
+    vals = [float(v) for v in values]
+    if len(vals) < 2 or min(vals) <= 0:
+        return None
+    return max(vals) / min(vals) - 1
+
+
+def family_of(name: str, rows: Sequence[tuple[Sequence[float], Sequence[float]]],
+              higher_is_better: bool) -> Family:
+    """A family from its rows' (baseline values, candidate values) pairs."""
+    def worst(side: int) -> float | None:
+        got = [x for x in (spread(r[side]) for r in rows) if x is not None]
+        return max(got) if got else None
+
+    changes = [statistics.fmean(_logs(c, higher_is_better)) -
+               statistics.fmean(_logs(b, higher_is_better))
+               for b, c in rows if b and c and min(*b, *c) > 0]
+    return Family(name, (worst(0), worst(1)), statistics.median(changes) if changes else None)
+
+
+def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool, *,
+           statistic: str = "median", threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+           alpha: float = DEFAULT_ALPHA, values: tuple[float, float] | None = None,
+           samples: tuple[Sequence[float], Sequence[float]] | None = None,
+           pooled: bool = False, family: Family | None = None) -> Decision:
+    """Decide a change from each side's replication units (`base`, `cand`: one value per
+    round, of every run a side pools). `pooled`: a side holds several runs, and the t-test
+    decides; else the one-run rule with `family` (default: the measurement alone). `values`
+    are the two figures the ratio compares (default: the units' medians); `samples` are the
+    sides' raw samples, whose CV is reported as evidence. Peaks over sizes (statistic 'max')
+    are not tested: their per-size rows are."""
+    b = [float(x) for x in base]
+    c = [float(x) for x in cand]
+    mb, mc = values if values is not None else (statistics.median(b), statistics.median(c))
+    r, pct = ratio(mb, mc, higher_is_better), change_pct(mb, mc, higher_is_better)
+    units = (len(b), len(c))
+    cvs = _evidence(samples) if samples else None
+    if statistic == "max":
+        why = ("a peak over sizes: its per-size rows are tested instead"
+               if max(units) > 1 else "a single peak figure, not repeated samples")
+        return Decision(NOT_TESTED, r, pct, None, reason=why, units=units, cv=cvs)
+    if min(b) == max(b) == min(c) == max(c):
+        return Decision(NO_CHANGE, r, pct, None, reason="identical values", units=units,
+                        cv=cvs)
+    if min(b + c) <= 0:
+        return Decision(INCONCLUSIVE, r, pct, None, reason="a value of 0 or less cannot be "
+                        "compared as a ratio", units=units, cv=cvs)
+    if not pooled:
+        return _one_run(b, c, higher_is_better, threshold_pct, r, pct, units, cvs,
+                        family or family_of("it", [(b, c)], higher_is_better))
+    lb, lc = _logs(b, higher_is_better), _logs(c, higher_is_better)
+    df = len(lb) + len(lc) - 2
+    if len(lb) < 2 and len(lc) < 2:
+        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
+                        reason="noise unknown: one value a side, so this machine's run-to-run "
+                               "noise for it is not known" + _noisy_note(cvs))
+    se = math.sqrt((_ss(lb) + _ss(lc)) / df * (1 / len(lb) + 1 / len(lc)))
+    crit = _t_crit(alpha, df)
+    noise = (math.exp(crit * se) - 1) * 100
+    diff = statistics.fmean(lc) - statistics.fmean(lb)
+    factor = math.log1p(threshold_pct / 100)
+    beyond = _beyond(lb, lc, alpha, factor)
+    if beyond is not None:
+        outcome = REGRESSED if beyond < 0 else IMPROVED
+        return Decision(outcome, r, pct, TEST, None, noise_pct=noise, units=units, cv=cvs,
+                        reason="every value of one side lies beyond every value of the other, "
+                               "by more than the threshold and the steadier side's noise"
+                               + _noisy_note(cvs))
+    if se == 0:
+        p = 0.0 if diff else 1.0
+    else:
+        from scipy.stats import t
+
+        p = float(2 * t.sf(abs(diff / se), df))
+    significant = p <= alpha
+    if significant and diff < -factor:
+        return Decision(REGRESSED, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs,
+                        reason=_noisy_note(cvs).removeprefix("; "))
+    if significant and diff > factor:
+        return Decision(IMPROVED, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs)
+    if significant:
+        return Decision(WITHIN, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs,
+                        reason=f"significant but within ±{threshold_pct:g}%")
+    if abs(diff) > factor:
+        return Decision(INCONCLUSIVE, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs,
+                        reason=f"with nothing changed, this machine's values of it differ by "
+                               f"up to {noise:.0f}%: a smaller change cannot be called here"
+                               + _noisy_note(cvs))
+    return Decision(NO_CHANGE, r, pct, TEST, p, noise_pct=noise, units=units, cv=cvs)
+
+
+def _beyond(lb: list[float], lc: list[float], alpha: float, factor: float) -> float | None:
+    """The signed gap between the two sides' ranges (log units, + when the candidate is
+    better), when it is wider than the threshold and the steadier side's own noise band;
+    else None."""
+    gap = min(lc) - max(lb) if min(lc) > max(lb) else (max(lc) - min(lb) if max(lc) < min(lb)
+                                                       else 0.0)
+    if gap == 0.0:
+        return None
+    bands = []
+    for side in (lb, lc):
+        if len(side) >= 2:
+            s = math.sqrt(_ss(side) / (len(side) - 1))
+            bands.append(_t_crit(alpha, len(side) - 1) * s * math.sqrt(1 / len(lb) + 1 / len(lc)))
+    if not bands or abs(gap) <= max(factor, min(bands)):
+        return None
+    return gap
+
+
+def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
+             r: float | None, pct: float | None, units: tuple[int, int],
+             cvs: tuple[float, float] | None, fam: Family) -> Decision:
+    """One run a side: beyond the threshold and the family's widest spread, and moved with
+    its family (see the module's docstring)."""
+    known = [n for n in fam.noise if n is not None]
+    if not known:
+        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
+                        reason=f"noise unknown: no measurement of {fam.name} has two values "
+                               "on a side, so this machine's run-to-run noise for it is not "
+                               "known" + _noisy_note(cvs))
+    widest = max(known)
+    bar = max(math.log1p(threshold_pct / 100), math.log1p(widest))
+    lb, lc = _logs(b, hib), _logs(c, hib)
+    gap = min(lc) - max(lb) if min(lc) > max(lb) else (
+        max(lc) - min(lb) if max(lc) < min(lb) else 0.0)
+    moved = fam.change is not None and abs(fam.change) > bar and (fam.change > 0) == (gap > 0)
+    noise = widest * 100
+    if gap and abs(gap) > bar and moved:
+        return Decision(REGRESSED if gap < 0 else IMPROVED, r, pct, SPREAD, None,
+                        noise_pct=noise, units=units, cv=cvs,
+                        reason=f"every value lies beyond the other side's by more than "
+                               f"{math.expm1(bar):.0%}, and {fam.name} moved with it (median "
+                               f"{math.expm1(fam.change or 0):+.0%})" + _noisy_note(cvs))
+    big = r is not None and r > 0 and abs(math.log(r)) > math.log1p(threshold_pct / 100)
+    if big:
+        why = (f"with nothing changed, this machine's values of {fam.name} differ by up to "
+               f"{widest:.0%} between rounds: a smaller change cannot be called here"
+               if not gap or abs(gap) <= bar else
+               f"{fam.name} did not move with it (median {math.expm1(fam.change or 0):+.0%}):"
+               " one kernel's state, which a VM can hold for a whole run, can explain it; "
+               "pool runs to call it")
+        return Decision(INCONCLUSIVE, r, pct, SPREAD, None, noise_pct=noise, units=units,
+                        cv=cvs, reason=why + _noisy_note(cvs))
+    return Decision(NO_CHANGE, r, pct, SPREAD, None, noise_pct=noise, units=units, cv=cvs)

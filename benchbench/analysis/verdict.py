@@ -1,0 +1,325 @@
+"""The verdict: which resource limits training on this machine, the evidence, and the fix.
+
+Pure functions over a RunResult (no torch). Every capacity is in the workload's samples/s for
+the whole machine (capacities.py); the lowest one limits training. The real input pipeline,
+measured end to end by `pipeline`, arbitrates between compute and the input side, because on
+a CPU box the loader and the training step share the same cores. The verdict is about the
+user's real training set (ImageNet-1k unless analysis.* says otherwise), not the sample the
+probes read: a set larger than RAM is read from storage every epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.analysis import capacities as cap
+from benchbench.analysis.derive import (
+    ANALYSIS_VERSION,
+    AU_PASS,
+    accelerator_utilisation,
+    precision_speedups,
+)
+from benchbench.core.gpus import run_gpus
+from benchbench.core.results import RunResult
+from benchbench.core.stats import summarize
+from benchbench.core.units import figure
+from benchbench.probes.configs import IMAGENET_MEAN_FILE_BYTES, IMAGENET_SAMPLES, AnalysisConfig
+
+COMPUTE = ("gpu_compute", "cpu_compute")
+INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")
+
+
+def analysis_config(run: RunResult, workload: str | None = None) -> AnalysisConfig:
+    values = dict((run.config.get("overrides") or {}).get("analysis") or {})
+    if workload:
+        values["workload"] = workload
+    return AnalysisConfig(**values)
+
+
+def _pipeline_check(run: RunResult, s: cap.Setting) -> dict[str, Any] | None:
+    """The real pipeline's AU at the setting, when `pipeline` ran it (ResNet50 only), with the
+    share of each step spent waiting for data."""
+    if s.workload != "resnet50":
+        return None
+    rows = [r for r in accelerator_utilisation(run) if r["key"].get("precision") == s.precision]
+    best = max(rows, key=lambda r: r["total_ips"], default=None)
+    if best is None:
+        return None
+    pr = cap.ok_probe(run, "pipeline")
+    wait = next((m.value for m in cap.metric(pr, "data_wait") if m.key == best["key"]), None)
+    work = next((m.value for m in cap.metric(pr, "compute_time") if m.key == best["key"]), None)
+    share = wait / (wait + work) if wait is not None and work and wait + work > 0 else None
+    return {**best, "wait_share": share}
+
+
+def _decide(caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None, compute: str
+            ) -> tuple[str | None, list[str]]:
+    known = {r: c.value for r, c in caps.items() if c.value is not None}
+    if not known:
+        return None, []
+    limiting = min(known, key=lambda r: known[r])
+    notes = []
+    if pipe is not None:
+        inputs = {r: v for r, v in known.items() if r in INPUT_SIDE and r != "storage"}
+        # Input-bound only when the steps really waited for data: a low AU with no wait means
+        # the loader's threads slowed the step itself (on a CPU box they share the cores).
+        waited = pipe.get("wait_share") is None or pipe["wait_share"] >= 1 - AU_PASS
+        if pipe["au"] < AU_PASS and limiting == compute and inputs and waited:
+            limiting = min(inputs, key=lambda r: inputs[r])
+            notes.append("the real pipeline waited for data although the loader alone was "
+                         "faster than compute: both compete for the same cores")
+        elif pipe["au"] < AU_PASS and limiting == compute and not waited:
+            notes.append(f"the steps waited for data only {pipe['wait_share']:.1%} of the "
+                         f"time: the AU shortfall is the loader's threads slowing the training "
+                         "step on shared cores, so compute still limits")
+        elif pipe["au"] >= AU_PASS and limiting == "cpu_dataloading":
+            rest = {r: v for r, v in known.items() if r != "cpu_dataloading"}
+            limiting = min(rest, key=lambda r: rest[r]) if rest else limiting
+            notes.append("the real pipeline kept the device busy at its configuration, so "
+                         "the loader's lower figure on its own does not limit training")
+    return limiting, notes
+
+
+def _advice(run: RunResult, limiting: str, caps: dict[str, cap.Capacity], s: cap.Setting,
+            compute: float | None) -> list[str]:
+    c = caps[limiting]
+    out: list[str] = []
+    unit = s.unit
+    if limiting in COMPUTE:
+        others = {r: x.value for r, x in caps.items() if x.value and r not in COMPUTE}
+        if others:
+            nxt = min(others, key=lambda r: others[r])
+            should = ", as it should be" if limiting == "gpu_compute" else ""
+            out.append(f"Compute is the bottleneck{should}: the next limit, {nxt}, "
+                       f"could feed {figure(others[nxt])} {unit}, "
+                       f"{others[nxt] / (c.value or 1):.1f}× what compute uses.")
+        if limiting == "cpu_compute":
+            out.append("This machine trains on its CPU: any CUDA GPU raises the compute "
+                       "capacity by orders of magnitude, and the input side measured here "
+                       "shows how fast a GPU it could feed.")
+        for sp in precision_speedups(run):
+            if sp["ratio"].startswith("amp") and sp["measured"] > 1.2 and s.precision in (
+                    "fp32", "tf32"):
+                out.append(f"{sp['model']}: {sp['ratio']} measured {sp['measured']:.2f}× — "
+                           "train in AMP.")
+                break
+    elif limiting == "cpu_dataloading":
+        out += _loader_advice(run, compute, unit)
+    elif limiting == "storage":
+        if compute and s.per_device and c.value:
+            feeds = c.value / (s.per_device / AU_PASS)
+            out.append(f"Storage feeds {feeds:.2g} {'GPU' if s.device == 'cuda' else 'CPU'}"
+                       f"(s) of this type at ≥ {AU_PASS:.0%} AU; {compute / c.value:.1f}× "
+                       "its rate is needed: RAID0 across more NVMe drives, or staging the "
+                       "dataset to local SSD, would lift it.")
+        out.append("A training set that fits in RAM is read from storage only in the first "
+                   "epoch: more RAM, or a smaller/sharded set per node, removes this limit.")
+    elif limiting == "host_device_link":
+        out.append("Ship uint8 images and normalise on the GPU: a quarter of the bytes of "
+                   "float32 cross the link; use pinned memory (pin_memory=True).")
+        out.append("Check that every GPU's PCIe link trains to its maximum generation and width "
+                   "under load (see the doctor).")
+    elif limiting == "interconnect":
+        out.append("Gradient exchange limits scaling: NVLink/NVSwitch between GPUs, faster NICs "
+                   "between nodes, a larger batch per GPU or gradient accumulation each cut "
+                   "its share of a step.")
+    return out
+
+
+def _loader_advice(run: RunResult, compute: float | None, unit: str) -> list[str]:
+    out = []
+    dl = cap.ok_probe(run, "dataloader")
+    by_loader: dict[str, float] = {}
+    for m in cap.metric(dl, "throughput"):
+        by_loader[m.key["loader"]] = max(by_loader.get(m.key["loader"], 0.0), m.value)
+    tv, best = by_loader.get("torchvision"), max(by_loader.items(), key=lambda kv: kv[1],
+                                                 default=(None, 0.0))
+    if tv and best[0] and best[0] != "torchvision" and best[1] > tv * 1.1:
+        out.append(f"{best[0]} measured {figure(best[1])} img/s vs {figure(tv)} for torchvision: "
+                   "switch.")
+    per_core = max(cap.metric(dl, "throughput_per_core"), key=lambda m: m.value, default=None)
+    cores = (run.environment.get("host") or {}).get("cores_usable")
+    if per_core is not None and compute and cores:
+        need = compute / per_core.value
+        if need > cores:
+            out.append(f"{math.ceil(need - cores)} more cores would be needed at the measured "
+                       f"{figure(per_core.value)} img/s per core ({per_core.key.get('loader')}) "
+                       f"to feed {figure(compute)} {unit}: this machine has {cores}.")
+    out.append("Pre-resize the images offline (decode cost grows with pixels) or cache "
+               "decoded samples, if the recipe allows.")
+    return out
+
+
+def _constraints(run: RunResult, s: cap.Setting) -> list[dict[str, Any]]:
+    if s.device != "cuda":
+        return [{"check": "GPU memory fit", "status": "not applicable",
+                 "detail": "the CPU trains in host memory"}]
+    out = []
+    gpus = run_gpus(run.environment)
+    total = gpus[0].get("memory_total") if gpus else None
+    for probe in ("resnet50", "transformer", "pipeline"):
+        for m in cap.metric(cap.ok_probe(run, probe), "peak_memory"):
+            backoff = m.context.get("oom_backoff") or []
+            entry: dict[str, Any] = {"check": f"{probe} {m.key.get('precision')} batch "
+                                              f"{m.context.get('batch')}", "peak": m.value,
+                                     "total": total}
+            if backoff:
+                entry.update(status="does not fit",
+                             detail=f"batch {', '.join(map(str, backoff))} ran out of memory; "
+                                    f"it ran at {m.context.get('batch')}")
+            elif total:
+                head = 1 - m.value / total
+                entry.update(status="tight" if head < 0.1 else "ok", headroom=head,
+                             detail=f"peak {m.value / 2**30:.1f} GiB of {total / 2**30:.0f} "
+                                    f"GiB: {head:.0%} headroom")
+            else:
+                entry.update(status="unknown", detail="GPU memory size not recorded")
+            out.append(entry)
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """The training set the verdict judges, and where its size came from."""
+
+    samples: int
+    bytes: int
+    name: str  # "your dataset at /data/imagenet-subset", "ImageNet-1k's training set"
+    basis: str  # where the figures came from
+
+
+def training_set(run: RunResult, acfg: AnalysisConfig) -> TrainingSet:
+    """analysis.dataset_samples/dataset_bytes when set; else the user's --data-dir as scanned;
+    else ImageNet-1k, which the synthetic sample stands in for."""
+    data = run.extra.get("dataset") or {}
+    user = data.get("source") == "user" and data.get("num_images")
+    if user:
+        samples, size = int(data["num_images"]), int(data.get("total_bytes") or 0)
+        name, basis = f"your dataset at {data.get('path')}", "scanned from --data-dir"
+    else:
+        samples, size = IMAGENET_SAMPLES, IMAGENET_SAMPLES * IMAGENET_MEAN_FILE_BYTES
+        name = "ImageNet-1k's training set"
+        basis = ("the default: ImageNet-1k, which the synthetic sample stands in for"
+                 if data.get("source") == "generated" else "the default: ImageNet-1k")
+    if acfg.dataset_samples is not None or acfg.dataset_bytes is not None:
+        mean = data.get("mean_file_size") or size / max(samples, 1)
+        if acfg.dataset_samples is not None and acfg.dataset_bytes is None:
+            size = int(acfg.dataset_samples * mean)
+        samples = acfg.dataset_samples if acfg.dataset_samples is not None else samples
+        size = acfg.dataset_bytes if acfg.dataset_bytes is not None else size
+        name = "the training set you described"
+        basis = "analysis.dataset_samples / analysis.dataset_bytes"
+    return TrainingSet(samples, max(1, size), name, basis)
+
+
+def _au_note(run: RunResult, pipe: dict[str, Any]) -> str:
+    """AU as a reader should take it: above 100% is noise or a faster real step, never a
+    bare figure."""
+    au = pipe["au"]
+    if au <= 1.0:
+        return f"AU {au:.0%}"
+    pr = cap.ok_probe(run, "pipeline")
+    total = next((m for m in cap.metric(pr, "total_throughput") if m.key == pipe["key"]), None)
+    comp = next((m for m in cap.metric(pr, "compute_throughput") if m.key == pipe["key"]),
+                None)
+    if total is not None and comp is not None and len(total.samples) > 1 and \
+            len(comp.samples) > 1:
+        t, c = summarize(total.samples), summarize(comp.samples)
+        if t.minimum <= c.maximum:
+            return (f"AU 100% (measured {au:.1%}: within noise, the real steps' rates "
+                    f"{t.minimum:,.1f}–{t.maximum:,.1f} overlap the synthetic ones' "
+                    f"{c.minimum:,.1f}–{c.maximum:,.1f})")
+    return (f"AU 100% (measured {au:.1%}: the real steps ran faster than the synthetic ones, "
+            f"{pipe['total_ips']:,.1f} against {pipe['compute_ips']:,.1f} images/s, beyond "
+            "their spread; a pipeline cannot train faster than its step, so it counts as 100%)")
+
+
+def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dict[str, Any]:
+    # Bytes per image: the measured sample's own files (the loader's and the cold-read
+    # figures are for those), else the real set's mean. The set's total size decides only
+    # whether it fits in RAM.
+    ts = training_set(run, acfg)
+    measured = (run.extra.get("dataset") or {}).get("mean_file_size")
+    mean_file = measured or ts.bytes / ts.samples
+    s = cap.setting(run, workload, mean_file)
+    comp = cap.compute(run, s)
+    caps = {comp.resource: comp, "cpu_dataloading": cap.data_loading(run, s)}
+    store = cap.storage(run, s)
+    fits, ram = cap._fits_in_ram(run, ts.bytes)
+    first_epoch = None
+    evidence = []
+    described = (f"{ts.name} ({ts.samples:,} images, {ts.bytes / 1e9:,.3g} GB; "
+                 f"{ts.basis})")
+    if workload == "resnet50" and fits:
+        caps["host_memory"] = cap.host_memory(run, s)
+        first_epoch = {"limiting_resource": "storage", "capacity": store.value,
+                       "detail": f"{described} fits in the {(ram or 0) / 2**30:.0f} GiB of "
+                                 f"free RAM: storage ({store.how or store.missing}) limits only "
+                                 "the first epoch, then the page cache carries it"}
+        evidence.append(first_epoch["detail"][0].upper() + first_epoch["detail"][1:] + ".")
+    else:
+        caps["storage"] = store
+        if workload == "resnet50" and ram:
+            evidence.append(f"{described[0].upper() + described[1:]} does not fit in the "
+                            f"{ram / 2**30:.0f} GiB of free RAM: every epoch reads it from "
+                            "storage, judged by its cold read rate.")
+    if s.compute_scale != 1.0 and comp.value is not None:
+        evidence.append(f"The compute figure was measured at {s.compute_image} px and the "
+                        f"loader at {s.image_size} px: compute is compared at {s.image_size} px, "
+                        f"scaled by pixel count (×{s.compute_scale:.3g}); the real pipeline "
+                        "below compares the loader and the step at one size.")
+    caps["host_device_link"] = cap.host_device_link(run, s)
+    caps["interconnect"] = cap.interconnect(run, s, comp)
+    pipe = _pipeline_check(run, s)
+    limiting, notes = _decide(caps, pipe, comp.resource)
+    if comp.value is None and limiting is not None:
+        # Without the compute capacity there is nothing to hold the others against: name
+        # no bottleneck rather than the lowest of what happened to be measured.
+        notes.append(f"the lowest measured capacity is {limiting} at "
+                     f"{figure(caps[limiting].value or 0)} {s.unit}, but compute was not "
+                     "measured, so no bottleneck is named")
+        limiting = None
+    for c in caps.values():
+        if c.status == "measured":
+            evidence.append(f"{c.resource}: {figure(c.value or 0)} {s.unit} — {c.how}.")
+    if pipe is not None:
+        evidence.append(f"The real pipeline ({pipe['key'].get('loader')}, "
+                        f"{pipe['key'].get('workers')} workers, "
+                        f"{pipe['key'].get('image_size')} px) trained "
+                        f"{figure(pipe['total_ips'])} {s.unit} against "
+                        f"{figure(pipe['compute_ips'])} on synthetic data in the same process: "
+                        f"{_au_note(run, pipe)}.")
+    evidence += [n[0].upper() + n[1:] + "." for n in notes]
+    unknown = [f"{c.resource}: {c.missing}" for c in caps.values() if c.status == "unknown"]
+    known = [c.value for c in caps.values() if c.value is not None]
+    au = (min(1.0, min(known) / comp.value) if comp.value and known else None)
+    if limiting is not None and unknown:
+        evidence.append(f"Among the measured resources only: {len(unknown)} capacity(ies) "
+                        "unknown, which could be lower.")
+    return {
+        "analysis_version": ANALYSIS_VERSION, "workload": workload, "unit": s.unit,
+        "sample": "image" if workload == "resnet50" else "token",
+        "precision": s.precision, "limiting_resource": limiting,
+        "capacities": {r: c.value for r, c in caps.items()},
+        "capacity_details": {r: c.as_dict() for r, c in caps.items()},
+        "predicted_accelerator_utilisation": au,
+        "measured_accelerator_utilisation": pipe["au"] if pipe else None,
+        "evidence": evidence,
+        "advice": _advice(run, limiting, caps, s, comp.value) if limiting else [
+            "Nothing measured names a bottleneck: run the probes listed as unknown (with a "
+            "larger --time-budget where they ran out of time)."],
+        "unknown": unknown, "constraints": _constraints(run, s), "first_epoch": first_epoch,
+        "dataset": {"samples": ts.samples, "bytes": ts.bytes, "fits_in_ram": fits,
+                    "name": ts.name, "basis": ts.basis},
+        "measured_accelerator_utilisation_note": _au_note(run, pipe) if pipe else None,
+    }
+
+
+def verdict(run: RunResult, workload: str | None = None) -> dict[str, Any]:
+    """The verdict for the primary workload (ResNet50 unless --workload or analysis.workload
+    says otherwise), with every workload's under per_workload."""
+    acfg = analysis_config(run, workload)
+    per = {w: workload_verdict(run, w, acfg) for w in ("resnet50", "transformer")}
+    return {**per[acfg.workload], "per_workload": per}

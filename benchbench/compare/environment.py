@@ -1,0 +1,107 @@
+"""The environments of the runs being compared, side by side: GPU model and count, driver,
+CUDA, cuDNN, NCCL, torch, CPU, RAM, kernel, and which of them differ; and the hardware identity
+that decides whether a regression may be called between two runs at all.
+
+Reads only the environment snapshot stored in results.json (environment.py's keys: host,
+versions, torch, driver, cuda_driver, gpus, storage).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from benchbench.core.gpus import gpu_count, run_gpus
+from benchbench.core.results import RunResult
+
+if TYPE_CHECKING:
+    from benchbench.compare.sides import Side
+
+
+def hardware_id(run: RunResult) -> str:
+    """The GPU model(s) of a GPU run, else the CPU model: runs that differ here are compared,
+    but no regression is called between them."""
+    env = run.environment or {}
+    device = (run.config or {}).get("device_resolved")
+    gpus = [str(g.get("name")) for g in run_gpus(env)]
+    if gpus and device != "cpu":
+        return "GPU " + " + ".join(sorted(set(gpus)))
+    return "CPU " + str((env.get("host") or {}).get("cpu_model") or "unknown")
+
+
+def _cudnn(v: Any) -> Any:
+    """cuDNN as 'major.minor.patch': torch reports an integer (92400 for 9.24.0; 8902 for
+    8.9.2), some runs recorded it as text already."""
+    if isinstance(v, int) and v >= 1000:
+        major, rest = (v // 10000, v % 10000) if v >= 90000 else (v // 1000, v % 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    return v
+
+
+def _gpu_models(env: dict[str, Any]) -> str | None:
+    gpus = run_gpus(env)
+    if not gpus:
+        return None
+    names: dict[str, int] = {}
+    for g in gpus:
+        names[str(g.get("name"))] = names.get(str(g.get("name")), 0) + 1
+    return ", ".join(f"{n}× {name}" for name, n in names.items())
+
+
+# (row name, how to read it from an environment snapshot)
+ENV_FIELDS: list[tuple[str, Any]] = [
+    ("GPUs", _gpu_models),
+    ("GPU count", gpu_count),
+    ("GPU memory", lambda e: next((g.get("memory_total") for g in run_gpus(e)), None)),
+    ("driver", lambda e: e.get("driver")),
+    ("CUDA driver", lambda e: e.get("cuda_driver")),
+    ("CUDA (torch)", lambda e: (e.get("torch") or {}).get("torch_cuda")),
+    ("cuDNN", lambda e: _cudnn((e.get("torch") or {}).get("cudnn"))),
+    ("NCCL", lambda e: (e.get("torch") or {}).get("nccl")),
+    ("torch", lambda e: (e.get("torch") or {}).get("torch") or (e.get("versions") or {}).get(
+        "torch")),
+    ("torchvision", lambda e: (e.get("versions") or {}).get("torchvision")),
+    ("DALI", lambda e: (e.get("versions") or {}).get("nvidia_dali")),
+    ("fio", lambda e: (e.get("versions") or {}).get("fio")),
+    ("Python", lambda e: (e.get("versions") or {}).get("python")),
+    ("benchbench", lambda e: (e.get("versions") or {}).get("benchbench")),
+    ("CPU", lambda e: (e.get("host") or {}).get("cpu_model")),
+    ("CPU cores usable", lambda e: (e.get("host") or {}).get("cores_usable")),
+    ("RAM", lambda e: (e.get("host") or {}).get("memory_total")),
+    ("kernel", lambda e: (e.get("host") or {}).get("kernel")),
+    ("OS", lambda e: (e.get("host") or {}).get("os")),
+    ("storage", lambda e: " ".join(str(x) for x in (
+        (e.get("storage") or {}).get("fstype"), (e.get("storage") or {}).get("device"))
+        if x) or None),
+    ("host", lambda e: (e.get("host") or {}).get("hostname")),
+]
+# Byte counts among ENV_FIELDS, shown in binary units by the renderers.
+ENV_BYTES = frozenset({"GPU memory", "RAM"})
+
+
+@dataclass
+class EnvRow:
+    name: str
+    values: dict[str, list[Any]]  # side label -> the distinct values of its runs
+    differs: bool
+
+
+def environment_diff(sides: list[Side]) -> list[EnvRow]:
+    """Every environment field, each side's values, and whether any side differs."""
+    out = []
+    for name, read in ENV_FIELDS:
+        values: dict[str, list[Any]] = {}
+        for s in sides:
+            vals: list[Any] = []
+            for r in s.runs:
+                try:
+                    v = read(r.environment or {})
+                except (AttributeError, TypeError):  # an environment of another shape
+                    v = None
+                if v not in vals:
+                    vals.append(v)
+            values[s.label] = vals
+        flat = {json.dumps(v, default=str) for vs in values.values() for v in vs}
+        out.append(EnvRow(name, values, len(flat) > 1))
+    return out

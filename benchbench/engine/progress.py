@@ -1,0 +1,61 @@
+"""A rich progress bar on stderr: the current probe, its current step, and a line per probe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchbench.core.results import ProbeResult
+
+_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+
+
+class RichDisplay:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("[bold]{task.fields[probe]}[/]"), TextColumn("{task.description}"),
+            BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.console, transient=True,
+        )
+        self.task: Any = None
+        self.name = ""
+
+    def __enter__(self) -> RichDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def start_probe(self, name: str, index: int, count: int) -> None:
+        self.name = f"[{index + 1}/{count}] {name}"
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task("starting", total=None, probe=self.name)
+
+    def update(self, desc: str, done: int, total: int) -> None:
+        self.progress.update(self.task, description=desc, completed=done, total=total)
+
+    def end_probe(self, result: ProbeResult) -> None:
+        style = _STYLE[result.status]
+        why = f" — {result.reason}" if result.reason and result.status != "ok" else ""
+        self.console.print(f"{self.name}: [{style}]{result.status}[/] "
+                           f"({result.duration_s or 0:.1f} s){why}", highlight=False)
+
+
+@contextmanager
+def task_progress(title: str) -> Iterator[Callable[[int, int], None]]:
+    """A one-task progress bar on stderr; yields progress(done, total)."""
+    with Progress(TextColumn(f"[bold]{title}[/]"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,333 @@
+"""Run the selected probes, each isolated, within time budgets, saving results after each one.
+
+The parent process never imports torch or touches CUDA: device facts and probes run in worker
+processes (see isolation.py). results.json is rewritten atomically after every probe, so a
+crash, Ctrl-C or SIGTERM keeps everything that finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import socket
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from benchbench import __version__
+from benchbench.analysis import derive as analysis
+from benchbench.analysis import verdict
+from benchbench.core import results
+from benchbench.core import rounds as rounds_mod
+from benchbench.core.config import RunConfig, build_probe_config
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.engine.isolation import Cancelled, Isolator
+from benchbench.engine.launch import DistEnv
+from benchbench.engine.worker import ProbeJob
+from benchbench.machine.telemetry import Guarded, Sampler, default_sampler, store
+from benchbench.probes.api import RunInputs
+from benchbench.probes.catalog import ProbeSpec, Registry
+
+# The selected probes share a time budget by weight (training probes count double). Seconds
+# for all of them together, by --quick and device:
+# - CPU, --quick: the whole `run --quick` must stay within a minute on a 2-core box, with
+#   start-up (~3 s), a first run's dataset (~5 s) and the reports (~1.5 s) on top
+#   (scripts/run_time_bench.py measures it).
+# - CPU, default: a probe of weight 1 gets up to DEFAULT_PROBE_S, so that a default run,
+#   dataset generation included (~35 s on 2 cores), stays within 4 minutes.
+# - GPU: a GPU box is bought for its GPUs and is fast at everything else; its default run gets
+#   10 minutes of probe time over its three rounds (the whole run stays within 10 minutes on
+#   one H200 and 15 on eight H100s, as simulate.py estimates), so that ResNet50 measures all
+#   four precisions in every round, cuDNN's autotuning of each included; --quick gets
+#   2.5 minutes, enough for the AMP figures in both its rounds.
+TOTAL_S = {(True, "cpu"): 45.0, (False, "cpu"): 170.0,
+           (True, "cuda"): 150.0, (False, "cuda"): 600.0}
+QUICK_TOTAL_S = TOTAL_S[(True, "cpu")]
+DEFAULT_TOTAL_S = TOTAL_S[(False, "cpu")]
+DEFAULT_PROBE_S = 60.0
+# A probe that measures every GPU gets this much more budget per GPU after the first: the
+# others measure one size each, about a quarter of the first GPU's sweep.
+PER_GPU_EXTRA = 0.25
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def probe_budget(weight: float, total_weight: float, quick: bool,
+                 time_budget: float | None, device: str = "cpu", gpus: int = 1) -> float:
+    """Seconds one probe may spend: --time-budget, else its weighted share of the total for
+    this device (training steps cost more than a matmul sweep, so those probes weigh more),
+    grown by PER_GPU_EXTRA for each GPU after the first when `gpus` > 1 (a probe that
+    measures every GPU)."""
+    if time_budget:
+        return float(time_budget)
+    share = weight / max(total_weight, 1e-9)
+    total = TOTAL_S[(quick, "cuda" if device == "cuda" else "cpu")]
+    base = total * share if quick or device == "cuda" else min(DEFAULT_PROBE_S * weight,
+                                                               total * share)
+    return base * (1 + PER_GPU_EXTRA * (max(1, gpus) - 1))
+
+
+def hard_limit(budget_s: float) -> float:
+    """When a probe overruns this, it is stopped: its budget is soft, this is not."""
+    return max(3 * budget_s, budget_s + 60)
+
+
+def default_out_dir(now: datetime | None = None) -> Path:
+    now = now or datetime.now(timezone.utc)
+    return Path("runs") / f"{now.strftime('%Y%m%dT%H%M%SZ')}-{socket.gethostname()}"
+
+
+class Display(Protocol):
+    def start_probe(self, name: str, index: int, count: int) -> None: ...
+    def update(self, desc: str, done: int, total: int) -> None: ...
+    def end_probe(self, result: ProbeResult) -> None: ...
+
+
+class SilentDisplay:
+    def start_probe(self, name: str, index: int, count: int) -> None: ...
+    def update(self, desc: str, done: int, total: int) -> None: ...
+    def end_probe(self, result: ProbeResult) -> None: ...
+
+
+def resolve_device(requested: str, facts: dict[str, Any]) -> str:
+    if requested == "auto":
+        return "cuda" if facts.get("cuda_available") else "cpu"
+    return requested
+
+
+class Phases:
+    """Where a run's wall time goes: each step's seconds since the previous mark. Kept in
+    results.json under "timings" and summed up on stderr at the end of a run."""
+
+    def __init__(self, started: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.t0 = self.last = clock()
+        self.spent: dict[str, float] = {}
+        if started is not None:  # the interpreter's start and imports, before main() ran
+            self.spent["python start-up"] = round(max(0.0, started), 3)
+
+    def mark(self, name: str) -> None:
+        now = self.clock()
+        self.spent[name] = round(self.spent.get(name, 0.0) + now - self.last, 3)
+        self.last = now
+
+    def total(self) -> float:
+        return sum(self.spent.values())
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in self.spent.items())
+        return f"{self.total():.1f} s in all: {parts}"
+
+
+class SaveError(Exception):
+    """results.json could not be written; the message says what survived."""
+
+
+class StopFlag:
+    """Set by SIGINT or SIGTERM (Slurm and CI send SIGTERM); the runner checks it."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+    def __call__(self) -> bool:
+        return self.signal_name is not None
+
+    def install(self) -> Callable[[], None]:
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum: int, frame: Any) -> None:
+            self.signal_name = signal.Signals(signum).name
+
+        for s in old:
+            signal.signal(s, handler)
+        return lambda: [signal.signal(s, h) for s, h in old.items()]  # type: ignore[func-returns-value]
+
+
+def selected_specs(registry: Registry, cfg: RunConfig,
+                   launched: DistEnv | None = None) -> list[ProbeSpec]:
+    """The probes this process runs, in order. Under torchrun or srun every rank runs the
+    distributed probes, first, so that all ranks reach them together; only local rank 0 of
+    each node runs the per-node ones."""
+    specs = [s for s in registry
+             if (not cfg.only or s.name in cfg.only) and s.name not in cfg.skip]
+    if launched is None:
+        return specs
+    return [s for s in specs if s.distributed] + (
+        [s for s in specs if not s.distributed] if launched.is_node_leader else [])
+
+
+class Runner:
+    def __init__(self, registry: Registry, cfg: RunConfig, out_dir: Path, argv: list[str],
+                 facts: dict[str, Any], environment: dict[str, Any], isolator: Isolator,
+                 display: Display | None = None, stop: StopFlag | None = None,
+                 launched: DistEnv | None = None,
+                 telemetry: Callable[[], Sampler] | None = None) -> None:
+        self.registry = registry
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.facts = facts
+        self.isolator = isolator
+        self.display = display or SilentDisplay()
+        self.stop = stop or StopFlag()
+        self.launched = launched
+        # Builds one sampler per probe, which records CPU and GPU readings while it runs, on
+        # the GPUs this run's torch sees.
+        uuids = [g["uuid"] for g in facts.get("gpus") or [] if g.get("uuid")]
+        self.telemetry = telemetry or (lambda: default_sampler(uuids or None))
+        # Only global rank 0 writes results.json; other ranks send theirs to it at the end.
+        self.writes = launched is None or launched.is_master
+        self.inputs = RunInputs(run_dir=str(out_dir),
+                                distributed=launched.to_dict() if launched else None)
+        self.device = resolve_device(cfg.device, facts)
+        # Resolve every selected probe's config now, so that a bad combination (a seq_len the
+        # preset cannot take) is refused before anything is measured or written.
+        self.configs = {spec.name: self.probe_config(spec) for spec in self.selected()}
+        self.run = RunResult(
+            tool={"name": "benchbench", "version": __version__},
+            label=cfg.label, started_at=utc_now(), environment=environment,
+            config={**cfg.to_dict(), "device_resolved": self.device,
+                    "rounds_resolved": cfg.rounds or rounds_mod.default_rounds(cfg.quick,
+                                                                                self.device)},
+            argv=argv,
+            extra={"cost": {"usd_per_hour": cfg.price_per_hour}} if cfg.price_per_hour else {},
+        )
+
+    @property
+    def results_path(self) -> Path:
+        return self.out_dir / "results.json"
+
+    def selected(self) -> list[ProbeSpec]:
+        return selected_specs(self.registry, self.cfg, self.launched)
+
+    def worst_case_s(self) -> float:
+        """The longest the selected probes can take together: the sum of their hard limits."""
+        specs = selected_specs(self.registry, self.cfg)
+        total = sum(s.budget_weight for s in specs)
+        return sum(hard_limit(self.budget_for(s, total)) for s in specs)
+
+    def budget_for(self, spec: ProbeSpec, total_weight: float) -> float:
+        gpus = int(self.facts.get("cuda_device_count") or 1) if spec.per_gpu else 1
+        return probe_budget(spec.budget_weight, total_weight, self.cfg.quick,
+                            self.cfg.time_budget, self.device, gpus)
+
+    def analyse(self) -> None:
+        """Derived figures and the verdict, stored as a cache stamped with the analysis
+        version (report and compare recompute them)."""
+        self.run.extra["derived"] = analysis.derive(self.run)
+        self.run.verdict = verdict.verdict(self.run)
+
+    def save(self) -> None:
+        if not self.writes:
+            return
+        try:
+            results.save(self.run, self.results_path)
+        except OSError as exc:  # a full disk, a quota, a vanished folder
+            raise SaveError(f"could not write {self.results_path}: {exc.strerror or exc}; the "
+                            "previous results.json is intact (it is replaced atomically), "
+                            "with every probe that finished before this one") from None
+
+    def execute(self) -> int:
+        specs = self.selected()
+        no_gpu = self.facts.get("no_gpu_reason")
+        skip = {s.name: s.skip_reason(self.device, no_gpu) for s in specs}
+        total_weight = sum(s.budget_weight for s in specs if skip[s.name] is None)
+        rounds = self.rounds
+        plan = rounds_mod.schedule(
+            specs, [s.repeatable and skip[s.name] is None for s in specs], rounds)
+        self.save()
+        interrupted, failures = False, 0
+        for i, (spec, round_no) in enumerate(plan):
+            if round_no > 1 and self.run.probe(spec.name).status != "ok":  # type: ignore[union-attr]
+                continue  # it could not measure here: another round would not either
+            times = rounds if spec.repeatable and skip[spec.name] is None else 1
+            label = spec.name + (f" (round {round_no}/{times})" if times > 1 else "")
+            self.display.start_probe(label, i, len(plan))
+            started, t0 = utc_now(), time.monotonic()
+            if skip[spec.name] is not None:
+                pr = ProbeResult(spec.name, "skipped", spec.resource(self.device),
+                                 reason=skip[spec.name], started_at=started, duration_s=0.0)
+            else:
+                try:
+                    # Each round gets its share of the probe's budget: rounds spread the same
+                    # timed work over the run instead of adding to it.
+                    budget = self.budget_for(spec, total_weight) / times
+                    pr = self._run_one(spec, budget, started, round_no)
+                except Cancelled:
+                    interrupted = True
+                    pr = ProbeResult(spec.name, "failed", spec.resource(self.device),
+                                     reason=f"interrupted by {self.stop.signal_name} before it "
+                                            "finished", started_at=started)
+            pr.duration_s = round(time.monotonic() - t0, 3)
+            failures += pr.status == "failed"
+            self._keep(pr, round_no, times)
+            self.save()
+            self.display.end_probe(dataclasses.replace(pr, name=label))
+            if interrupted:
+                break
+        self.run.finished_at = utc_now()
+        self.analyse()
+        self.save()
+        if interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_FAILED if failures else EXIT_OK
+
+    @property
+    def rounds(self) -> int:
+        return self.cfg.rounds or rounds_mod.default_rounds(self.cfg.quick, self.device)
+
+    def _keep(self, pr: ProbeResult, round_no: int, times: int) -> None:
+        """Round 1 adds the probe's result; a later round is folded into it."""
+        if round_no == 1:
+            self.run.probes.append(rounds_mod.start(pr) if times > 1 else pr)
+            return
+        i = next(k for k, p in enumerate(self.run.probes) if p.name == pr.name)
+        self.run.probes[i] = rounds_mod.merge(self.run.probes[i], pr, round_no)
+
+    def probe_config(self, spec: ProbeSpec) -> Any:
+        values = {**spec.defaults(self.device, self.cfg.quick),
+                  **self.cfg.overrides.get(spec.name, {})}
+        return build_probe_config(spec.config_cls, values, spec.name)
+
+    def _run_one(self, spec: ProbeSpec, budget: float, started: str,
+                 round_no: int = 1) -> ProbeResult:
+        cfg = self.configs[spec.name]
+        job = ProbeJob(name=spec.name, impl=spec.impl, device=self.device,
+                       quick=self.cfg.quick,
+                       min_repeats=self.cfg.repeats or (3 if self.cfg.quick else 5),
+                       budget_s=budget, config=cfg, facts=self.facts,
+                       inputs=dataclasses.replace(self.inputs, previous={
+                           p.name: dataclasses.asdict(p) for p in self.run.probes
+                           if p.status == "ok"}))
+        params = dataclasses.asdict(cfg)
+        resource = spec.resource(self.device)
+        sampler = Guarded(self.telemetry)
+        sampler.start()
+        try:
+            outcome = self.isolator.call(
+                "benchbench.engine.worker:run_probe", job, on_progress=self.display.update,
+                # a distributed probe may first wait out its own collective timeout, which
+                # names the rank that hung: let it report
+                timeout_s=hard_limit(budget) + getattr(cfg, "timeout_s", 0),
+                should_stop=self.stop)
+        finally:
+            store(self.run.extra, spec.name, sampler.stop(), resource, round_no)
+        if not outcome.ok:
+            if outcome.detail:
+                suffix = f".round{round_no}" if round_no > 1 else ""
+                (self.out_dir / f"{spec.name}{suffix}.traceback.txt").write_text(outcome.detail)
+            return ProbeResult(spec.name, "failed", resource, reason=outcome.error,
+                               params=params, started_at=started)
+        body = outcome.value
+        self.run.extra.setdefault("artifacts", []).extend(
+            {"probe": spec.name, "path": a} for a in body.get("artifacts", []))
+        return ProbeResult(
+            spec.name, body["status"], body["resource"] or resource, reason=body["reason"],
+            params={**params, **body["params"]}, started_at=started,
+            measurements=[Measurement(**m) for m in body["measurements"]],
+        )

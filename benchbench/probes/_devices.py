@@ -1,0 +1,149 @@
+"""Helpers shared by the workload probes: which GPUs to use, OOM detection, budget checks."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from benchbench.probes.api import ProbeContext, ProbeSkipped
+
+
+def gpu_indices(ctx: ProbeContext, requested: tuple[int, ...] | None) -> list[int]:
+    """The GPU indices a probe should measure: the requested ones, or every visible GPU."""
+    count = int(ctx.facts.get("cuda_device_count", 0))
+    if count == 0:
+        raise ProbeSkipped("no CUDA GPU is visible to torch")
+    if requested is None:
+        return list(range(count))
+    missing = [i for i in requested if not 0 <= i < count]
+    if missing:
+        raise ValueError(f"devices {missing} do not exist; this machine has GPUs 0..{count - 1}")
+    return list(requested)
+
+
+# How allocation failures read when they do not come as torch.cuda.OutOfMemoryError: the
+# caching allocator ("CUDA out of memory"), the CPU allocator ("DefaultCPUAllocator: can't
+# allocate memory"), and cuBLAS and cuDNN failing to get their workspace, which torch raises as
+# a plain RuntimeError ("CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)",
+# "cuDNN error: CUDNN_STATUS_ALLOC_FAILED"; cuDNN 9 adds "CUDNN_STATUS_ALLOC_FAILED_DEVICE").
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed",
+             "cudnn_status_alloc_failed")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for a CUDA or host allocation failure (torch raises several kinds)."""
+    import torch
+
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
+    text = str(exc).lower()
+    return isinstance(exc, oom_type) or any(t in text for t in _OOM_TEXT)
+
+
+def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool:
+    """Whether a measurement whose single call takes est_call_s fits its share of the budget.
+
+    It needs about min_repeats timed calls plus calibration and warm-up (two more, and at
+    least the warm-up's seconds); a 2x slack keeps estimates from dropping sizes that would just
+    fit, but never past what is left of the whole budget.
+    """
+    remaining = ctx.budget.remaining()
+    need = est_call_s * (ctx.policy.min_repeats + 2)
+    share = remaining / max(1, items_left)
+    return need <= 2 * share and need + ctx.policy.warmup_s <= remaining
+
+
+_BLOCK = 16 * 1024**2
+
+
+def random_bytes(size: int, device: str, pin: bool = False) -> Any:
+    """A uint8 buffer of random bytes, every page touched; in pinned host memory with `pin`.
+
+    A 16 MiB random block is tiled over the buffer: random data (never zeros, which some
+    hardware compresses or skips) without spending a minute in the RNG for gigabytes. A pinned
+    buffer is allocated pinned, not copied into pinned memory: no second copy of it exists.
+    """
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(size)
+    block = torch.randint(0, 256, (min(size, _BLOCK),), dtype=torch.uint8, device=device,
+                          generator=gen)
+    buf = torch.empty(size, dtype=torch.uint8, device=device, pin_memory=pin)
+    whole = size // block.numel() * block.numel()
+    buf[:whole].view(-1, block.numel()).copy_(block.expand(whole // block.numel(), -1))
+    buf[whole:] = block[: size - whole]
+    return buf
+
+
+def apply_tf32(enabled: bool) -> None:
+    """TF32 on or off for matmuls and cuDNN convolutions alike. cuDNN defaults to TF32, so a
+    true fp32 measurement must switch off both flags."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def capability(facts: dict[str, Any], dev: str) -> tuple[int, int]:
+    """The compute capability of 'cuda:N' from the device facts torch gathered (so that the
+    simulator can plan for a GPU it does not have); torch itself when the facts lack it."""
+    index = int(dev.split(":")[1]) if ":" in dev else 0
+    gpus = facts.get("gpus") or []
+    text = gpus[index].get("capability") if index < len(gpus) else None
+    if text:
+        major, _, minor = str(text).partition(".")
+        return int(major), int(minor or 0)
+    import torch
+
+    return torch.cuda.get_device_capability(dev)
+
+
+def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
+              ampere_only: tuple[str, ...], cpu_reason: str, notes: list[str],
+              facts: dict[str, Any] | None = None) -> list[str]:
+    """The modes in `wanted` that `dev` can run; each one it cannot gets a note.
+
+    TF32 and bf16 tensor cores arrive with Ampere (compute capability 8.0). Judge by the
+    hardware: torch.cuda.is_bf16_supported() says True on V100/T4 through emulation, which
+    would be measured as if it were the real thing.
+    """
+    if dev == "cpu":
+        notes += [f"{m} on cpu skipped, because {cpu_reason}" for m in wanted
+                  if m not in cpu_allowed]
+        return [m for m in wanted if m in cpu_allowed]
+    major, minor = capability(facts or {}, dev)
+    if major >= 8:
+        return list(wanted)
+    notes += [f"{m} on {dev} skipped, because compute capability {major}.{minor} has no "
+              "TF32/bf16 tensor cores" for m in wanted if m in ampere_only]
+    return [m for m in wanted if m not in ampere_only]
+
+
+def sync(device: str) -> None:
+    """Wait for a GPU's queued work before reading a host clock; nothing to do on the CPU."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def single_threaded() -> bool:
+    """Whether this process runs one thread only: a fork then copies no lock that another
+    thread (OpenMP's, DALI's) might hold."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def process_context(fallback: Any = None) -> Any:
+    """How to start helper processes (ranks, loader workers) from a probe's worker: fork when
+    that is safe (one thread, no CUDA context), so that they start in milliseconds with torch
+    already imported; else `fallback` (a multiprocessing context), by default spawn, which
+    pays a fresh interpreter and torch import (a few seconds on a small machine)."""
+    import multiprocessing
+
+    import torch
+
+    if single_threaded() and not torch.cuda.is_initialized():
+        return multiprocessing.get_context("fork")
+    return fallback or multiprocessing.get_context("spawn")

@@ -1,0 +1,353 @@
+"""Build an ImageNet-style training input pipeline with torchvision or DALI, behind one interface.
+
+`build_loader` returns a Loader: iterating it gives (images, labels) batches for as long as the
+caller asks, images float32 NCHW normalized with the ImageNet mean and std, labels int64. It
+cycles through the files, each pass in a fresh random order, so a loader is never limited by
+the dataset's length: a set smaller than one batch still fills every batch, and a set of a few
+batches never ends an epoch, which would idle most workers and stall at every restart while a
+real training set keeps them busy. `stream(n)` gives n batches. The batches arrive on
+`Loader.output_device`: the GPU for dali_gpu, else the CPU (in pinned memory for torchvision
+when the device is CUDA, ready for a non_blocking copy). A Loader releases its worker
+processes or DALI pipeline on `close()` or at the end of a `with` block.
+
+Each loader runs the pipeline the way its own documentation recommends, so that the comparison
+is between what a user would really deploy:
+- torchvision: ImageFolder + DataLoader, PIL decode, RandomResizedCrop, RandomHorizontalFlip,
+  ToTensor, Normalize (the torchvision ImageNet reference recipe);
+- DALI: readers.file → decoders.image_random_crop (decode fused with RandomResizedCrop's crop,
+  so only the crop window is decoded) → resize → crop_mirror_normalize with a coin-flip mirror
+  (the flip fused into the normalisation), as in NVIDIA's ResNet50 DALI example. dali_cpu
+  decodes on the CPU with no GPU needed; dali_gpu decodes with nvJPEG ("mixed").
+
+Both loaders read the same list of files (dataset.loader_samples: image files whose header a
+decoder recognises), so they count the same files whatever the folder holds: JPEG, PNG, WebP,
+grayscale or CMYK images are decoded (to RGB), and a file that is no image is left out of the
+list for both. A listed file that fails to decode (truncated) is skipped and counted in
+`Loader.corrupt` (unique files seen so far; `corrupt_files` maps path to reason): torchvision
+warns once per file and a batch may hold fewer than batch_size images; DALI, which cannot skip
+a sample inside its C++ pipeline, drops the file its error names and rebuilds the pipeline
+without it (an error that names no file ends the loader with a LoaderError).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import platform
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torchvision import transforms
+from torchvision.datasets.folder import pil_loader
+
+from benchbench.probes._devices import process_context
+from benchbench.probes.dataset import Samples, loader_samples
+
+KINDS = ("torchvision", "dali_cpu", "dali_gpu")
+MEAN = (0.485, 0.456, 0.406)  # ImageNet channel mean and std, as torchvision's reference uses
+STD = (0.229, 0.224, 0.225)
+# NVIDIA publishes DALI for Linux on these machines only (pyproject.toml installs it there).
+DALI_MACHINES = ("x86_64", "aarch64")
+
+
+def dali_missing() -> str:
+    """Why DALI is absent, and how to add it where it can be."""
+    system, machine = platform.system(), platform.machine()
+    if system == "Linux" and machine in DALI_MACHINES:
+        return ("DALI is not installed (benchbench installs it on Linux x86_64 and aarch64; "
+                "it was left out here): pip install nvidia-dali-cuda120")
+    return (f"DALI is not installed: NVIDIA publishes it for Linux on x86_64 and aarch64 only, "
+            f"and this is {system} {machine}")
+_MAX_WARNINGS = 5  # a dataset full of broken files should not bury the output in warnings
+
+
+class LoaderError(Exception):
+    """A loader that cannot be built or that failed while loading; the message says why."""
+
+
+def dali_available() -> str | None:
+    """None when DALI and its PyTorch plugin import, else the reason they do not."""
+    try:
+        import nvidia.dali  # noqa: F401
+        import nvidia.dali.plugin.pytorch  # noqa: F401
+    except ImportError:
+        return dali_missing()
+    except Exception as exc:  # a broken install raises anything from its native libraries
+        return f"DALI does not import: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+    return None
+
+
+def unavailable(kind: str, device: str) -> str | None:
+    """Why `kind` cannot run here for `device` ('cpu' or 'cuda:N'), or None when it can."""
+    if kind not in KINDS:
+        return f"unknown loader {kind!r}; choose from {', '.join(KINDS)}"
+    if kind == "torchvision":
+        return None
+    if kind == "dali_gpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        return "it decodes on a CUDA GPU and this run uses none"
+    return dali_available()
+
+
+class Loader:
+    """One configured input pipeline. Iterate for endless batches; `stream(n)` for n."""
+
+    kind: str
+    batch_size: int
+    workers: int
+    threads: int  # CPU processes or threads decoding: what "per core" figures divide by
+    output_device: str  # where the images arrive: "cpu", or "cuda:N" for dali_gpu
+    images: int  # files in one pass over the dataset
+
+    def __init__(self) -> None:
+        self.corrupt_files: dict[str, str] = {}
+
+    @property
+    def corrupt(self) -> int:
+        return len(self.corrupt_files)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        raise NotImplementedError
+
+    def stream(self, batches: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """`batches` batches (endless when None)."""
+        for given, batch in enumerate(self):
+            if batches is not None and given >= batches:
+                return
+            yield batch
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_loader(kind: str, data: Samples | str, batch_size: int, workers: int,
+                 image_size: int, device: str, seed: int = 0) -> Loader:
+    """A Loader of `kind` over an ImageFolder's files (a folder, or the Samples a caller
+    already listed for several loaders). Raises LoaderError when it cannot run here (the
+    reason says why) or the dataset holds no image."""
+    reason = unavailable(kind, device)
+    if reason:
+        raise LoaderError(reason)
+    samples = data if isinstance(data, Samples) else _samples(data)
+    if not samples.files:
+        raise LoaderError(f"{samples.root} holds no image file a decoder recognises")
+    if kind == "torchvision":
+        return _TorchvisionLoader(samples, batch_size, workers, image_size, device, seed)
+    return _DaliLoader(kind, samples, batch_size, workers, image_size, device, seed)
+
+
+def _samples(data_dir: str) -> Samples:
+    try:
+        return loader_samples(data_dir)
+    except OSError as exc:
+        raise LoaderError(f"cannot read {data_dir}: {exc.strerror or exc}") from None
+
+
+# --- torchvision --------------------------------------------------------------------------------
+
+class _Files(torch.utils.data.Dataset):
+    """The listed files as ImageFolder serves them (PIL, converted to RGB); a file that fails
+    to decode comes back as (None, path, reason), not raised."""
+
+    def __init__(self, samples: Samples, transform: Any) -> None:
+        self.files, self.labels, self.transform = samples.files, samples.labels, transform
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
+        path = self.files[index]
+        try:
+            return self.transform(pil_loader(path)), self.labels[index]
+        # PIL raises OSError for truncated data, SyntaxError/ValueError for broken headers.
+        except (OSError, SyntaxError, ValueError) as exc:
+            return None, path, f"{type(exc).__name__}: {exc}"
+
+
+def _collate(items: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, list]:
+    """Stack the decoded samples; hand the failures (path, reason) back beside the batch."""
+    good = [it for it in items if it[0] is not None]
+    failed = [(it[1], it[2]) for it in items if it[0] is None]
+    if not good:
+        return torch.empty(0), torch.empty(0, dtype=torch.int64), failed
+    images = torch.stack([it[0] for it in good])
+    return images, torch.tensor([it[1] for it in good], dtype=torch.int64), failed
+
+
+class _Cycle(torch.utils.data.Sampler):
+    """Indices of `n` samples, pass after pass, each pass a fresh random order: as many as
+    the loader is asked for, every sample once per pass, as a training epoch reads them."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed = n, seed
+
+    def __iter__(self) -> Iterator[int]:
+        gen = torch.Generator().manual_seed(self.seed)
+        while True:
+            yield from torch.randperm(self.n, generator=gen).tolist()
+
+    def __len__(self) -> int:
+        return sys.maxsize  # endless; DataLoader only needs an int
+
+
+def _worker_context() -> Any:
+    """fork while this process has one thread (workers then start in milliseconds), else
+    forkserver: a worker forked while a native thread of this process (DALI's, OpenMP's) holds
+    a lock deadlocks on that lock. The forkserver imports torch and torchvision once, so that
+    each worker starts in milliseconds rather than importing them again (~4 s on a small
+    machine), but starting it costs that import once; the preload list is only read when this
+    process starts its forkserver, so setting it again later changes nothing."""
+    server = multiprocessing.get_context("forkserver")
+    server.set_forkserver_preload(["torch", "torchvision", __name__])
+    return process_context(fallback=server)
+
+
+class _TorchvisionLoader(Loader):
+    def __init__(self, samples: Samples, batch_size: int, workers: int, image_size: int,
+                 device: str, seed: int) -> None:
+        super().__init__()
+        self.kind, self.batch_size, self.workers = "torchvision", batch_size, workers
+        self.threads = max(1, workers)  # workers=0 decodes in the main process: one core
+        self.output_device = "cpu"
+        transform = transforms.Compose([
+            transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+        dataset = _Files(samples, transform)
+        self.images = len(dataset)
+        if workers > 0 and multiprocessing.current_process().daemon:
+            # multiprocessing refuses children to a daemonic process: say so, not assert.
+            raise LoaderError("DataLoader workers cannot start in a daemonic process; the "
+                              "probe must run in a non-daemonic one")
+        self._loader = torch.utils.data.DataLoader(
+            dataset, batch_size=batch_size, sampler=_Cycle(len(dataset), seed),
+            num_workers=workers, collate_fn=_collate, pin_memory=device.startswith("cuda"),
+            persistent_workers=workers > 0,
+            multiprocessing_context=_worker_context() if workers > 0 else None)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for images, labels, failed in self._loader:
+            for path, reason in failed:
+                if path not in self.corrupt_files and self.corrupt < _MAX_WARNINGS:
+                    warnings.warn(f"skipped corrupt image {path}: {reason}", stacklevel=2)
+                self.corrupt_files.setdefault(path, reason)
+            if len(images):
+                yield images, labels
+
+    def close(self) -> None:
+        # Persistent workers live as long as the DataLoader's cached iterator; shut them down
+        # now rather than whenever the garbage collector gets to it.
+        it = getattr(self._loader, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        self._loader._iterator = None
+
+
+# --- DALI ---------------------------------------------------------------------------------------
+
+class _DaliLoader(Loader):
+    def __init__(self, kind: str, samples: Samples, batch_size: int, workers: int,
+                 image_size: int, device: str, seed: int) -> None:
+        super().__init__()
+        gpu = kind == "dali_gpu"
+        self._device_id = int(device.split(":")[1]) if gpu and ":" in device else (
+            0 if gpu else None)
+        self.kind, self.batch_size, self.workers = kind, batch_size, workers
+        self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
+        self.output_device = f"cuda:{self._device_id}" if gpu else "cpu"
+        self._files, self._labels = list(samples.files), list(samples.labels)
+        self._image_size, self._seed = image_size, seed
+        self.images = len(self._files)
+        self._pipe: Any = None
+        self._it: Any = None
+        self._build()
+
+    def _build(self) -> None:
+        """The pipeline over the current file list, and an iterator that runs on across
+        passes (no reader_name, no size: DALI's reader fills a batch from the next pass when
+        the files run out)."""
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+        gpu, size, files, labels = (self.kind == "dali_gpu", self._image_size, self._files,
+                                    self._labels)
+
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.threads,
+                      device_id=self._device_id, seed=self._seed)
+        def pipe() -> tuple[Any, Any]:
+            jpegs, labs = fn.readers.file(files=files, labels=labels, random_shuffle=True,
+                                          name="Reader")
+            # The same crop distribution as torchvision's RandomResizedCrop defaults.
+            images = fn.decoders.image_random_crop(
+                jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
+                random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=10)
+            images = fn.resize(images, resize_x=size, resize_y=size)
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.FLOAT, output_layout="CHW",
+                mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
+                mirror=fn.random.coin_flip(probability=0.5))
+            return images, (labs.gpu() if gpu else labs)
+
+        try:
+            self._pipe = pipe()
+            self._pipe.build()
+            self._it = DALIGenericIterator(self._pipe, ["images", "labels"], size=-1)
+        except RuntimeError as exc:
+            self.close()
+            raise LoaderError(f"DALI failed to start: {_first_line(exc)}") from None
+
+    def _drop(self, exc: BaseException) -> None:
+        """Leave out the file DALI's error names and rebuild without it, or give up with a
+        LoaderError when the error names none (or no file is left)."""
+        cause = _first_line(exc)
+        bad = next((f for f in self._files if f in str(exc)), None)
+        if bad is None:
+            self.close()
+            raise LoaderError(f"DALI stopped: {cause}") from None
+        index = self._files.index(bad)
+        del self._files[index], self._labels[index]
+        if bad not in self.corrupt_files and self.corrupt < _MAX_WARNINGS:
+            warnings.warn(f"skipped corrupt image {bad}: {cause}", stacklevel=3)
+        self.corrupt_files.setdefault(bad, cause)
+        self.close()
+        if not self._files:
+            raise LoaderError("DALI stopped: no file it can decode is left")
+        self._build()
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        it = iter(self._it)
+        while True:
+            try:
+                out = next(it)
+            except StopIteration:
+                return
+            except RuntimeError as exc:  # a corrupt file: DALI stops the whole pipeline
+                self._drop(exc)
+                it = iter(self._it)
+                continue
+            batch = out[0]
+            yield batch["images"], batch["labels"].reshape(-1).long()
+
+    def close(self) -> None:
+        # DALI frees the pipeline's threads and buffers with the last reference to it.
+        self._it = None
+        self._pipe = None
+
+
+_DALI_BOILERPLATE = ("Critical error in pipeline", "Current pipeline object", "which was used",
+                     "File ", "encountered", "[/", "Error in ")
+
+
+def _first_line(exc: BaseException) -> str:
+    """DALI wraps the cause ("Failed to decode sample #0 : class_0/x.jpg") in lines of context
+    and C++ traces; keep the line that says what went wrong."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    causes = [ln for ln in lines if ln.startswith("Failed")]
+    rest = [ln for ln in lines if not ln.startswith(_DALI_BOILERPLATE)]
+    return (causes or rest or lines or [type(exc).__name__])[0]

@@ -1,0 +1,360 @@
+"""What the training probes share: precision set-up, the order and budget of precisions, OOM
+back-off, batch search, warm-up and timed steps.
+
+A probe supplies `build(batch, precision) -> step`, a closure that runs one full training step
+(forward, backward, optimizer, zero_grad) on synthetic data already on the device. This module
+decides which precisions fit the time budget (AMP first on a GPU: it is what buyers compare),
+warms each one up within its share of the budget, fits the number of timed steps to what is
+left, times the steps (CUDA events on the GPU, no host sync inside the loop; the clock on the
+CPU) and turns the step times into measurements: throughput is total work over total time, not
+a mean of per-step rates. All timing goes through `ctx.meter`, so simulate.py runs this very
+code against a device profile.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from benchbench.core.results import Measurement
+from benchbench.core.stats import median
+from benchbench.probes._devices import apply_tf32, is_oom, usable_on
+from benchbench.probes.api import ProbeContext
+
+Step = Callable[[], None]
+CPU_PRECISIONS = ("fp32", "amp_bf16")
+# The fewest timed steps worth a figure: the warm-up is paid by then, and a median needs two.
+MIN_STEPS = 2
+# A plan may overrun its share by this factor before the item is skipped instead: shares are
+# estimates, and a figure with a few steps is worth more than none.
+OVERRUN = 3.0
+# On a CPU, one step at the real batch is first judged from a warm step at batch 2: bf16
+# without native support can take a minute a step. Only a step that would eat this share of the
+# whole remaining budget is skipped that way; a linear scale-up from batch 2 errs high, so the
+# real decision is taken from a warm step at the real batch.
+CPU_PREVIEW_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    autocast: torch.dtype | None
+    tf32: bool
+    scaler: bool  # fp16 needs loss scaling; bf16 has fp32's exponent range and does not
+
+
+PRECISIONS = {
+    "fp32": Precision("fp32", None, False, False),
+    "tf32": Precision("tf32", None, True, False),
+    # AMP keeps TF32 on for the fp32 ops autocast leaves alone, as AMP training recipes do.
+    "amp_bf16": Precision("amp_bf16", torch.bfloat16, True, False),
+    "amp_fp16": Precision("amp_fp16", torch.float16, True, True),
+}
+
+
+def usable_precisions(dev: str, wanted: tuple[str, ...], notes: list[str],
+                      facts: dict[str, Any] | None = None) -> list[str]:
+    return usable_on(dev, wanted, CPU_PRECISIONS, ("tf32", "amp_bf16"),
+                     "the CPU path trains in fp32 and amp_bf16 only", notes, facts)
+
+
+def precision_order(dev: str, usable: list[str]) -> list[str]:
+    """The order precisions are measured in. On a GPU the AMP precisions come first (bf16,
+    then fp16), then tf32 and fp32: when the budget runs short, the figures buyers compare are
+    the ones kept. On a CPU the configured order stands (fp32 first: bf16 is often emulated)."""
+    if dev == "cpu":
+        return list(usable)
+    rank = {"amp_bf16": 0, "amp_fp16": 1, "tf32": 2, "fp32": 3}
+    return sorted(usable, key=lambda p: rank.get(p, len(rank)))
+
+
+def best_amp(dev: str, facts: dict[str, Any]) -> str:
+    """The mixed precision a device trains fastest in: bf16 where its tensor cores do it,
+    else fp16 (V100, T4); fp32 on a CPU, where bf16 is usually emulated and far slower."""
+    if dev == "cpu":
+        return "fp32"
+    return precision_order(dev, usable_precisions(dev, ("amp_bf16", "amp_fp16"), [], facts))[0]
+
+
+def make_step(loss_fn: Callable[[], torch.Tensor], optimizer: torch.optim.Optimizer,
+              precision: Precision, dev: str) -> Step:
+    device_type = "cuda" if dev.startswith("cuda") else "cpu"
+    scaler = torch.amp.GradScaler(device_type) if precision.scaler else None
+
+    def step() -> None:
+        with torch.autocast(device_type, dtype=precision.autocast or torch.float32,
+                            enabled=precision.autocast is not None):
+            loss = loss_fn()
+        if scaler is not None:
+            # GradScaler.step reads found_inf on the host: that sync is part of fp16 training's
+            # real cost. A skipped step (inf gradients) still counts as a step.
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def with_backoff(batch: int, attempt: Callable[[int], Any]) -> tuple[Any, int, list[int]]:
+    """Run attempt(batch), halving the batch on out-of-memory. Returns (result, batch, the
+    batches that did not fit). Raises the last OOM when even a batch of 1 does not fit."""
+    failed: list[int] = []
+    while True:
+        try:
+            return attempt(batch), batch, failed
+        except RuntimeError as exc:
+            if not is_oom(exc) or batch == 1:
+                raise
+        failed.append(batch)
+        batch //= 2
+        free_memory()
+
+
+def search_batch(start: int, fits: Callable[[int], bool], cap: int) -> tuple[int | None, list]:
+    """The largest power of two that fits: double from `start` until a batch fails (or `cap`),
+    halving below `start` when it fails already. Returns (batch or None, [(batch, fits)])."""
+    tried: list[tuple[int, bool]] = []
+    b, best = start, None
+    while b <= cap:
+        ok = fits(b)
+        tried.append((b, ok))
+        if not ok:
+            break
+        best, b = b, b * 2
+    b = start // 2
+    while best is None and b >= 1:
+        ok = fits(b)
+        tried.append((b, ok))
+        best = b if ok else None
+        b //= 2
+    return best, tried
+
+
+def free_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def fits(build: Callable[[int], Step], ctx: ProbeContext, dev: str) -> Callable[[int], bool]:
+    """A trial for search_batch: two steps at that batch without running out of memory."""
+
+    def trial(batch: int) -> bool:
+        try:
+            step = build(batch)
+            step()
+            step()
+            ctx.meter.sync(dev)
+            return True
+        except RuntimeError as exc:
+            if not is_oom(exc):
+                raise
+            return False
+        finally:
+            step = None  # noqa: F841 - drop the model and data before the next trial
+            free_memory()
+
+    return trial
+
+
+def plan_steps(est_step_s: float, wanted: int, share_s: float) -> int | None:
+    """Timed steps that fit a share of the budget: `wanted`, or fewer when the share is short,
+    but never under MIN_STEPS since the warm-up is already paid; None when even MIN_STEPS would
+    overrun the share more than OVERRUN times. The one step-planning rule of every training
+    probe (resnet50, transformer, pipeline, ddp_scaling)."""
+    if est_step_s * MIN_STEPS > OVERRUN * share_s:
+        return None
+    fit = math.floor(share_s / est_step_s) if est_step_s > 0 else wanted
+    return min(wanted, max(MIN_STEPS, fit))
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    first_s: float  # the first step, synchronized: allocation, kernel selection, autotuning
+    steps: int  # untimed steps run, the first included
+    step_s: float  # one more warm, synchronized step: the estimate the timed steps are planned by
+
+
+def warm_up(step: Step, ctx: ProbeContext, dev: str, share_s: float) -> WarmUp:
+    """Warm-up steps, by count (policy.warmup_steps) and by seconds (policy.warmup_s), but
+    never past half of `share_s` once the first step has run: the budget's timed steps matter
+    more than a long warm-up. Then one synchronized step gives the estimate."""
+    meter = ctx.meter
+    t0 = ctx.clock()
+    first = meter.timed_once(step, dev)
+    done = 1
+    while (done < ctx.policy.warmup_steps or ctx.clock() - t0 < ctx.policy.warmup_s) and \
+            ctx.clock() - t0 < share_s / 2:
+        step()
+        done += 1
+    meter.sync(dev)
+    return WarmUp(first, done, meter.timed_once(step, dev))
+
+
+def step_measurements(key: dict[str, Any], times: list[float], work_per_step: float,
+                      unit: str, context: dict[str, Any]) -> list[Measurement]:
+    """throughput (total work / total time, per-step rates as samples) and step_time."""
+    total = sum(times)
+    return [
+        Measurement(metric="throughput", key=key, value=work_per_step * len(times) / total,
+                    unit=unit, statistic="total_over_time",
+                    samples=[work_per_step / t for t in times], higher_is_better=True,
+                    context=context),
+        Measurement(metric="step_time", key=key, value=median(times), unit="s",
+                    statistic="median", samples=times, higher_is_better=False, context=context),
+    ]
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """What a training probe asks of run_training: where, in which precisions, at which batch,
+    how many steps, and how a step's work is counted."""
+
+    dev: str  # "cpu" or "cuda:N"
+    precisions: tuple[str, ...]
+    batch_size: int | str  # an integer, or "auto" to search for the largest that fits
+    default_batch: int  # where the "auto" search starts, and the CPU's batch for "auto"
+    batch_cap: int  # the "auto" search stops here
+    steps: int  # timed steps wanted per precision
+    work_per_sample: float  # 1 image, or seq_len tokens
+    unit: str  # "samples/s" or "tokens/s"
+    key: Callable[[str], dict[str, Any]]  # the measurement key for a precision
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Seen:
+    """What earlier precisions cost: the next one is only started when it can finish."""
+
+    first_s: float = 0.0  # the longest build + first step (cuDNN autotuning, allocation)
+    step_s: float = 0.0  # the slowest warm step
+
+    def blocks(self, remaining_s: float) -> bool:
+        # A start, the estimate step and MIN_STEPS timed steps at the slowest pace seen so far:
+        # a lower bound, so a slower precision may still run short (plan_steps trims it).
+        return bool(self.first_s) and self.first_s + (1 + MIN_STEPS) * self.step_s > remaining_s
+
+
+def _cpu_preview(build: Callable[[int], Step], batch: int, ctx: ProbeContext) -> float:
+    """Seconds for one step at `batch`, scaled up from the faster of two warm steps at batch 2
+    (BatchNorm needs more than one value per channel)."""
+    small = min(2, batch)
+    step = build(small)
+    step()  # the first call allocates and picks kernels
+    warm = min(ctx.meter.timed_once(step, "cpu") for _ in range(2))
+    return warm * batch / small
+
+
+def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Precision], Step]
+                 ) -> tuple[list[Measurement], list[str]]:
+    """Measure each usable precision that fits the budget; returns (measurements, notes on
+    what was skipped and why)."""
+    dev = job.dev
+    notes: list[str] = []
+    order = precision_order(dev, usable_precisions(dev, job.precisions, notes, ctx.facts))
+    out: list[Measurement] = []
+    seen = _Seen()
+    for i, name in enumerate(order):
+        ctx.progress(name, i, len(order))
+        remaining = ctx.budget.remaining()
+        if seen.blocks(remaining):
+            notes.append(f"{name} skipped, because {remaining:.3g} s of the time budget were "
+                         f"left and starting a precision took {seen.first_s:.3g} s before its "
+                         "first timed step")
+            continue
+        p = PRECISIONS[name]
+        apply_tf32(p.tf32)
+
+        def build_at(b: int, p: Precision = p) -> Step:
+            return build(b, p)
+
+        batch: int | None = job.default_batch if job.batch_size == "auto" else int(
+            job.batch_size)
+        extra: dict[str, Any] = {}
+        if job.batch_size == "auto" and dev == "cpu":
+            notes.append("batch_size=auto on cpu: no search, because a CPU never reports out "
+                         f"of memory (it swaps or is killed); used {job.default_batch}")
+        elif job.batch_size == "auto":
+            batch, tried = search_batch(job.default_batch, fits(build_at, ctx, dev),
+                                        job.batch_cap)
+            extra["batch_search"] = [{"batch": b, "fits": ok} for b, ok in tried]
+            if batch is None:
+                notes.append(f"{name} skipped, because even a batch of 1 does not fit")
+                continue
+        if dev == "cpu" and name != "fp32":
+            try:
+                est = _cpu_preview(build_at, batch, ctx)
+            except RuntimeError as exc:
+                if not is_oom(exc):
+                    raise
+                est = 0.0  # unknown: the back-off below finds a batch that fits
+            free_memory()
+            if est > CPU_PREVIEW_SHARE * ctx.budget.remaining():
+                notes.append(f"{name} skipped, because one step at batch {batch} would take "
+                             f"~{est:.3g} s (scaled from warm steps at batch 2), more than "
+                             f"half of the {ctx.budget.remaining():.3g} s left")
+                continue
+        left = len(order) - i
+
+        def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left,
+                    first: bool = not out) -> tuple[list[float] | None, WarmUp, float]:
+            ctx.meter.reset_peak_memory(dev)  # a failed, larger attempt must not count
+            t0 = ctx.clock()
+            step = build_at(b)
+            built_s = ctx.clock() - t0
+            warm = warm_up(step, ctx, dev, ctx.budget.remaining() / left)
+            # The precisions still to come will each pay a start like this one (build, first
+            # step, cuDNN's autotuning): keep that back before sharing out the timed steps.
+            starts = (left - 1) * max(seen.first_s, built_s + warm.first_s)
+            remaining = ctx.budget.remaining()
+            n = plan_steps(warm.step_s, job.steps, max(0.0, remaining - starts) / left)
+            if n is None:  # the later ones will not fit anyway: do not keep time for them
+                n = plan_steps(warm.step_s, job.steps, remaining / left)
+            if n is None and first:
+                # The first figure is the core one: it may take what the later precisions
+                # were to share, and they are skipped for it.
+                n = plan_steps(warm.step_s, job.steps, ctx.budget.remaining())
+            return (None if n is None else ctx.meter.step_times(step, n, dev)), warm, built_s
+
+        try:
+            (times, warm, built_s), used, failed = with_backoff(batch, attempt)
+        except RuntimeError as exc:
+            if not is_oom(exc):
+                raise
+            notes.append(f"{name} skipped, because even a batch of 1 does not fit in memory")
+            continue
+        finally:
+            free_memory()
+        seen.first_s = max(seen.first_s, built_s + warm.first_s)
+        seen.step_s = max(seen.step_s, warm.step_s)
+        if times is None:
+            notes.append(f"{name} skipped, because one warm step takes ~{warm.step_s:.3g} s, "
+                         "beyond its time budget")
+            continue
+        ctx_m = {**job.context, **extra, "batch": used, "oom_backoff": failed,
+                 "steps": len(times), "warmup_steps": warm.steps,
+                 "first_step_s": warm.first_s, "tf32_enabled": p.tf32,
+                 "autocast": str(p.autocast) if p.autocast else None, "grad_scaler": p.scaler}
+        out += step_measurements(job.key(name), times, job.work_per_sample * used, job.unit,
+                                 ctx_m)
+        peak = ctx.meter.peak_memory(dev)
+        if peak is not None:
+            out.append(Measurement(
+                metric="peak_memory", key=job.key(name), value=peak, unit="B", statistic="max",
+                samples=[peak], higher_is_better=False,
+                context={**ctx_m, "allocator": "torch.cuda.max_memory_allocated"}))
+    apply_tf32(False)
+    ctx.progress("done", len(order), len(order))
+    if dev == "cpu" and out:
+        notes.append("peak_memory on cpu skipped, because torch tracks allocator peaks on CUDA "
+                     "only")
+    return out, notes

@@ -1,0 +1,125 @@
+"""The probe-side API: what a probe is told (ProbeContext) and what it hands back (ProbeOutput).
+
+A probe module exposes `run(ctx, cfg) -> ProbeOutput`. It times its operations through
+`ctx.time_op`, which calibrates, warms up, samples and respects the time budget, and it builds
+measurements with `throughput`. It raises ProbeSkipped when it cannot measure anything here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchbench.core.results import Measurement
+from benchbench.core.sampling import Budget, RepeatPolicy, collect, warm_up
+from benchbench.core.stats import median
+from benchbench.core.timing import Clock, Meter, Timer, calibrate_inner
+
+
+class ProbeSkipped(Exception):
+    """Raised by a probe that cannot run here; the message completes 'skipped, because …'."""
+
+
+@dataclass
+class ProbeOutput:
+    measurements: list[Measurement]
+    resource: str | None = None  # overrides the spec's resource for this device
+    params: dict[str, Any] = field(default_factory=dict)  # auto fields as resolved
+    notes: list[str] = field(default_factory=list)  # partial skips, each "x skipped, because …"
+    artifacts: list[str] = field(default_factory=list)  # files written into inputs.run_dir
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What the run hands the data-path probes: where to write, what to read, what came before.
+
+    Every path is a string (it crosses a process boundary) or None when the run has none.
+    """
+
+    run_dir: str | None = None  # the run folder; probes keep raw tool output here (artifacts)
+    data_dir: str | None = None  # ImageFolder dataset: the user's --data-dir or the generated one
+    dataset: dict[str, Any] | None = None  # dataset.py's facts: source, counts, file sizes
+    storage_path: str | None = None  # --storage-path: where the storage probe puts its scratch
+    previous: dict[str, Any] = field(default_factory=dict)  # finished probes: name -> result dict
+    distributed: dict[str, Any] | None = None  # launch.DistEnv as a dict, when torchrun/srun
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Seconds per single call for each timed sample, and how they were taken."""
+
+    per_call_s: list[float]
+    inner: int
+    warmup_runs: int
+    stop: str
+
+    def context(self) -> dict[str, Any]:
+        return {"calls_per_sample": self.inner, "warmup_runs": self.warmup_runs,
+                "stopped_by": self.stop}
+
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ProbeContext:
+    """What the runner tells a probe. Passed explicitly; there are no globals."""
+
+    device: str  # "cpu" or "cuda"
+    quick: bool
+    policy: RepeatPolicy
+    budget: Budget
+    facts: dict[str, Any]  # device facts gathered by environment.torch_facts()
+    progress: Progress = lambda desc, done, total: None  # noqa: E731
+    clock: Clock = time.perf_counter
+    inputs: RunInputs = field(default_factory=RunInputs)
+    # How device work is timed and observed; the simulator swaps in a fake clock and a device
+    # profile. Left out, it reads `clock`.
+    meter: Meter = field(default_factory=Meter)
+
+    def __post_init__(self) -> None:
+        if self.meter.clock is not self.clock and self.meter.clock is time.perf_counter:
+            self.meter = Meter(self.clock)
+
+    def time_op(self, fn: Callable[[], Any], device: str, items_left: int,
+                min_sample_s: float, timer: Timer | None = None, warm: bool = False) -> Timed:
+        """Warm up, then calibrate, then time `fn` on `device` ('cpu' or 'cuda:N') within
+        this probe's budget. Calibrating after the warm-up matters: a first call that creates
+        a cuBLAS handle or loads kernels would make one call look long enough for a sample.
+        `warm`: the device already ran this probe's work at its clocks, so the warm-up is its
+        calls only (policy.warmup_steps), not its seconds."""
+        timer = timer or self.meter.timer_for(device)
+        deadline = self.budget.deadline(items_left)
+        policy = dataclasses.replace(self.policy, warmup_s=0.0) if warm else self.policy
+        warmups = warm_up(lambda: timer(fn, 1), policy, deadline, self.clock)
+        inner = calibrate_inner(timer, fn, min_sample_s)
+        result = collect(lambda: timer(fn, inner), self.policy, deadline, self.clock,
+                         warmup=False)
+        return Timed([s / inner for s in result.samples], inner, warmups, result.stop)
+
+
+def throughput(metric: str, key: dict[str, Any], timed: Timed, work_per_call: float,
+               unit: str, context: dict[str, Any] | None = None) -> Measurement:
+    """A rate measurement (work per second), one sample per timed sample, median as value."""
+    samples = [work_per_call / t for t in timed.per_call_s if t > 0]
+    if not samples:
+        raise RuntimeError(f"{metric}: every sample took zero time; the timer is broken")
+    return Measurement(
+        metric=metric, key=key, value=median(samples), unit=unit, statistic="median",
+        samples=samples, higher_is_better=True, context={**timed.context(), **(context or {})},
+    )
+
+
+def peak_of(metric: str, key: dict[str, Any], per_size: list[Measurement],
+            size_field: str, unit: str) -> Measurement:
+    """The best of several per-size medians: statistic 'max' over those medians."""
+    best = max(per_size, key=lambda m: m.value)
+    return Measurement(
+        metric=metric, key=key, value=best.value, unit=unit, statistic="max",
+        samples=[m.value for m in per_size], higher_is_better=True,
+        context={f"best_{size_field}": best.key[size_field],
+                 size_field: [m.key[size_field] for m in per_size]},
+    )

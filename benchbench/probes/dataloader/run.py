@@ -1,0 +1,254 @@
+"""Probe `dataloader`: images per second the host can decode and augment for ImageNet training.
+
+For each loader (torchvision, DALI on the CPU, DALI on the GPU) and each worker count it times
+`batches` batches of the standard training pipeline (decode, RandomResizedCrop, flip,
+normalize; see _loaders.py) over the run's ImageFolder dataset, after warm-up batches that cover
+worker start-up. Nothing consumes the batches: this is the input pipeline's own ceiling.
+
+The dataset's files are read once, untimed, before anything is measured so that they sit in the
+page cache: this isolates the CPU's decode cost from storage (the storage probe measures cold
+reads). A dataset larger than half the free memory is only partly cached, and a note says so.
+
+Measurements, keyed by loader, workers, batch_size and image_size:
+- throughput: images / total time of the timed batches; samples are each batch's images/s.
+- throughput_per_core: the same divided by the cores decoding: torchvision's worker processes
+  (the main process when workers=0) or DALI's threads, capped at the usable cores, because
+  eight workers on two cores still only have two. dali_gpu divides by its CPU threads too,
+  although nvJPEG does most of its decoding on the GPU.
+- best_throughput: the best configuration's throughput (statistic max over every
+  configuration's throughput; its loader and workers in the context).
+For DALI, "workers" is its CPU thread count, so 0 and 1 are the same configuration: it runs once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from benchbench.core.results import Measurement
+from benchbench.machine.environment import usable_cores
+from benchbench.probes._loaders import LoaderError, build_loader, unavailable
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probes.configs import DataloaderConfig
+from benchbench.probes.dataset import IMAGE_EXTENSIONS, Samples, loader_samples
+
+_READ_CHUNK = 1 << 20
+
+
+def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
+    """0, 1, 2, 4 … up to `cores` (cores itself included); with quick, `cores` only: each
+    loader at its best, the figure the verdict and the pipeline use, without the per-core
+    curve."""
+    if quick:
+        return (cores,)
+    counts, w = [0], 1
+    while w < cores:
+        counts.append(w)
+        w *= 2
+    return (*counts, cores)
+
+
+# NVIDIA's DALI examples give a GPU-decoding pipeline a handful of CPU threads: nvJPEG does the
+# decoding, and past 8 threads a dali_gpu sweep measures nothing new.
+DALI_GPU_MAX_THREADS = 8
+
+
+def configurations(kinds: list[str], workers: tuple[int, ...]) -> list[tuple[str, int]]:
+    """(loader, workers) pairs to measure: first each loader at its most workers (the likely
+    best, which the pipeline probe goes on to use), then the rest of the sweep, fewest workers
+    first, so that a budget that runs out costs the per-core curve, not a loader. DALI's
+    thread count is max(1, workers): workers 0 and 1 would measure the same thing, so DALI
+    runs it once."""
+    counts = {}
+    for k in kinds:
+        ws = workers if k == "torchvision" else sorted({max(1, w) for w in workers})
+        if k == "dali_gpu":
+            ws = sorted({min(w, DALI_GPU_MAX_THREADS) for w in ws})
+        counts[k] = list(ws)
+    tops = [(k, counts[k][-1]) for k in kinds if counts[k]]
+    return tops + [(k, w) for k in kinds for w in counts[k][:-1]]
+
+
+def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
+    data_dir = ctx.inputs.data_dir
+    if not data_dir:
+        raise ProbeSkipped("there is no dataset: no --data-dir was given and none was generated")
+    cores = usable_cores()
+    device = "cuda:0" if ctx.device == "cuda" else "cpu"
+    notes: list[str] = []
+    kinds = []
+    for kind in cfg.loaders or ("torchvision", "dali_cpu", *(("dali_gpu",) if device != "cpu"
+                                                              else ())):
+        reason = unavailable(kind, device)
+        if reason:
+            notes.append(f"{kind} skipped, because {reason}")
+        else:
+            kinds.append(kind)
+    workers = tuple(sorted(set(cfg.workers))) if cfg.workers else auto_workers(cores, ctx.quick)
+    plan = configurations(kinds, workers)
+    batches = cfg.batches or (5 if ctx.quick else 20)
+    dataset = ctx.inputs.dataset or {}
+    params: dict[str, Any] = {
+        "loaders": kinds, "workers": list(workers), "batches": batches,
+        "batch_size": cfg.batch_size, "image_size": cfg.image_size, "usable_cores": cores,
+        "dataset_mean_file_size": dataset.get("mean_file_size"),
+        "dataset_source": dataset.get("source")}
+
+    ctx.progress("reading the dataset into the page cache", 0, len(plan) + 1)
+    params["page_cache_bytes"] = _warm_page_cache(ctx, data_dir, notes)
+    samples = listed(data_dir, params, notes)
+
+    measured, corrupt = sweep(ctx, cfg, plan, samples, device, batches, cores, notes)
+
+    params["corrupt_files"] = len({p for files in corrupt.values() for p in files})
+    params["corrupt_by_loader"] = {k: len(v) for k, v in corrupt.items()}
+    for kind, files in corrupt.items():
+        path, reason = next(iter(files.items()))
+        notes.append(f"{len(files)} image(s) that fail to decode skipped and counted by {kind}, "
+                     f"e.g. {path} ({reason})")
+    if not measured:
+        raise ProbeSkipped("no loader could run: " + ("; ".join(notes) or "nothing was planned"))
+    return ProbeOutput(measured + [_best(measured, cfg)], params=params, notes=notes)
+
+
+def listed(data_dir: str, params: dict[str, Any], notes: list[str]) -> Samples:
+    """The files every loader reads (one list, so that they count the same files), with what
+    the dataset holds recorded in `params` and what was left out in `notes`."""
+    samples = loader_samples(data_dir)
+    params.update(dataset_files=samples.in_dataset, files_read=len(samples.files),
+                  file_kinds=samples.kinds, not_images=len(samples.rejected))
+    if samples.rejected:
+        path, why = next(iter(samples.rejected.items()))
+        notes.append(f"{len(samples.rejected)} file(s) with an image extension left out, "
+                     f"because they are no image: e.g. {path} ({why})")
+    if samples.in_dataset > len(samples.files) + len(samples.rejected):
+        notes.append(f"the loaders read an even sample of {len(samples.files):,} of the "
+                     f"{samples.in_dataset:,} images")
+    return samples
+
+
+def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
+          data: Samples | str, device: str, batches: int, cores: int, notes: list[str],
+          make_loader: Callable[..., Any] = build_loader
+          ) -> tuple[list[Measurement], dict[str, dict[str, str]]]:
+    """Each (loader, workers) configuration in turn, with an equal share of what is left of
+    the budget; a loader that fails is dropped with a note. (measurements, corrupt files by
+    loader: path -> reason)."""
+    measured: list[Measurement] = []
+    corrupt: dict[str, dict[str, str]] = {}
+    failed: set[str] = set()
+    cost: dict[str, float] = {}  # the shortest configuration of each loader so far
+    for i, (kind, w) in enumerate(plan):
+        if kind in failed:
+            continue
+        ctx.progress(f"{kind} workers={w}", i + 1, len(plan) + 1)
+        left = [f"{k} workers={x}" for k, x in plan[i:] if k not in failed]
+        # A configuration costs at least its start-up, warm-up and two batches: as this
+        # loader's cheapest one did so far, else the cheapest of any loader.
+        floor = cost.get(kind, min(cost.values(), default=0.0))
+        if ctx.budget.remaining() <= floor:
+            notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
+            break
+        share = ctx.budget.remaining() / len(left)
+        key = {"loader": kind, "workers": w, "batch_size": cfg.batch_size,
+               "image_size": cfg.image_size}
+        t0 = ctx.clock()
+        try:
+            got = _measure(ctx, cfg, key, data, device, batches, share, cores,
+                           corrupt.setdefault(kind, {}), make_loader)
+            measured += got
+            spent = ctx.clock() - t0
+            cost[kind] = min(cost.get(kind, spent), spent)
+        except LoaderError as exc:
+            failed.add(kind)
+            notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")
+    ctx.progress("done", len(plan) + 1, len(plan) + 1)
+    return measured, {k: v for k, v in corrupt.items() if v}
+
+
+def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
+             data: Samples | str, device: str, batches: int, share: float, cores: int,
+             corrupt: dict[str, str], make_loader: Callable[..., Any] = build_loader
+             ) -> list[Measurement]:
+    """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
+    Adds the corrupt files the loader met to `corrupt` (path -> reason)."""
+    start = ctx.clock()
+    warmup = max(1, ctx.policy.warmup_steps)
+    times: list[float] = []
+    sizes: list[int] = []
+    with make_loader(key["loader"], data, cfg.batch_size, key["workers"], cfg.image_size,
+                     device) as loader:
+        stream = loader.stream()
+        warmed = 0
+        while warmed < warmup or ctx.clock() - start < ctx.policy.warmup_s:
+            next(stream)
+            warmed += 1
+        ctx.meter.sync(loader.output_device)
+        stopped_by = "batches"
+        last = ctx.clock()
+        for images, _ in stream:
+            ctx.meter.sync(loader.output_device)
+            now = ctx.clock()
+            times.append(now - last)
+            sizes.append(len(images))
+            last = now
+            if len(times) >= batches:
+                break
+            if len(times) >= 2 and now - start > share:
+                stopped_by = "budget"
+                break
+        threads = loader.threads
+        corrupt.update(loader.corrupt_files)
+        seen_corrupt = loader.corrupt
+    if not times or sum(times) <= 0:
+        raise LoaderError("no batch was timed")
+    used = min(threads, cores)
+    rates = [n / t for n, t in zip(sizes, times, strict=True) if t > 0]
+    value = sum(sizes) / sum(times)
+    context = {"batches": len(times), "warmup_batches": warmed, "stopped_by": stopped_by,
+               "images": sum(sizes), "cores_used": used, "threads": threads,
+               "corrupt_files": seen_corrupt}
+    return [
+        Measurement("throughput", key, value, "samples/s", "total_over_time", rates, True,
+                    context),
+        Measurement("throughput_per_core", key, value / used, "samples/s", "total_over_time",
+                    [r / used for r in rates], True, context),
+    ]
+
+
+def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:
+    rates = [m for m in measured if m.metric == "throughput"]
+    best = max(rates, key=lambda m: m.value)
+    return Measurement(
+        "best_throughput", {"batch_size": cfg.batch_size, "image_size": cfg.image_size},
+        best.value, "samples/s", "max", [m.value for m in rates], True,
+        {"loader": best.key["loader"], "workers": best.key["workers"],
+         "configurations": [f"{m.key['loader']}/{m.key['workers']}" for m in rates]})
+
+
+def _warm_page_cache(ctx: ProbeContext, data_dir: str, notes: list[str]) -> int:
+    """Read the dataset's files once so that the timed passes decode from memory.
+
+    Stops at half the available memory (more would evict the files read first) or a quarter of
+    the time budget, with a note: the loaders may then read some files from storage.
+    """
+    limit = psutil.virtual_memory().available // 2
+    deadline = ctx.clock() + ctx.budget.remaining() / 4
+    done = 0
+    for dirpath, _, files in os.walk(data_dir, followlinks=True):
+        for name in sorted(f for f in files if f.lower().endswith(IMAGE_EXTENSIONS)):
+            if done >= limit or ctx.clock() > deadline:
+                why = "half the free memory" if done >= limit else "a quarter of its time budget"
+                notes.append(f"page cache warmed with {done} bytes of the dataset only (stopped "
+                             f"at {why}); some timed reads may come from storage")
+                return done
+            try:
+                with open(os.path.join(dirpath, name), "rb", buffering=0) as fh:
+                    while chunk := fh.read(_READ_CHUNK):
+                        done += len(chunk)
+            except OSError:
+                continue  # unreadable: the loaders will report it in their own way
+    return done

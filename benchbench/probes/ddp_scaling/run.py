@@ -1,0 +1,150 @@
+"""Probe `ddp_scaling`: DistributedDataParallel ResNet50 throughput at 1, 2, 4 ... ranks.
+
+Weak scaling, as data-parallel training runs: every rank trains its own batch of synthetic
+images on its own GPU, and DDP all-reduces the gradients (overlapped with the backward pass).
+The ranks start once; each count trains on a sub-group of the first N ranks while the others
+wait. A step's time is the slowest rank's. Efficiency and the cost knee are derived from these
+throughputs in analysis.py. On CPU ranks that share a few cores this is a functional check.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from benchbench.core.results import Measurement
+from benchbench.core.timing import Meter
+from benchbench.probes._devices import apply_tf32
+from benchbench.probes._ranks import RankFailure, run_ranks
+from benchbench.probes._training import (
+    PRECISIONS,
+    best_amp,
+    free_memory,
+    plan_steps,
+    step_measurements,
+    usable_precisions,
+)
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probes.configs import DdpScalingConfig
+from benchbench.probes.resnet50.run import ResNetTrainer, prepare_device
+
+
+def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
+    """1, 2, 4 ... and the world size itself, or the requested counts that fit, in the order
+    they are measured: the fewest and the most first (scaling efficiency needs those two),
+    then the ones between, so that a budget that runs short loses the knee's detail, not the
+    whole node."""
+    if requested:
+        wanted = sorted({n for n in requested if n <= world})
+    else:
+        wanted, n = [], 1
+        while n < world:
+            wanted.append(n)
+            n *= 2
+        wanted.append(world)
+    ends = list(dict.fromkeys([wanted[0], wanted[-1]])) if wanted else []
+    return ends + [n for n in wanted if n not in ends]
+
+
+def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """The rank function: for each count, the first N ranks train while the rest wait."""
+    if job.get("threads"):
+        torch.set_num_threads(job["threads"])
+    precision = PRECISIONS[job["precision"]]
+    apply_tf32(precision.tf32)
+    prepare_device(comm.device)
+    deadline = time.monotonic() + job["work_s"]
+    meter = Meter()
+    rows, notes = [], []
+    counts = job["counts"]
+    for i, n in enumerate(counts):
+        comm.progress(f"{n} rank(s)", i, len(counts))
+        group = dist.new_group(list(range(n)))
+        member = comm.rank < n
+        step, est = None, 0.0
+        if member:
+            trainer = ResNetTrainer(comm.device, job["channels_last"], False)
+            trainer.forward = DistributedDataParallel(
+                trainer.forward, process_group=group,
+                device_ids=[torch.device(comm.device)] if comm.device != "cpu" else None)
+            trainer.set_synthetic_batch(job["batch"], job["image_size"])
+            step = trainer.step(precision)
+            for _ in range(max(1, job["warmup_steps"])):
+                step()
+            est = max(meter.step_times(step, 1, comm.device))
+        est = max(comm.max_over_ranks([est]))
+        share = max(0.0, deadline - time.monotonic()) / (len(counts) - i)
+        planned = comm.decide(plan_steps(est, job["steps"], share))
+        if planned is None:
+            rest = ", ".join(map(str, counts[i:]))
+            notes.append(f"{rest} ranks skipped, because one step takes ~{est:.3g} s, beyond "
+                         "the time budget")
+            break
+        times = meter.step_times(step, planned, comm.device) if member else [0.0] * planned
+        rows.append({"ranks": n, "step_s": comm.max_over_ranks(times)})
+        step = trainer = None  # noqa: F841 - free the model before the next count
+        dist.destroy_process_group(group)
+        free_memory()
+    comm.progress("done", len(counts), len(counts))
+    return {"rows": rows, "notes": notes, "hosts": comm.gather([comm.host, comm.node])}
+
+
+def _precision(cfg: DdpScalingConfig, dev: str, facts: dict[str, Any], notes: list[str]
+               ) -> str:
+    if cfg.precision:
+        if not usable_precisions(dev, (cfg.precision,), notes, facts):
+            raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
+        return cfg.precision
+    return best_amp(dev, facts)
+
+
+def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
+    launched = ctx.inputs.distributed
+    if ctx.device == "cuda":
+        local = int(ctx.facts.get("cuda_device_count", 0))
+        if local == 0:
+            raise ProbeSkipped("no CUDA GPU is visible to torch")
+        backend = "nccl" if dist.is_nccl_available() else "gloo"
+    else:
+        local, backend = 2, "gloo"
+    world = launched["world_size"] if launched else local
+    notes: list[str] = []
+    precision = _precision(cfg, "cuda:0" if ctx.device == "cuda" else "cpu", ctx.facts, notes)
+    counts = counts_for(world, cfg.counts)
+    if not counts:
+        raise ProbeSkipped(f"no requested count fits {world} ranks")
+    job = {"counts": counts, "precision": precision, "batch": cfg.batch_size,
+           "image_size": cfg.image_size, "channels_last": bool(cfg.channels_last),
+           "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
+           "work_s": ctx.budget.remaining(),
+           # CPU ranks split the cores between them instead of oversubscribing them.
+           "threads": max(1, (os.cpu_count() or 1) // local) if ctx.device == "cpu" else None}
+    try:
+        answer = run_ranks(ctx, "ddp_scaling", "benchbench.probes.ddp_scaling.run:train", job,
+                           backend, local, cfg.timeout_s, ctx.budget.remaining())
+    except RankFailure as exc:
+        raise RuntimeError(str(exc)) from None
+    params = {"precision": precision, "counts": counts, "backend": backend,
+              "world_size": world}
+    if launched and launched["rank"] != 0:
+        return ProbeOutput([], params=params, notes=["measured on rank 0"])
+    hosts = sorted({host for host, _ in answer["hosts"] or []})
+    context: dict[str, Any] = {"backend": backend, "hosts": hosts, "weak_scaling": True,
+                               "batch_per_rank": cfg.batch_size, "sample": "slowest rank"}
+    if ctx.device == "cpu":
+        context["functional_check_only"] = (
+            f"{world if not launched else 'the'} CPU ranks share each node's {os.cpu_count()} "
+            "cores: the figures show CPU contention, not the interconnect")
+    out: list[Measurement] = []
+    for row in sorted(answer["rows"], key=lambda r: r["ranks"]):
+        key = {"ranks": row["ranks"], "precision": precision, "batch_per_rank": cfg.batch_size,
+               "image_size": cfg.image_size, "backend": backend}
+        samples_per_step = float(cfg.batch_size * row["ranks"])
+        out += step_measurements(key, row["step_s"], samples_per_step, "samples/s",
+                                 {**context, "steps": len(row["step_s"])})
+    return ProbeOutput(out, params=params, notes=notes + list(answer["notes"]))

@@ -1,0 +1,146 @@
+"""Probe `matmul`: the highest dense matrix-multiply throughput per dtype, on each GPU or the CPU.
+
+For each device, dtype and size n it times `torch.mm(a, b, out=c)` on random n x n matrices
+(2 n^3 FLOP per call) and reports the median FLOP/s with its samples; `peak_flops` is the best
+size's median. fp32 means true fp32: TF32 is switched off for matmuls and for cuDNN, inside
+this worker process only.
+
+The first device (GPU 0, or the CPU) sweeps every size; every other GPU is measured at the size
+where the first one peaked, per dtype. That keeps an 8-GPU sweep inside its budget, and GPUs
+are only ever compared at one size: a spread between GPUs then means the GPUs differ, not the
+matrices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from benchbench.core.results import Measurement
+from benchbench.probes._devices import (
+    apply_tf32,
+    budget_allows,
+    gpu_indices,
+    is_oom,
+    usable_on,
+)
+from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, throughput
+from benchbench.probes.configs import MatmulConfig
+
+TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+                "fp16": torch.float16}
+CPU_DTYPES = ("fp32", "bf16")  # TF32 is a GPU tensor-core mode; fp16 GEMM on CPU is emulated
+# On a GPU the tensor-core dtypes come first: they are the ceiling training runs against, and
+# what is left out when the budget runs short should be the slow fp32 path.
+GPU_ORDER = {"bf16": 0, "fp16": 1, "tf32": 2, "fp32": 3}
+
+# measure(device, dtype, n, items_left, warm) -> the flops measurement at that size; `warm`
+# when the device already ran a size at its clocks
+Measure = Callable[[str, str, int, int, bool], Measurement]
+
+
+def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
+                  facts: dict[str, Any]) -> list[str]:
+    got = usable_on(dev, wanted, CPU_DTYPES, ("tf32", "bf16"),
+                    "the CPU path measures fp32 and bf16", notes, facts)
+    return got if dev == "cpu" else sorted(got, key=lambda d: GPU_ORDER.get(d, len(GPU_ORDER)))
+
+
+def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
+    devices = [f"cuda:{i}" for i in gpu_indices(ctx, cfg.devices)] if ctx.device == "cuda" \
+        else ["cpu"]
+    notes: list[str] = []
+    dtypes = {dev: usable_dtypes(dev, cfg.dtypes, notes, ctx.facts) for dev in devices}
+
+    def measure(dev: str, dt: str, n: int, items_left: int, warm: bool) -> Measurement:
+        apply_tf32(dt == "tf32")
+        try:
+            return _measure(ctx, cfg, dev, dt, n, items_left, warm)
+        finally:
+            if dev != "cpu":
+                torch.cuda.empty_cache()
+
+    measurements = sweep(ctx, devices, dtypes, sorted(cfg.sizes), measure, notes)
+    apply_tf32(False)
+    return ProbeOutput(measurements, notes=notes,
+                       params={"sizes": sorted(cfg.sizes), "dtypes": list(cfg.dtypes)})
+
+
+def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
+          sizes: list[int], measure: Measure, notes: list[str]) -> list[Measurement]:
+    """Every size on the first device, then the best size per dtype on the others, each item
+    only when its estimated cost fits its share of the budget."""
+    first, others = devices[0], devices[1:]
+    total = len(dtypes[first]) * len(sizes) + sum(len(dtypes[d]) for d in others)
+    done = 0
+    out: list[Measurement] = []
+    best: dict[str, tuple[int, float]] = {}  # dtype -> (n, seconds per call) on the first
+    warmed: set[str] = set()
+
+    def one(dev: str, dt: str, n: int, est_s: float | None) -> Measurement | None:
+        nonlocal done
+        ctx.progress(f"{dev} {dt} n={n}", done, total)
+        items_left = total - done
+        done += 1
+        if est_s is not None and not budget_allows(ctx, est_s, items_left):
+            notes.append(f"{dt} n={n} on {dev} skipped, because one call would take "
+                         f"~{est_s:.2g} s, beyond its time budget")
+            return None
+        try:
+            m = measure(dev, dt, n, items_left, dev in warmed)
+            warmed.add(dev)
+            return m
+        except RuntimeError as exc:
+            if not is_oom(exc):
+                raise
+            notes.append(f"{dt} n={n} on {dev} skipped, because it does not fit in memory")
+            return None
+
+    for dt in dtypes[first]:
+        per_size: list[Measurement] = []
+        last: tuple[int, float] | None = None  # (n, seconds per call) of the previous size
+        for n in sizes:
+            m = one(first, dt, n, last[1] * (n / last[0]) ** 3 if last else None)
+            if m is not None:
+                per_size.append(m)
+                last = (n, 2 * n**3 / m.value)
+        if per_size:
+            top = max(per_size, key=lambda m: m.value)
+            best[dt] = (top.key["size"], 2 * top.key["size"] ** 3 / top.value)
+            out += per_size + [peak_of("peak_flops", {"device": first, "dtype": dt}, per_size,
+                                       "size", "FLOP/s")]
+    for dev in others:
+        for dt in dtypes[dev]:
+            if dt not in best:
+                done += 1
+                notes.append(f"{dt} on {dev} skipped, because {first} measured no {dt} size "
+                             "to compare it at")
+                continue
+            n, est = best[dt]
+            m = one(dev, dt, n, est)
+            if m is not None:
+                out += [m, peak_of("peak_flops", {"device": dev, "dtype": dt}, [m], "size",
+                                   "FLOP/s")]
+    ctx.progress("done", total, total)
+    return out
+
+
+def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
+             items_left: int, warm: bool = False) -> Measurement:
+    dtype = TORCH_DTYPES[dt]
+    gen = torch.Generator(device=dev).manual_seed(n)
+    # Random operands: zeros would let hardware with zero-skipping or power gating cheat.
+    a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+    c = torch.empty(n, n, device=dev, dtype=dtype)
+    timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left, cfg.min_sample_s,
+                        warm=warm)
+    context: dict[str, Any] = {"tf32_enabled": torch.backends.cuda.matmul.allow_tf32}
+    if dev == "cpu":
+        context["threads"] = torch.get_num_threads()
+    else:
+        context["gpu_name"] = torch.cuda.get_device_name(dev)
+    return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
+                      "FLOP/s", context)

@@ -1,0 +1,163 @@
+"""Read the dataset's own files once, cold and read-only: the files/s and B/s a loader gets.
+
+A large dataset is sampled, not read whole: files are picked evenly across the sorted listing
+(so every class folder is represented) until the byte limit. Before timing, each picked file's
+cached pages are dropped with posix_fadvise(DONTNEED), so the reads come from the disk. The
+files are then read the way a data loader reads them: open, buffered read to the end, close.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchbench.core.results import Measurement
+from benchbench.machine.environment import storage_snapshot
+from benchbench.probes.api import ProbeContext, ProbeOutput
+
+CACHE_BYPASS = "posix_fadvise(DONTNEED)"
+# Filesystems whose storage is RAM: neither O_DIRECT nor DONTNEED reaches a disk there.
+RAM_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+CHUNK = 1024**2  # read() size: large enough that syscalls do not dominate a ~110 KB JPEG
+
+
+@dataclass(frozen=True)
+class DatasetRead:
+    """What a cold read of the sampled files gave, with one (files, bytes, seconds) per chunk."""
+
+    files: int
+    io_bytes: int
+    seconds: float
+    chunks: list[tuple[int, int, float]] = field(default_factory=list)
+    stopped_by: str = "done"  # "done" or "deadline"
+
+
+def list_files(root: str, skip_prefix: str = "") -> list[tuple[str, int]]:
+    """Every regular file under `root` (path, size), sorted, hidden `skip_prefix` files left out."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if skip_prefix and name.startswith(skip_prefix):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # a dangling symlink or a file removed meanwhile
+            if st.st_size > 0 and stat.S_ISREG(st.st_mode):
+                found.append((path, st.st_size))
+    return found
+
+
+def sample_evenly(files: list[tuple[str, int]], limit_bytes: int) -> list[tuple[str, int]]:
+    """Files spread evenly over the listing whose sizes add up to at most `limit_bytes`."""
+    total = sum(size for _, size in files)
+    if total <= limit_bytes:
+        return list(files)
+    want = max(1, len(files) * limit_bytes // total)
+    picked: list[tuple[str, int]] = []
+    used = 0
+    for i in range(want):
+        path, size = files[i * len(files) // want]
+        # Skip, not stop, at a file over the limit: the picks must reach the listing's end.
+        if picked and used + size > limit_bytes:
+            continue
+        picked.append((path, size))
+        used += size
+    return picked
+
+
+def drop_cached(files: list[tuple[str, int]]) -> None:
+    """Ask the kernel to forget the cached pages of `files` (opened read-only)."""
+    for path, _ in files:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _read_whole(path: str, buf: bytearray) -> int:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        total = 0
+        while (got := os.readv(fd, [buf])) > 0:
+            total += got
+        return total
+    finally:
+        os.close(fd)
+
+
+def cold_read(files: list[tuple[str, int]], chunks: int, deadline: float,
+              clock: Callable[[], float] = time.perf_counter) -> DatasetRead:
+    """Drop the files from the page cache, then read them in order, timing each chunk.
+
+    Stops after the chunk in progress once `deadline` (a clock() value) has passed.
+    """
+    drop_cached(files)
+    per_chunk = max(1, math.ceil(len(files) / max(1, chunks)))
+    buf = bytearray(CHUNK)
+    done: list[tuple[int, int, float]] = []
+    stopped_by = "done"
+    for first in range(0, len(files), per_chunk):
+        group = files[first:first + per_chunk]
+        t0 = clock()
+        got = sum(_read_whole(path, buf) for path, _ in group)
+        done.append((len(group), got, clock() - t0))
+        if clock() > deadline and first + per_chunk < len(files):
+            stopped_by = "deadline"
+            break
+    return DatasetRead(files=sum(c[0] for c in done), io_bytes=sum(c[1] for c in done),
+                       seconds=sum(c[2] for c in done), chunks=done, stopped_by=stopped_by)
+
+
+def measurements(read: DatasetRead, context: dict[str, Any]) -> list[Measurement]:
+    """dataset_read_rate (files/s) and dataset_read_bandwidth (B/s): totals over time."""
+    timed = [c for c in read.chunks if c[2] > 0]
+    if not timed or read.seconds <= 0:
+        return []
+    key = {"access": "cold", "cache_bypass": CACHE_BYPASS}
+    ctx = {**context, "files_read": read.files, "bytes_read": read.io_bytes,
+           "seconds": read.seconds, "stopped_by": read.stopped_by}
+    return [
+        Measurement("dataset_read_rate", key, read.files / read.seconds, "files/s",
+                    "total_over_time", [n / s for n, _, s in timed], True, ctx),
+        Measurement("dataset_read_bandwidth", key, read.io_bytes / read.seconds, "B/s",
+                    "total_over_time", [b / s for _, b, s in timed], True, ctx),
+    ]
+
+
+def measure(ctx: ProbeContext, limit_bytes: int, skip_prefix: str,
+            out: ProbeOutput) -> list[Measurement]:
+    """The cold read of ctx.inputs.data_dir, with its notes and params added to `out`."""
+    data_dir = ctx.inputs.data_dir
+    if not data_dir:
+        out.notes.append("dataset read skipped, because the run has no dataset folder")
+        return []
+    files = list_files(data_dir, skip_prefix)
+    if not files:
+        out.notes.append(f"dataset read skipped, because {data_dir} holds no files")
+        return []
+    picked = sample_evenly(files, limit_bytes)
+    ctx.progress("reading the dataset cold", 0, 1)
+    # At most a third of what is left: the read jobs need the rest.
+    deadline = ctx.clock() + max(5.0, ctx.budget.remaining() / 3)
+    read = cold_read(picked, max(10, ctx.policy.min_repeats), deadline, ctx.clock)
+    snap = storage_snapshot(data_dir)
+    if snap.get("fstype") in RAM_FILESYSTEMS:
+        out.notes.append(f"the dataset is on {snap['fstype']}: its cold read measures RAM")
+    if read.stopped_by == "deadline":
+        out.notes.append(f"dataset read stopped after {read.files} of {len(picked)} sampled "
+                         "files, because of the time budget")
+    out.params.update(dataset_cache_bypass=CACHE_BYPASS, dataset_files=len(files),
+                      dataset_files_sampled=len(picked))
+    return measurements(read, {
+        "path": data_dir, "filesystem": snap.get("fstype"), "device": snap.get("device"),
+        "files_in_dataset": len(files), "files_sampled": len(picked),
+        "cache_bypass": CACHE_BYPASS})

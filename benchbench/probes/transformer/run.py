@@ -1,0 +1,73 @@
+"""Probe `transformer`: training-step throughput of a GPT-style decoder per precision, in
+tokens/s, with the FLOP count per token that MFU is derived from.
+
+Synthetic tokens already on the device; AdamW (fused on CUDA). flops_per_token follows the
+PaLM appendix and nanoGPT: 6N + 12·L·H·Q·T, with N the parameters without position embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from benchbench.analysis.derive import transformer_flops_per_token
+from benchbench.core.results import Measurement
+from benchbench.probes._training import Precision, Step, TrainingJob, make_step, run_training
+from benchbench.probes.api import ProbeContext, ProbeOutput
+from benchbench.probes.configs import TransformerConfig
+from benchbench.probes.models.gpt import GPT
+
+BATCH_CAP = 1024
+
+
+def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
+    dev = "cuda:0" if ctx.device == "cuda" else "cpu"
+    dims = cfg.shape()
+    seq = cfg.seq_len
+    if seq > dims["max_seq_len"]:
+        raise ValueError(f"seq_len {seq} is larger than the model supports ({dims['max_seq_len']})")
+
+    def new_model() -> GPT:
+        return GPT(dims["n_layers"], dims["d_model"], dims["n_heads"], dims["vocab_size"],
+                   dims["max_seq_len"])
+
+    def build(batch: int, precision: Precision) -> Step:
+        gen = torch.Generator(device=dev).manual_seed(batch)
+        model = new_model().to(dev)
+        forward = torch.compile(model) if cfg.compile else model
+        optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
+                                      weight_decay=0.1, fused=dev != "cpu")
+        tokens = torch.randint(0, dims["vocab_size"], (batch, seq + 1), device=dev,
+                               generator=gen)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        return make_step(lambda: forward(x, y), optimizer, precision, dev)
+
+    n_params = new_model().n_params()
+    head_dim = dims["d_model"] // dims["n_heads"]
+    fpt = transformer_flops_per_token(n_params, dims["n_layers"], dims["n_heads"], head_dim, seq)
+    shape = {"n_params": n_params, "n_layers": dims["n_layers"], "d_model": dims["d_model"],
+             "n_heads": dims["n_heads"], "head_dim": head_dim, "vocab_size": dims["vocab_size"]}
+    flops = Measurement("flops_per_token", {"preset": cfg.preset, "seq_len": seq}, fpt, "count",
+                        "median", [fpt], False, {**shape, "formula": "6N + 12*L*H*Q*T"})
+
+    context = {**shape, "compile": cfg.compile, "threads": torch.get_num_threads()}
+    if dev != "cpu":
+        context["gpu_name"] = torch.cuda.get_device_name(dev)
+    job = job_for(cfg, dev, context)
+    measurements, notes = run_training(ctx, job, build)
+    return ProbeOutput([flops, *measurements] if measurements else [], notes=notes,
+                       params={"batch_size": job.batch_size, **shape})
+
+
+def job_for(cfg: TransformerConfig, dev: str, context: dict[str, Any]) -> TrainingJob:
+    """What run_training measures for this config on `dev` (the simulator plans with it too)."""
+    default_batch = 16 if dev != "cpu" else 8
+    batch = cfg.batch_size if cfg.batch_size is not None else default_batch
+    seq = cfg.seq_len
+    return TrainingJob(
+        dev=dev, precisions=cfg.precisions, batch_size=batch, default_batch=default_batch,
+        batch_cap=BATCH_CAP, steps=cfg.steps, work_per_sample=float(seq), unit="tokens/s",
+        key=lambda precision: {"device": dev, "precision": precision, "preset": cfg.preset,
+                               "seq_len": seq, "batch_size": batch},
+        context=context)
