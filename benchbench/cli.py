@@ -12,11 +12,11 @@ import sys
 import time
 
 from benchbench import __version__
+from benchbench.analysis.config import WORKLOADS
 from benchbench.commands import common as commands
 from benchbench.doctor.checks import SCENARIOS
 from benchbench.engine import sandbox
 from benchbench.engine.runner import SaveError
-from benchbench.probes.configs import WORKLOADS
 
 EXIT_USAGE = 2
 

@@ -17,8 +17,8 @@ from benchbench.core.sampling import Budget, RepeatPolicy
 from benchbench.engine.launch import free_port
 from benchbench.machine.environment import torch_facts
 from benchbench.probes.allreduce import run as allreduce
+from benchbench.probes.allreduce.config import SPEC as ALLREDUCE
 from benchbench.probes.api import ProbeContext
-from benchbench.probes.configs import AllreduceConfig
 
 
 def _bare_rank(rank: int, world: int, port: int, size: int, iters: int, out: object) -> None:
@@ -60,11 +60,12 @@ def bare(world: int, size: int, iters: int) -> float:
 
 
 def probe(world: int, size: int, iters: int) -> float:
-    ctx = ProbeContext(device="cpu", quick=False,
+    ctx = ProbeContext(device="cpu",
                        policy=RepeatPolicy(min_repeats=5, max_repeats=5, warmup_s=0.0),
                        budget=Budget(120.0), facts=torch_facts())
-    out = allreduce.run(ctx, AllreduceConfig(sizes=(size,), iters=iters, warmup=5,
-                                             ranks=world))
+    cfg = ALLREDUCE.resolve("cpu", False, ctx.facts, dict(sizes=(size,), iters=iters, warmup=5,
+                                                          ranks=world))
+    out = allreduce.run(ctx, cfg)
     return next(m.value for m in out.measurements if m.metric == "busbw")
 
 

@@ -19,10 +19,11 @@ from torch import nn
 from benchbench.core.sampling import Budget, RepeatPolicy
 from benchbench.machine.environment import torch_facts
 from benchbench.probes.api import ProbeContext
-from benchbench.probes.configs import ResNet50Config, TransformerConfig
 from benchbench.probes.models.gpt import GPT
 from benchbench.probes.resnet50 import run as resnet50
+from benchbench.probes.resnet50.config import SPEC as RESNET50
 from benchbench.probes.transformer import run as transformer
+from benchbench.probes.transformer.config import SPEC as TRANSFORMER
 
 
 def sync(dev: str) -> None:
@@ -80,7 +81,7 @@ def timed(step, dev: str, steps: int) -> float:
 
 
 def probe_value(module, cfg, dev: str) -> float:
-    ctx = ProbeContext(device="cuda" if dev != "cpu" else "cpu", quick=False,
+    ctx = ProbeContext(device="cuda" if dev != "cpu" else "cpu",
                        policy=RepeatPolicy(min_repeats=3, max_repeats=3, warmup_s=0.0,
                                            warmup_steps=cfg.warmup_steps),
                        budget=Budget(600.0), facts=torch_facts())
@@ -101,10 +102,13 @@ def main() -> None:
     batch_r, image = (256, 224) if gpu else (8, 64)
     batch_t, seq = (16, 1024) if gpu else (4, 128)
     rows: dict[str, list[tuple[float, float]]] = {"resnet50": [], "transformer": []}
-    rcfg = ResNet50Config(precisions=(a.precision,), batch_size=batch_r, image_size=image,
-                          steps=a.steps, warmup_steps=a.steps - 1, channels_last=gpu)
-    tcfg = TransformerConfig(precisions=(a.precision,), preset="small", seq_len=seq,
-                             batch_size=batch_t, steps=a.steps, warmup_steps=a.steps - 1)
+    device, facts = ("cuda" if gpu else "cpu"), torch_facts()
+    rcfg = RESNET50.resolve(device, False, facts, dict(
+        precisions=(a.precision,), batch_size=batch_r, image_size=image, steps=a.steps,
+        warmup_steps=a.steps - 1, channels_last=gpu))
+    tcfg = TRANSFORMER.resolve(device, False, facts, dict(
+        precisions=(a.precision,), preset="small", seq_len=seq, batch_size=batch_t,
+        steps=a.steps, warmup_steps=a.steps - 1))
     for trial in range(a.trials):
         # The probe runs its warm-up plus one synchronized estimate step, then a.steps timed
         # steps; the bare loop gets a.steps untimed then a.steps timed steps. The order flips

@@ -10,3 +10,20 @@ def run_args(**kw) -> argparse.Namespace:
                 storage_path=None, workload=None)
     base.update(kw)
     return argparse.Namespace(**base)
+
+
+def cpu_facts(**extra):
+    """What torch_facts() says on a machine without a GPU (this one's cores)."""
+    from benchbench.machine.environment import usable_cores
+
+    return {"cuda_available": False, "cuda_device_count": 0, "gpus": [],
+            "usable_cores": usable_cores(), **extra}
+
+
+def resolved(probe, device="cpu", quick=True, facts=None, **values):
+    """The probe's config as the runner hands it over: its defaults for the device and --quick,
+    resolved with the machine's facts, under the given values."""
+    from benchbench.probes.catalog import default_registry
+
+    spec = default_registry().get(probe)
+    return spec.resolve(device, quick, cpu_facts() if facts is None else facts, values)

@@ -124,7 +124,7 @@ def test_version_list_and_env():
     assert listing.returncode == 0
     assert "host_device_copy" in listing.stdout and "skipped, because" in listing.stdout
     assert "matmul.sizes = " in listing.stdout  # the default for this device
-    assert "transformer.batch_size = device default" in listing.stdout
+    assert "transformer.batch_size = 8 " in listing.stdout  # resolved for this device
     env = bb("env", "--json")
     assert env.returncode == 0
     snap = json.loads(env.stdout)

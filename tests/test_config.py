@@ -8,7 +8,8 @@ from benchbench.core import config
 from benchbench.core.config import ConfigError
 from benchbench.engine.runner import Runner
 from benchbench.probes.catalog import default_registry
-from benchbench.probes.configs import HostDeviceCopyConfig, MatmulConfig
+from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig
+from benchbench.probes.matmul.config import MatmulConfig
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -86,7 +87,8 @@ def test_precedence_defaults_quick_toml_set(tmp_path):
     assert mm.dtypes == ("fp32",)  # the file beats the quick default
     assert mm.warmup_s == 0.1  # --quick default for the CPU, not overridden
     mb = runner.probe_config(registry.get("memory_bandwidth"))
-    assert mb.host_size_bytes is None  # auto, resolved by the probe
+    # resolved before the probe runs: no cache size known here, so 4x the assumed 256M LLC
+    assert mb.host_size_bytes == 1024**3
 
 
 @pytest.mark.parametrize("kw,match", [

@@ -4,6 +4,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import cpu_facts, resolved
+
+from benchbench.probes.dataloader.config import auto_workers
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -19,9 +22,8 @@ from benchbench.probes._loaders import (  # noqa: E402
     dali_missing,
 )
 from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
-from benchbench.probes.configs import DataloaderConfig, DatasetConfig  # noqa: E402
 from benchbench.probes.dataloader import run as dataloader  # noqa: E402
-from benchbench.probes.dataset import ensure_synthetic  # noqa: E402
+from benchbench.probes.dataset import DatasetConfig, ensure_synthetic  # noqa: E402
 
 needs_dali = pytest.mark.skipif(dali_available() is not None,
                                 reason=f"DALI cannot run here: {dali_available()}")
@@ -46,9 +48,9 @@ def corrupt_dir(tiny, tmp_path_factory) -> Path:
 
 def ctx(tiny=None, budget=60.0, clock=None, **inputs):
     seen = []
-    c = ProbeContext(device="cpu", quick=True,
-                     policy=RepeatPolicy(min_repeats=1, max_repeats=1, warmup_s=0.0),
-                     budget=Budget(budget), facts={}, progress=lambda *a: seen.append(a),
+    c = ProbeContext(device="cpu",
+                        policy=RepeatPolicy(min_repeats=1, max_repeats=1, warmup_s=0.0),
+                     budget=Budget(budget), facts=cpu_facts(), progress=lambda *a: seen.append(a),
                      inputs=RunInputs(data_dir=tiny and tiny["path"], dataset=tiny, **inputs))
     if clock:
         c.clock = clock
@@ -198,7 +200,7 @@ def test_both_loaders_count_the_same_files_of_an_odd_folder(odd_dir):
 
 def test_probe_measures_every_loader_and_worker_count(tiny):
     c, seen = ctx(tiny)
-    cfg = DataloaderConfig(batch_size=4, image_size=32, workers=(0, 1), batches=2)
+    cfg = resolved("dataloader", batch_size=4, image_size=32, workers=(0, 1), batches=2)
     out = dataloader.run(c, cfg)
     wanted = {("torchvision", 0), ("torchvision", 1)}
     if dali_available() is None:
@@ -231,7 +233,7 @@ def test_probe_measures_every_loader_and_worker_count(tiny):
 def test_probe_on_a_gpu_adds_dali_gpu(tiny):
     c, _ = ctx(tiny)
     c.device = "cuda"
-    out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(1,),
+    out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(1,),
                                              batches=2))
     loaders = {m.key["loader"] for m in out.measurements if m.metric == "throughput"}
     assert loaders == ({"torchvision"} if dali_available() else
@@ -241,14 +243,14 @@ def test_probe_on_a_gpu_adds_dali_gpu(tiny):
 def test_probe_notes_a_missing_dali(tiny, monkeypatch):
     monkeypatch.setattr(_loaders, "dali_available", dali_missing)
     c, _ = ctx(tiny)
-    out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(0,),
+    out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(0,),
                                              batches=2))
     assert any(n.startswith("dali_cpu skipped, because DALI is not installed") and
                "pip install nvidia-dali-cuda120" in n for n in out.notes)
     assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
     assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
     with pytest.raises(ProbeSkipped, match="no loader could run: dali_cpu skipped, because DALI"):
-        dataloader.run(c, DataloaderConfig(loaders=("dali_cpu",), batch_size=4, image_size=32,
+        dataloader.run(c, resolved("dataloader", loaders=("dali_cpu",), batch_size=4, image_size=32,
                                            workers=(0,), batches=2))
 
 
@@ -257,7 +259,7 @@ def test_probe_counts_corrupt_files(tiny, corrupt_dir):
     c.inputs = RunInputs(data_dir=str(corrupt_dir))
     # 1 warm-up + 6 timed batches of 4 cover the 24 files of the first epoch.
     with pytest.warns(UserWarning, match="skipped corrupt image"):
-        out = dataloader.run(c, DataloaderConfig(batch_size=4, image_size=32, workers=(1,),
+        out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(1,),
                                                  batches=6))
     assert out.params["corrupt_files"] == 1
     assert any(n.startswith("1 image(s) that fail to decode skipped and counted by "
@@ -275,7 +277,7 @@ def test_probe_measures_a_folder_smaller_than_a_batch(tiny, odd_dir):
     c, _ = ctx(tiny)
     c.inputs = RunInputs(data_dir=str(odd_dir))
     with pytest.warns(UserWarning, match="trunc.jpg"):
-        out = dataloader.run(c, DataloaderConfig(batch_size=64, image_size=32, workers=(0,),
+        out = dataloader.run(c, resolved("dataloader", batch_size=64, image_size=32, workers=(0,),
                                                  batches=2, loaders=("torchvision",)))
     (thr,) = [m for m in out.measurements if m.metric == "throughput"]
     assert thr.context["images"] >= 100  # 2 batches of 64, less the truncated file's places
@@ -288,13 +290,13 @@ def test_probe_measures_a_folder_smaller_than_a_batch(tiny, odd_dir):
 def test_probe_skips_without_a_dataset():
     c, _ = ctx()
     with pytest.raises(ProbeSkipped, match="no dataset|no --data-dir"):
-        dataloader.run(c, DataloaderConfig())
+        dataloader.run(c, resolved("dataloader"))
 
 
 def test_probe_stops_a_configuration_that_overruns_its_share(tiny):
     ticks = iter(range(0, 10_000, 10))  # every reading of the clock is 10 s later
     c, _ = ctx(tiny, budget=30.0, clock=lambda: float(next(ticks)))
-    out = dataloader.run(c, DataloaderConfig(loaders=("torchvision",), batch_size=4,
+    out = dataloader.run(c, resolved("dataloader", loaders=("torchvision",), batch_size=4,
                                              image_size=32, workers=(0,), batches=5))
     (m,) = [m for m in out.measurements if m.metric == "throughput"]
     assert m.context["stopped_by"] == "budget" and m.context["batches"] == 2
@@ -303,15 +305,18 @@ def test_probe_stops_a_configuration_that_overruns_its_share(tiny):
 def test_probe_skips_what_the_budget_no_longer_allows(tiny):
     c, _ = ctx(tiny, budget=0.0)
     with pytest.raises(ProbeSkipped, match="time budget ran out"):
-        dataloader.run(c, DataloaderConfig(loaders=("torchvision",), batch_size=4,
+        dataloader.run(c, resolved("dataloader", loaders=("torchvision",), batch_size=4,
                                            image_size=32, workers=(0, 1), batches=2))
 
 
 def test_auto_workers_sweep_up_to_the_cores():
-    assert dataloader.auto_workers(8, quick=False) == (0, 1, 2, 4, 8)
-    assert dataloader.auto_workers(6, quick=False) == (0, 1, 2, 4, 6)
-    assert dataloader.auto_workers(1, quick=False) == (0, 1)
-    assert dataloader.auto_workers(8, quick=True) == (8,)
+    assert auto_workers(8, quick=False) == (0, 1, 2, 4, 8)
+    assert auto_workers(6, quick=False) == (0, 1, 2, 4, 6)
+    assert auto_workers(1, quick=False) == (0, 1)
+    assert auto_workers(8, quick=True) == (8,)
+    # resolved from the machine's facts, before the probe runs
+    assert resolved("dataloader", quick=False, facts={"usable_cores": 6}).workers == (
+        0, 1, 2, 4, 6)
 
 
 def test_where_nvidia_publishes_no_dali_the_reason_says_so(monkeypatch):

@@ -10,8 +10,13 @@ import pytest
 from PIL import Image
 
 from benchbench.probes import dataset
-from benchbench.probes.configs import DatasetConfig
-from benchbench.probes.dataset import DatasetError, cache_root, ensure_synthetic, scan_imagefolder
+from benchbench.probes.dataset import (
+    DatasetConfig,
+    DatasetError,
+    cache_root,
+    ensure_synthetic,
+    scan_imagefolder,
+)
 
 TINY = DatasetConfig(num_images=24, num_classes=3, mean_side=64)
 

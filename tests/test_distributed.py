@@ -5,6 +5,7 @@ import socket
 import threading
 
 import pytest
+from helpers import resolved
 
 torch = pytest.importorskip("torch")
 
@@ -14,14 +15,13 @@ from benchbench.machine.environment import torch_facts  # noqa: E402
 from benchbench.probes import _ranks  # noqa: E402
 from benchbench.probes.allreduce import run as allreduce  # noqa: E402
 from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
-from benchbench.probes.configs import AllreduceConfig, DdpScalingConfig  # noqa: E402
 from benchbench.probes.ddp_scaling import run as ddp_scaling  # noqa: E402
 
 
 def ctx(budget=20.0, inputs=None):
     seen = []
-    c = ProbeContext(device="cpu", quick=True,
-                     policy=RepeatPolicy(min_repeats=3, max_repeats=3, warmup_s=0.0),
+    c = ProbeContext(device="cpu",
+                        policy=RepeatPolicy(min_repeats=3, max_repeats=3, warmup_s=0.0),
                      budget=Budget(budget), facts=torch_facts(),
                      progress=lambda *a: seen.append(a), inputs=inputs or RunInputs())
     return c, seen
@@ -36,7 +36,7 @@ def spec(**kw):
 
 def test_two_gloo_ranks_sweep_small_sizes():
     c, seen = ctx()
-    out = allreduce.run(c, AllreduceConfig(sizes=(1024, 65536, 1024**2), iters=5, warmup=2,
+    out = allreduce.run(c, resolved("allreduce", sizes=(1024, 65536, 1024**2), iters=5, warmup=2,
                                            timeout_s=30))
     by = {(m.metric, m.key.get("size_bytes")): m for m in out.measurements}
     assert {s for (metric, s) in by if metric == "busbw"} == {1024, 65536, 1024**2}
@@ -57,7 +57,7 @@ def test_two_gloo_ranks_sweep_small_sizes():
 
 def test_one_rank_has_no_busbw():
     c, _ = ctx()
-    out = allreduce.run(c, AllreduceConfig(sizes=(4096,), iters=3, warmup=1, ranks=1))
+    out = allreduce.run(c, resolved("allreduce", sizes=(4096,), iters=3, warmup=1, ranks=1))
     metrics = {m.metric for m in out.measurements}
     assert metrics == {"allreduce_time", "algbw"}
     assert any("busbw skipped, because at world size 1" in n for n in out.notes)
@@ -82,7 +82,7 @@ def test_nccl_on_a_cpu_run_is_skipped_with_the_reason():
 
 def test_ddp_scaling_at_one_and_two_cpu_ranks():
     c, _ = ctx(budget=40.0)
-    cfg = DdpScalingConfig(counts=(1, 2), batch_size=2, image_size=32, steps=2,
+    cfg = resolved("ddp_scaling", counts=(1, 2), batch_size=2, image_size=32, steps=2,
                            warmup_steps=1, channels_last=False, timeout_s=60)
     out = ddp_scaling.run(c, cfg)
     tput = {m.key["ranks"]: m for m in out.measurements if m.metric == "throughput"}

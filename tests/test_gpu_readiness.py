@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import resolved
 
 torch = pytest.importorskip("torch")
 
@@ -20,9 +21,10 @@ from benchbench.machine import (  # noqa: E402
     topology,  # noqa: E402
 )
 from benchbench.probes import _training  # noqa: E402
+from benchbench.probes._config import best_amp  # noqa: E402
 from benchbench.probes._devices import is_oom  # noqa: E402
-from benchbench.probes.configs import HostDeviceCopyConfig  # noqa: E402
 from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
+from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig  # noqa: E402
 
 G = 1e9
 TESTS = Path(__file__).parent
@@ -38,9 +40,12 @@ def test_gpu_measures_amp_first_cpu_keeps_its_order():
     assert order("cpu", ["fp32", "amp_bf16"]) == ["fp32", "amp_bf16"]
     v100 = {"gpus": [{"capability": "7.0"}]}
     h200 = {"gpus": [{"capability": "9.0"}]}
-    assert _training.best_amp("cuda:0", h200) == "amp_bf16"
-    assert _training.best_amp("cuda:0", v100) == "amp_fp16"
-    assert _training.best_amp("cpu", h200) == "fp32"
+    assert best_amp("cuda", h200) == "amp_bf16"
+    assert best_amp("cuda", v100) == "amp_fp16"
+    assert best_amp("cpu", h200) == "fp32"
+    # the pipeline and ddp_scaling train in it: resolved once, in their configs
+    assert resolved("pipeline", "cuda", facts=v100).precisions == ("amp_fp16",)
+    assert resolved("ddp_scaling", "cuda", facts=h200).precision == "amp_bf16"
 
 
 def test_a_precision_that_cannot_finish_is_skipped_before_it_is_built():

@@ -11,7 +11,7 @@ sys.modules["pynvml"] = None
 sys.modules["nvidia.dali"] = None
 import benchbench.core.results, benchbench.core.stats, benchbench.reports.markdown
 import benchbench.analysis.derive, benchbench.core.config, benchbench.probes.catalog
-import benchbench.probes.specs, benchbench.cli, benchbench.engine.runner, benchbench.core.peaks
+import benchbench.probes.catalog, benchbench.cli, benchbench.engine.runner, benchbench.core.peaks
 import benchbench.engine.launch, benchbench.engine.multinode, benchbench.analysis.scaling
 import benchbench.engine.slurm, benchbench.machine.topology, benchbench.reports.interconnect
 import benchbench.commands.common

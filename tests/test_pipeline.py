@@ -1,10 +1,11 @@
 """The pipeline probe: AU arithmetic, loader choice, and a tiny end-to-end run on the CPU."""
 
 import pytest
+from helpers import resolved
 
 from benchbench.analysis import derive as analysis
 from benchbench.core.results import Measurement, ProbeResult, RunResult
-from benchbench.probes.configs import DatasetConfig, PipelineConfig
+from benchbench.probes.dataset import DatasetConfig
 from benchbench.reports import markdown
 
 KEY = {"device": "cuda:0", "precision": "amp_bf16", "image_size": 224, "batch_size": 256,
@@ -36,12 +37,13 @@ def test_loader_choice():
     previous = {"dataloader": {"measurements": [
         {"metric": "throughput", "context": {}},
         {"metric": "best_throughput", "context": {"loader": "dali_cpu", "workers": 2}}]}}
-    assert choose_loader(PipelineConfig(), previous)[:2] == ("dali_cpu", 2)
-    assert choose_loader(PipelineConfig(loader="torchvision", workers=1), previous)[:2] == (
-        "torchvision", 1)
-    loader, workers, why = choose_loader(PipelineConfig(loader="torchvision"), previous)
-    assert loader == "torchvision" and why.startswith("default")  # dali's best does not carry
-    assert choose_loader(PipelineConfig(), {})[0] == "torchvision"
+    assert choose_loader(resolved("pipeline"), previous, 4)[:2] == ("dali_cpu", 2)
+    assert choose_loader(resolved("pipeline", loader="torchvision", workers=1), previous,
+                         4)[:2] == ("torchvision", 1)
+    loader, workers, why = choose_loader(resolved("pipeline", loader="torchvision"), previous, 4)
+    assert (loader, workers) == ("torchvision", 4)  # dali's best does not carry over
+    assert why.startswith("default")
+    assert choose_loader(resolved("pipeline"), {}, 4)[0] == "torchvision"
 
 
 def test_pipeline_end_to_end_tiny(tmp_path):
@@ -54,13 +56,13 @@ def test_pipeline_end_to_end_tiny(tmp_path):
 
     facts = dataset.ensure_synthetic(DatasetConfig(num_images=16, num_classes=2, mean_side=64),
                                      quick=True, root=tmp_path)
-    ctx = ProbeContext(device="cpu", quick=True,
-                       policy=RepeatPolicy(min_repeats=2, max_repeats=2, warmup_s=0.0,
+    ctx = ProbeContext(device="cpu",
+                        policy=RepeatPolicy(min_repeats=2, max_repeats=2, warmup_s=0.0,
                                            warmup_steps=1),
                        budget=Budget(60.0), facts=torch_facts(),
                        inputs=RunInputs(run_dir=str(tmp_path), data_dir=facts["path"],
                                         dataset=facts))
-    cfg = PipelineConfig(precisions=("fp32",), batch_size=4, image_size=32, steps=3,
+    cfg = resolved("pipeline", precisions=("fp32",), batch_size=4, image_size=32, steps=3,
                          channels_last=False, loader="torchvision", workers=0, warmup_steps=1)
     out = pipeline.run(ctx, cfg)
     by = {m.metric: m for m in out.measurements}

@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+from helpers import resolved
 
 torch = pytest.importorskip("torch")
 
@@ -11,7 +12,6 @@ from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
 from benchbench.probes._devices import random_bytes  # noqa: E402
 from benchbench.probes.api import ProbeContext, ProbeSkipped  # noqa: E402
-from benchbench.probes.configs import HostDeviceCopyConfig, MatmulConfig, MemoryBandwidthConfig  # noqa: E402
 from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
 from benchbench.probes.matmul import run as matmul  # noqa: E402
 from benchbench.probes.memory_bandwidth import run as memory_bandwidth  # noqa: E402
@@ -19,8 +19,7 @@ from benchbench.probes.memory_bandwidth import run as memory_bandwidth  # noqa: 
 
 def ctx(device="cpu", budget=5.0, facts=None):
     seen = []
-    c = ProbeContext(device=device, quick=True,
-                     policy=RepeatPolicy(min_repeats=3, max_repeats=6, target_cv=0.5,
+    c = ProbeContext(device=device, policy=RepeatPolicy(min_repeats=3, max_repeats=6, target_cv=0.5,
                                          warmup_s=0.0),
                      budget=Budget(budget), facts=facts or torch_facts(),
                      progress=lambda *a: seen.append(a))
@@ -29,7 +28,7 @@ def ctx(device="cpu", budget=5.0, facts=None):
 
 def test_matmul_cpu_measures_flops_per_dtype_and_size():
     c, seen = ctx()
-    cfg = MatmulConfig(sizes=(64, 128), dtypes=("fp32", "bf16", "tf32"), min_sample_s=0.005)
+    cfg = resolved("matmul", sizes=(64, 128), dtypes=("fp32", "bf16", "tf32"), min_sample_s=0.005)
     out = matmul.run(c, cfg)
     flops = [m for m in out.measurements if m.metric == "flops"]
     assert {(m.key["dtype"], m.key["size"]) for m in flops} == {
@@ -49,7 +48,7 @@ def test_matmul_cpu_measures_flops_per_dtype_and_size():
 
 def test_matmul_drops_sizes_that_cannot_fit_the_budget():
     c, _ = ctx(budget=0.3)
-    out = matmul.run(c, MatmulConfig(sizes=(32, 4096), dtypes=("bf16",), min_sample_s=0.001))
+    out = matmul.run(c, resolved("matmul", sizes=(32, 4096), dtypes=("bf16",), min_sample_s=0.001))
     assert [m.key["size"] for m in out.measurements if m.metric == "flops"] == [32]
     assert any("n=4096" in n and "beyond its time budget" in n for n in out.notes)
 
@@ -57,7 +56,7 @@ def test_matmul_drops_sizes_that_cannot_fit_the_budget():
 def test_memory_bandwidth_host_buffer_is_4x_llc():
     facts = {**torch_facts(), "host_llc_bytes": 4 << 20}  # pretend a 4 MiB LLC: fast test
     c, _ = ctx(facts=facts)
-    out = memory_bandwidth.run(c, MemoryBandwidthConfig(min_sample_s=0.005))
+    out = memory_bandwidth.run(c, resolved("memory_bandwidth", facts=facts, min_sample_s=0.005))
     (m,) = out.measurements
     assert m.key == {"memory": "host", "size_bytes": 256 << 20}  # quick default, >= 4x LLC
     assert m.unit == "B/s" and m.value > 1e8
@@ -67,7 +66,7 @@ def test_memory_bandwidth_host_buffer_is_4x_llc():
 def test_memory_bandwidth_warns_when_buffer_is_too_small():
     facts = {**torch_facts(), "host_llc_bytes": 32 << 20}
     c, _ = ctx(facts=facts)
-    out = memory_bandwidth.run(c, MemoryBandwidthConfig(host_size_bytes=8 << 20,
+    out = memory_bandwidth.run(c, resolved("memory_bandwidth", host_size_bytes=8 << 20,
                                                          min_sample_s=0.005))
     assert any("under 4x" in n for n in out.notes)
 
@@ -84,7 +83,7 @@ def test_host_device_copy_skips_without_gpu():
         pytest.skip("a GPU is present")
     c, _ = ctx(facts={**torch_facts(), "cuda_device_count": 0})
     with pytest.raises(ProbeSkipped, match="no CUDA GPU"):
-        host_device_copy.run(c, HostDeviceCopyConfig(sizes=(1 << 20,)))
+        host_device_copy.run(c, resolved("host_device_copy", sizes=(1 << 20,)))
 
 
 def test_units_are_closed():
@@ -94,7 +93,7 @@ def test_units_are_closed():
 @pytest.mark.gpu
 def test_matmul_gpu_fp32_is_not_tf32():
     c, _ = ctx(device="cuda")
-    out = matmul.run(c, MatmulConfig(sizes=(2048,), dtypes=("fp32", "tf32"), devices=(0,),
+    out = matmul.run(c, resolved("matmul", sizes=(2048,), dtypes=("fp32", "tf32"), devices=(0,),
                                      min_sample_s=0.01))
     by = {m.key["dtype"]: m for m in out.measurements if m.metric == "flops"}
     assert by["fp32"].context["tf32_enabled"] is False
@@ -104,10 +103,10 @@ def test_matmul_gpu_fp32_is_not_tf32():
 @pytest.mark.gpu
 def test_gpu_memory_and_host_device_copy():
     c, _ = ctx(device="cuda", budget=20)
-    out = memory_bandwidth.run(c, MemoryBandwidthConfig(devices=(0,), min_sample_s=0.01))
+    out = memory_bandwidth.run(c, resolved("memory_bandwidth", devices=(0,), min_sample_s=0.01))
     assert {m.key["memory"] for m in out.measurements} == {"cuda:0", "host"}
-    out = host_device_copy.run(c, HostDeviceCopyConfig(sizes=(1 << 20, 64 << 20), devices=(0,),
-                                                       min_sample_s=0.01))
+    out = host_device_copy.run(c, resolved("host_device_copy", sizes=(1 << 20, 64 << 20),
+                                           devices=(0,), min_sample_s=0.01))
     peaks = [m for m in out.measurements if m.metric == "peak_bandwidth"]
     assert len(peaks) == 4 and all(p.value > 1e8 for p in peaks)
 
@@ -116,9 +115,9 @@ def test_worker_runs_a_probe_job_and_reports_skips():
     from benchbench.engine.worker import ProbeJob, run_probe
 
     facts = torch_facts()
-    job = ProbeJob(name="matmul", impl="benchbench.probes.matmul.run", device="cpu", quick=True,
+    job = ProbeJob(name="matmul", run="benchbench.probes.matmul.run", device="cpu",
                    min_repeats=2, budget_s=5.0, facts=facts,
-                   config=MatmulConfig(sizes=(32,), dtypes=("fp32",), warmup_steps=3,
+                   config=resolved("matmul", sizes=(32,), dtypes=("fp32",), warmup_steps=3,
                                        warmup_s=0.0, min_sample_s=0.001))
     body = run_probe(job, lambda *a: None)
     assert body["status"] == "ok" and body["params"]["sizes"] == [32]
@@ -127,8 +126,8 @@ def test_worker_runs_a_probe_job_and_reports_skips():
     assert peak["statistic"] == "max"
     if not torch.cuda.is_available():
         skip = run_probe(dataclasses.replace(
-            job, name="host_device_copy", impl="benchbench.probes.host_device_copy.run",
-            config=HostDeviceCopyConfig(sizes=(1 << 20,)),
+            job, name="host_device_copy", run="benchbench.probes.host_device_copy.run",
+            config=resolved("host_device_copy", sizes=(1 << 20,)),
             facts={**facts, "cuda_device_count": 0}), lambda *a: None)
         assert skip["status"] == "skipped" and "no CUDA GPU" in skip["reason"]
 

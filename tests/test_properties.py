@@ -23,11 +23,12 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from benchbench.analysis.config import AnalysisConfig
 from benchbench.core import config, results, stats
 from benchbench.core.config import ConfigError
 from benchbench.core.results import Measurement, ProbeResult, ResultsError, RunResult
 from benchbench.probes.catalog import default_registry
-from benchbench.probes.configs import AnalysisConfig, DatasetConfig
+from benchbench.probes.dataset import DatasetConfig
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1_cpu.json"
 FIXTURE_DICT = json.loads(FIXTURE.read_text())

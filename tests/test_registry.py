@@ -1,11 +1,12 @@
 import pytest
 
-from benchbench.probes.catalog import ProbeSpec, Registry, default_registry
-from benchbench.probes.configs import MatmulConfig
+from benchbench.probes.api import ProbeSpec
+from benchbench.probes.catalog import Registry, default_registry
+from benchbench.probes.matmul.config import MatmulConfig
 
 
 def spec(name="a", **kw):
-    base = dict(name=name, description="d", config_cls=MatmulConfig, impl="x",
+    base = dict(name=name, description="d", config_cls=MatmulConfig, run="x",
                 gpu_resource="gpu_compute", cpu_resource="cpu_compute")
     base.update(kw)
     return ProbeSpec(**base)

@@ -73,7 +73,7 @@ def test_params_are_the_resolved_config(tmp_path):
                        quick=True, overrides={"matmul": {"dtypes": ("fp32",)}})
     assert runner.execute() == EXIT_OK
     (job, kw), (again, _) = iso.jobs  # --quick: two rounds
-    assert job.min_repeats == 3 and job.quick
+    assert job.min_repeats == 3
     assert job.config.dtypes == ("fp32",)
     # the only probe gets the whole share, spread over its two rounds
     assert job.budget_s == again.budget_s == pytest.approx(QUICK_TOTAL_S / 2)
@@ -143,10 +143,11 @@ def test_disk_full_keeps_the_previous_results_and_says_so(tmp_path, monkeypatch)
 def test_sigkill_of_a_probe_process_is_recorded_and_the_run_goes_on(tmp_path):
     from benchbench.core.config import ProbeConfig
     from benchbench.engine.isolation import Isolator
-    from benchbench.probes.catalog import ProbeSpec, Registry
+    from benchbench.probes.api import ProbeSpec
+    from benchbench.probes.catalog import Registry
 
     victim = ProbeSpec(name="victim", description="dies", config_cls=ProbeConfig,
-                       impl="fault_probe", gpu_resource="cpu_compute",
+                       run="fault_probe", gpu_resource="cpu_compute",
                        cpu_resource="cpu_compute")
     registry = Registry([victim, default_registry().get("matmul")])
     cfg = RunConfig(quick=True, time_budget=2.0, device="cpu",

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 from fake_nvml import FakeNvml, _gpu
+from helpers import cpu_facts, resolved
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +45,6 @@ from benchbench.doctor import checks as doctor
 from benchbench.machine import environment
 from benchbench.machine.telemetry import LiveSampler
 from benchbench.probes.api import ProbeContext, RunInputs
-from benchbench.probes.configs import StorageConfig
 from benchbench.probes.storage import fio
 from benchbench.probes.storage import run as probe
 from benchbench.reports import html as html_report
@@ -381,9 +381,9 @@ def fake_fio(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def _ctx(run_dir: Path, **inputs: Any) -> ProbeContext:
-    return ProbeContext(device="cpu", quick=True,
+    return ProbeContext(device="cpu",
                         policy=RepeatPolicy(min_repeats=2, max_repeats=2, warmup_s=0.0),
-                        budget=Budget(60.0), facts={},
+                        budget=Budget(60.0), facts=cpu_facts(),
                         inputs=RunInputs(run_dir=str(run_dir), **inputs))
 
 
@@ -402,7 +402,7 @@ def _check_starts(starts: list[dict[str, Any]]) -> list[str]:
     return [s["target"] for s in jobs]
 
 
-CFG = StorageConfig(size=16 * MiB, runtime=1.0, jobs=("seq1m", "rand4k"), numjobs=2)
+CFG = resolved("storage", size=16 * MiB, runtime=1.0, jobs=("seq1m", "rand4k"), numjobs=2)
 
 
 @pytest.mark.parametrize("folder", ["plain", "a:b c;$(touch pwned)`id`&|*"])
@@ -440,7 +440,7 @@ def test_a_raw_device_is_read_only_with_readonly(tmp_path, fake_fio, monkeypatch
     monkeypatch.setattr(probe, "_is_block", lambda p: os.path.realpath(p) == device)
     monkeypatch.setattr(probe, "_device_size", lambda d: 64 * MiB)
     (tmp_path / "run").mkdir()
-    out = probe.run(_ctx(tmp_path / "run"), StorageConfig(
+    out = probe.run(_ctx(tmp_path / "run"), resolved("storage",
         raw_device=device, runtime=1.0, jobs=("rand4k",)))
     assert out.params["raw_device"] is True
     assert set(_check_starts(fake_fio)) == {device}

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import cpu_facts, resolved
 
 from benchbench.core.config import ConfigError
 from benchbench.core.sampling import Budget, RepeatPolicy
 from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
-from benchbench.probes.configs import StorageConfig
 from benchbench.probes.storage import dataset_read, fallback, fio
 from benchbench.probes.storage import run as probe
 
@@ -40,9 +40,9 @@ needs_fio = pytest.mark.skipif(not HAVE_FIO, reason="fio is not installed (apt-g
 
 
 def _ctx(tmp_path: Path, budget_s: float = 30.0, **inputs: Any) -> ProbeContext:
-    return ProbeContext(device="cpu", quick=True,
+    return ProbeContext(device="cpu",
                         policy=RepeatPolicy(min_repeats=2, max_repeats=2, warmup_s=0.0),
-                        budget=Budget(budget_s), facts={},
+                        budget=Budget(budget_s), facts=cpu_facts(),
                         inputs=RunInputs(run_dir=str(tmp_path / "run"), **inputs))
 
 
@@ -168,7 +168,7 @@ def test_engine_choice_falls_back_when_io_uring_is_refused(tmp_path, monkeypatch
 
 @needs_fio
 def test_small_fio_run_end_to_end(tmp_path, run_dir):
-    cfg = StorageConfig(size=16 * MiB, runtime=2.0, jobs=("seq1m", "rand4k"), iodepth=4,
+    cfg = resolved("storage", size=16 * MiB, runtime=2.0, jobs=("seq1m", "rand4k"), iodepth=4,
                         numjobs=2)
     out = probe.run(_ctx(tmp_path, storage_path=str(tmp_path)), cfg)
     by = {(m.metric, m.key["job"]): m for m in out.measurements}
@@ -205,7 +205,7 @@ def test_fallback_reader_through_the_probe_with_a_dataset(tmp_path, run_dir, mon
     monkeypatch.setattr(shutil, "which", lambda *a, **k: None)  # as if fio were not installed
     data = tmp_path / "data"
     digests = _dataset(data)
-    cfg = StorageConfig(size=16 * MiB, runtime=1.0, jobs=("rand4k",))
+    cfg = resolved("storage", size=16 * MiB, runtime=1.0, jobs=("rand4k",))
     out = probe.run(_ctx(tmp_path, data_dir=str(data)), cfg)
     bw = next(m for m in out.measurements if m.metric == "read_bandwidth")
     assert bw.key == {"job": "rand4k", "bs": 4096, "engine": fallback.ENGINE, "iodepth": 1,
@@ -287,7 +287,7 @@ def test_scratch_file_is_removed_when_a_run_fails(tmp_path, run_dir, monkeypatch
         monkeypatch.setattr(fio, "find_fio", lambda: None)
         monkeypatch.setattr(fallback, "read_job", failing)
     with pytest.raises(fio.FioError, match="injected"):
-        probe.run(_ctx(tmp_path, storage_path=str(tmp_path)), StorageConfig(size=16 * MiB))
+        probe.run(_ctx(tmp_path, storage_path=str(tmp_path)), resolved("storage", size=16 * MiB))
     assert len(seen) == 1  # the scratch file existed when the run failed
     assert not _scratch_files(tmp_path)
 
@@ -295,15 +295,16 @@ def test_scratch_file_is_removed_when_a_run_fails(tmp_path, run_dir, monkeypatch
 SIGTERM_SCRIPT = textwrap.dedent("""
     import sys
     from benchbench.probes.api import ProbeContext, RunInputs
-    from benchbench.probes.configs import StorageConfig
+    from benchbench.probes.storage.config import StorageConfig
     from benchbench.core.sampling import Budget, RepeatPolicy
     from benchbench.probes.storage import run as probe
-    ctx = ProbeContext(device="cpu", quick=True, policy=RepeatPolicy(1, 1, warmup_s=0.0),
+    ctx = ProbeContext(device="cpu",
+                        policy=RepeatPolicy(1, 1, warmup_s=0.0),
                        budget=Budget(120.0), facts={},
                        progress=lambda desc, done, total: print(desc, flush=True),
                        inputs=RunInputs(storage_path=sys.argv[1]))
-    probe.run(ctx, StorageConfig(size=16 * 1024**2, runtime=60.0, jobs=("rand4k",),
-                                 numjobs=2))
+    probe.run(ctx, StorageConfig(size=16 * 1024**2, runtime=60.0, max_runtime=10.0,
+                                 jobs=("rand4k",), numjobs=2))
 """)
 
 
@@ -352,20 +353,20 @@ def test_refuses_a_block_device_not_named_in_raw_device(tmp_path):
     if device is None:
         pytest.skip("no block device under /dev")
     with pytest.raises(ProbeSkipped, match="block device.*raw_device"):
-        probe.run(_ctx(tmp_path, storage_path=device), StorageConfig())
-    other = StorageConfig(raw_device=str(tmp_path))
+        probe.run(_ctx(tmp_path, storage_path=device), resolved("storage"))
+    other = resolved("storage", raw_device=str(tmp_path))
     with pytest.raises(ProbeSkipped, match="block device.*raw_device"):
         probe.run(_ctx(tmp_path, storage_path=device), other)
 
 
 def test_refuses_what_is_not_a_directory(tmp_path):
     with pytest.raises(ProbeSkipped, match="not a directory"):
-        probe.run(_ctx(tmp_path, storage_path="/dev/null"), StorageConfig())
+        probe.run(_ctx(tmp_path, storage_path="/dev/null"), resolved("storage"))
     with pytest.raises(ProbeSkipped, match="not a block device"):
-        probe.run(_ctx(tmp_path), StorageConfig(raw_device="/dev/null"))
+        probe.run(_ctx(tmp_path), resolved("storage", raw_device="/dev/null"))
     (tmp_path / "file").write_bytes(b"user data")
     with pytest.raises(ProbeSkipped, match="not a directory"):
-        probe.run(_ctx(tmp_path, storage_path=str(tmp_path / "file")), StorageConfig())
+        probe.run(_ctx(tmp_path, storage_path=str(tmp_path / "file")), resolved("storage"))
     assert (tmp_path / "file").read_bytes() == b"user data"
 
 
@@ -388,7 +389,8 @@ def test_validate_storage_path(tmp_path, monkeypatch):
 
 
 def test_scratch_size_defaults_and_shrinks_to_the_free_space(tmp_path, monkeypatch):
-    assert (probe.default_size(False), probe.default_size(True)) == (4 * 1024**3, 256 * MiB)
+    assert resolved("storage", quick=False).size == 4 * 1024**3
+    assert resolved("storage", quick=True).size == 256 * MiB
     usage = shutil.disk_usage(tmp_path)
     notes: list[str] = []
     assert probe._fit(str(tmp_path), 64 * MiB + 5, notes) == 64 * MiB and not notes
@@ -406,7 +408,7 @@ def test_tmpfs_is_flagged_and_the_budget_cuts_later_jobs(tmp_path, monkeypatch):
     shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
     try:
         out = probe.run(_ctx(tmp_path, budget_s=0.0, storage_path=str(shm)),
-                        StorageConfig(size=16 * MiB, runtime=1.0, jobs=("seq1m", "rand4k")))
+                        resolved("storage", size=16 * MiB, runtime=1.0, jobs=("seq1m", "rand4k")))
         if out.params["filesystem"] != "tmpfs":
             pytest.skip("/dev/shm is not tmpfs here")
         assert any("tmpfs" in n and "RAM" in n for n in out.notes)
@@ -422,7 +424,7 @@ def test_generated_dataset_scratch_goes_to_the_cache_folder(tmp_path, run_dir, m
     cache = tmp_path / "cache" / "datasets"
     data = cache / "abc123"
     _dataset(data)
-    cfg = StorageConfig(size=16 * MiB, runtime=1.0, jobs=("rand4k",), dataset_read_limit=MiB)
+    cfg = resolved("storage", size=16 * MiB, runtime=1.0, jobs=("rand4k",), dataset_read_limit=MiB)
     out = probe.run(_ctx(tmp_path, data_dir=str(data),
                          dataset={"source": "generated", "path": str(data)}), cfg)
     assert out.params["path"] == str(cache)  # benchbench's own folder, beside the dataset

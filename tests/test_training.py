@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import run_args  # noqa: E402
+from helpers import resolved, run_args  # noqa: E402
 
 from benchbench.analysis import derive as analysis  # noqa: E402
 from benchbench.commands.common import UsageError  # noqa: E402
@@ -13,14 +13,13 @@ from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
 from benchbench.probes import _training  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
-from benchbench.probes.configs import ResNet50Config, TransformerConfig  # noqa: E402
-from benchbench.probes.models.gpt import GPT  # noqa: E402
+from benchbench.probes.models.gpt import GPT, transformer_flops_per_token  # noqa: E402
 from benchbench.probes.resnet50 import run as resnet50  # noqa: E402
 from benchbench.probes.transformer import run as transformer  # noqa: E402
 
 
 def ctx(budget=120.0):
-    return ProbeContext(device="cpu", quick=True,
+    return ProbeContext(device="cpu",
                         policy=RepeatPolicy(min_repeats=2, max_repeats=2, warmup_s=0.0,
                                             warmup_steps=1),
                         budget=Budget(budget), facts=torch_facts())
@@ -48,7 +47,7 @@ def check_training(out, unit, precisions):
 
 
 def test_resnet50_cpu_each_precision():
-    cfg = ResNet50Config(precisions=("fp32", "amp_bf16", "amp_fp16", "tf32"), batch_size=2,
+    cfg = resolved("resnet50", precisions=("fp32", "amp_bf16", "amp_fp16", "tf32"), batch_size=2,
                          image_size=32, steps=2, channels_last=False, warmup_steps=1)
     out = resnet50.run(ctx(), cfg)
     thr = check_training(out, "samples/s", ["fp32", "amp_bf16"])
@@ -60,7 +59,7 @@ def test_resnet50_cpu_each_precision():
 
 
 def test_transformer_cpu_each_precision():
-    cfg = TransformerConfig(precisions=("fp32", "amp_bf16"), preset="small", n_layers=1,
+    cfg = resolved("transformer", precisions=("fp32", "amp_bf16"), preset="small", n_layers=1,
                             d_model=32, n_heads=2, vocab_size=128, seq_len=16, batch_size=2,
                             steps=2, warmup_steps=1)
     out = transformer.run(ctx(), cfg)
@@ -81,8 +80,8 @@ def test_gpt_counts_parameters_without_position_embeddings():
 
 
 def test_flops_per_token_and_mfu_by_hand():
-    assert analysis.transformer_flops_per_token(1000, 2, 4, 8, 16) == 6000 + 12288
-    fpt = analysis.transformer_flops_per_token(124_000_000, 12, 12, 64, 1024)
+    assert transformer_flops_per_token(1000, 2, 4, 8, 16) == 6000 + 12288
+    fpt = transformer_flops_per_token(124_000_000, 12, 12, 64, 1024)
     assert fpt == 6 * 124e6 + 12 * 12 * 12 * 64 * 1024  # 744e6 + 113.2e6
     key = {"device": "cuda:0", "precision": "amp_bf16", "preset": "gpt2-124m", "seq_len": 1024,
            "batch_size": None}

@@ -6,10 +6,9 @@ from typing import Any
 
 from benchbench.analysis import scaling
 from benchbench.core.gpus import gpu_for
-from benchbench.core.peaks import gpu_peak, pcie_rate
+from benchbench.core.peaks import PRECISION_DTYPE, gpu_peak, pcie_rate
 from benchbench.core.results import Measurement, RunResult
 from benchbench.core.stats import spread
-from benchbench.probes.configs import PRECISION_DTYPE
 
 # Within one node, GPUs of one model differ by a few percent; 5% or more deserves a look
 # (cooling, power capping, a degraded link).
@@ -85,13 +84,6 @@ TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
                  ("amp_fp16", "tf32"), ("amp_fp16", "fp32")]
-
-
-def transformer_flops_per_token(n_params: int, n_layers: int, n_heads: int, head_dim: int,
-                                seq_len: int) -> float:
-    """Training FLOPs per token: 6N for the weights' forward and backward, and 12·L·H·Q·T for
-    attention (PaLM, Chowdhery et al. 2022, appendix B; nanoGPT's estimate_mfu)."""
-    return 6.0 * n_params + 12.0 * n_layers * n_heads * head_dim * seq_len
 
 
 def _throughputs(run: RunResult, probe: str) -> list[Measurement]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.analysis import capacities as cap
+from benchbench.analysis.config import IMAGENET_MEAN_FILE_BYTES, IMAGENET_SAMPLES, AnalysisConfig
 from benchbench.analysis.derive import (
     ANALYSIS_VERSION,
     AU_PASS,
@@ -25,7 +26,6 @@ from benchbench.core.gpus import run_gpus
 from benchbench.core.results import RunResult
 from benchbench.core.stats import summarize
 from benchbench.core.units import figure
-from benchbench.probes.configs import IMAGENET_MEAN_FILE_BYTES, IMAGENET_SAMPLES, AnalysisConfig
 
 COMPUTE = ("gpu_compute", "cpu_compute")
 INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")

@@ -15,6 +15,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from benchbench.analysis.config import AnalysisConfig
 from benchbench.core import config, results
 from benchbench.core.config import ConfigError, RunConfig
 from benchbench.engine import launch, multinode
@@ -33,7 +34,7 @@ from benchbench.engine.runner import (
     selected_specs,
 )
 from benchbench.probes.catalog import Registry, default_registry
-from benchbench.probes.configs import AnalysisConfig, DatasetConfig
+from benchbench.probes.dataset import DatasetConfig
 
 
 class UsageError(Exception):
@@ -145,9 +146,13 @@ def _check_storage_path(cfg: RunConfig) -> None:
         return
     if raw and os.path.realpath(cfg.storage_path) == os.path.realpath(raw):
         return  # the opt-in: the probe reads this device, read-only
-    from benchbench.probes.storage.run import default_size, validate_storage_path
+    from benchbench.probes.storage.config import SPEC as STORAGE
+    from benchbench.probes.storage.run import validate_storage_path
 
-    size = cfg.overrides.get("storage", {}).get("size") or default_size(cfg.quick)
+    try:  # the size the probe will write: its default for --quick, or the user's
+        size = STORAGE.resolve("cpu", cfg.quick, {}, cfg.overrides.get("storage", {})).size
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
     try:
         validate_storage_path(cfg.storage_path, size)
     except ConfigError as exc:
@@ -220,9 +225,13 @@ def _refuse_silent_cpu_fallback(cfg: RunConfig, facts: dict[str, Any]) -> None:
 def _facts(isolator: Isolator, stop: StopFlag) -> dict[str, Any]:
     got = isolator.call("benchbench.engine.worker:collect_facts", None, timeout_s=300,
                         should_stop=stop)
-    return got.value if got.ok else {
-        "cuda_available": False, "cuda_device_count": 0, "gpus": [],
-        "no_gpu_reason": f"reading the devices failed: {got.error}"}
+    if got.ok:
+        return dict(got.value)
+    from benchbench.machine.environment import usable_cores
+
+    return {"cuda_available": False, "cuda_device_count": 0, "gpus": [],
+            "usable_cores": usable_cores(),
+            "no_gpu_reason": f"reading the devices failed: {got.error}"}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -385,8 +394,8 @@ def list_probes(args: argparse.Namespace) -> int:
         print(f"{spec.name:<18} {spec.resource(device):<17} {status}")
         print(f"{'':<18} {spec.description}")
         if args.fields:
-            for name, default, doc in config.describe_fields(spec.config_cls,
-                                                             spec.defaults(device, False)):
+            for name, default, doc in config.describe_fields(
+                    spec.config_cls, spec.defaults(device, False, facts)):
                 print(f"{'':<20}{spec.name}.{name} = {default}  # {doc}")
     return 0
 

@@ -47,6 +47,22 @@ def parse_size(text: str | int) -> int:
     return int(m.group(1)) * _IEC[m.group(2).upper()]
 
 
+def check_choices(name: str, values: tuple[str, ...] | None, allowed: tuple[str, ...]) -> None:
+    """Refuse an empty list or a value outside `allowed`, naming the field and the choices."""
+    if values is None:
+        return
+    if not values:
+        raise ConfigError(f"{name} must not be empty")
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ConfigError(f"{name}: unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
+
+
+def check_positive(name: str, values: tuple[int, ...] | None) -> None:
+    if values is not None and (not values or any(v <= 0 for v in values)):
+        raise ConfigError(f"{name} must be a non-empty list of positive numbers")
+
+
 def size_field(default: Any = None, doc: str = "") -> Any:
     return field(default=default, metadata={"size": True, "doc": doc})
 

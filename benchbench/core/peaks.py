@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass
 
 T = 1e12
+# The matmul dtype each training precision runs its tensor-core work in: MFU divides by that
+# dtype's datasheet peak, mamfu by that dtype's measured matmul ceiling.
+PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "amp_bf16": "bf16", "amp_fp16": "fp16"}
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,7 @@
-"""Timers: a CUDA-event timer for GPU work and a wall-clock timer for the host.
+"""Host timing without torch: the clock type, the timer protocol, a wall-clock timer and the
+calibration of calls per sample. The GPU timers live with the probes (probes/meter.py).
 
-A timer runs `fn` `inner` times back to back and returns the elapsed seconds. The CPU path
-makes no CUDA call at all; the GPU path records events on the current stream, so no host
-overhead or queueing delay is counted, and synchronizes on the end event before reading.
-
-A `Meter` bundles how a probe observes a device: a timer per device, a device sync, per-step
-times and the allocator's high-water mark. Probes reach the device's clock only through it,
-so the simulator (simulate.py) can replace it with a fake clock and a device profile and run
-the probes' own planning at GPU speed on a CPU machine.
+A timer runs `fn` `inner` times back to back and returns the elapsed seconds.
 """
 
 from __future__ import annotations
@@ -36,29 +30,6 @@ def wall_timer(clock: Clock = time.perf_counter) -> Timer:
     return timed
 
 
-def cuda_timer(device: Any) -> Timer:
-    """CUDA-event timer on the current stream of `device`."""
-    import torch
-
-    def timed(fn: Callable[[], Any], inner: int) -> float:
-        with torch.cuda.device(device):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3  # ms -> s
-
-    return timed
-
-
-def timer_for(device: str) -> Timer:
-    """The honest timer for a device string: 'cpu' or 'cuda:N'."""
-    return cuda_timer(device) if device.startswith("cuda") else wall_timer()
-
-
 def calibrate_inner(timer: Timer, fn: Callable[[], Any], min_sample_s: float,
                     max_inner: int = 1 << 16) -> int:
     """How many back-to-back calls make one sample last at least min_sample_s.
@@ -78,94 +49,3 @@ def calibrate_inner(timer: Timer, fn: Callable[[], Any], min_sample_s: float,
         else:
             inner = max(inner + 1, math.ceil(inner * 1.2 * min_sample_s / elapsed))
         inner = min(inner, max_inner)
-
-
-def synchronized_wall_timer(devices: list[str], meter: Meter | None = None) -> Timer:
-    """Host timer around work spread over several GPUs: synchronize all, time, synchronize all.
-
-    CUDA events belong to one device, so work that runs on several at once is timed on the
-    host, with every device synchronized before the clock is read.
-    """
-    meter = meter or Meter()
-
-    def sync() -> None:
-        for d in devices:
-            meter.sync(d)
-
-    def timed(fn: Callable[[], Any], inner: int) -> float:
-        sync()
-        start = meter.clock()
-        for _ in range(inner):
-            fn()
-        sync()
-        return meter.clock() - start
-
-    return timed
-
-
-class Meter:
-    """How a probe observes a device: CUDA events and the allocator's statistics on a GPU,
-    the clock on the host."""
-
-    def __init__(self, clock: Clock = time.perf_counter) -> None:
-        self.clock = clock
-
-    def timer_for(self, device: str) -> Timer:
-        return cuda_timer(device) if device.startswith("cuda") else wall_timer(self.clock)
-
-    def sync(self, device: str) -> None:
-        """Wait for a GPU's queued work before reading a host clock; nothing on the CPU."""
-        if device.startswith("cuda"):
-            import torch
-
-            torch.cuda.synchronize(device)
-
-    def step_times(self, step: Callable[[], Any], n: int, device: str) -> list[float]:
-        """Seconds per step for n consecutive steps, with no host sync between them on a GPU
-        (one event pair per step, read after the last)."""
-        if not device.startswith("cuda"):
-            return self.clock_step_times(step, n)
-        import torch
-
-        with torch.cuda.device(device):
-            events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-            events[0].record()
-            for i in range(n):
-                step()
-                events[i + 1].record()
-            events[-1].synchronize()
-            return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)]
-
-    def clock_step_times(self, step: Callable[[], Any], n: int) -> list[float]:
-        """Seconds per step on the host clock: for work that returns when it is done."""
-        out = []
-        for _ in range(n):
-            t0 = self.clock()
-            step()
-            out.append(self.clock() - t0)
-        return out
-
-    def timed_once(self, fn: Callable[[], Any], device: str) -> float:
-        """Wall seconds of one synchronized call: what a step costs the budget, first-call
-        costs (allocation, kernel selection, cuDNN autotuning) included."""
-        self.sync(device)
-        t0 = self.clock()
-        fn()
-        self.sync(device)
-        return self.clock() - t0
-
-    def reset_peak_memory(self, device: str) -> None:
-        """Start a fresh high-water mark (a failed out-of-memory attempt must not count)."""
-        if device.startswith("cuda"):
-            import torch
-
-            torch.cuda.reset_peak_memory_stats(device)
-
-    def peak_memory(self, device: str) -> float | None:
-        """Bytes the caching allocator held at most since the last reset; None on the CPU,
-        where torch tracks no allocator peak."""
-        if not device.startswith("cuda"):
-            return None
-        import torch
-
-        return float(torch.cuda.max_memory_allocated(device))

@@ -21,14 +21,14 @@ from benchbench.analysis import derive as analysis
 from benchbench.analysis import verdict
 from benchbench.core import results
 from benchbench.core import rounds as rounds_mod
-from benchbench.core.config import RunConfig, build_probe_config
+from benchbench.core.config import RunConfig
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.engine.isolation import Cancelled, Isolator
 from benchbench.engine.launch import DistEnv
 from benchbench.engine.worker import ProbeJob
 from benchbench.machine.telemetry import Guarded, Sampler, default_sampler, store
-from benchbench.probes.api import RunInputs
-from benchbench.probes.catalog import ProbeSpec, Registry
+from benchbench.probes.api import ProbeSpec, RunInputs
+from benchbench.probes.catalog import Registry
 
 # The selected probes share a time budget by weight (training probes count double). Seconds
 # for all of them together, by --quick and device:
@@ -290,15 +290,15 @@ class Runner:
         self.run.probes[i] = rounds_mod.merge(self.run.probes[i], pr, round_no)
 
     def probe_config(self, spec: ProbeSpec) -> Any:
-        values = {**spec.defaults(self.device, self.cfg.quick),
-                  **self.cfg.overrides.get(spec.name, {})}
-        return build_probe_config(spec.config_cls, values, spec.name)
+        """The probe's config resolved for this device, --quick and this machine's facts,
+        with the user's --config and --set values over its defaults."""
+        return spec.resolve(self.device, self.cfg.quick, self.facts,
+                            self.cfg.overrides.get(spec.name, {}))
 
     def _run_one(self, spec: ProbeSpec, budget: float, started: str,
                  round_no: int = 1) -> ProbeResult:
         cfg = self.configs[spec.name]
-        job = ProbeJob(name=spec.name, impl=spec.impl, device=self.device,
-                       quick=self.cfg.quick,
+        job = ProbeJob(name=spec.name, run=spec.run, device=self.device,
                        min_repeats=self.cfg.repeats or (3 if self.cfg.quick else 5),
                        budget_s=budget, config=cfg, facts=self.facts,
                        inputs=dataclasses.replace(self.inputs, previous={

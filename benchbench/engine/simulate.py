@@ -19,14 +19,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchbench.core.config import ProbeConfig, build_probe_config
+from benchbench.core.config import ProbeConfig
 from benchbench.core.results import Measurement, ProbeResult
 from benchbench.core.rounds import default_rounds, merge, schedule, start
 from benchbench.core.sampling import Budget
-from benchbench.core.timing import Meter, Timer
+from benchbench.core.timing import Timer
 from benchbench.engine.runner import probe_budget
 from benchbench.probes.api import ProbeContext, ProbeOutput, RunInputs, throughput
-from benchbench.probes.catalog import ProbeSpec, default_registry
+from benchbench.probes.catalog import default_registry
+from benchbench.probes.meter import Meter
 
 GiB = 1024**3
 
@@ -179,20 +180,16 @@ def _charge(clock: FakeClock, per_call_s: float, first_s: float = 0.0) -> Timer:
 
 def facts_for(p: DeviceProfile) -> dict[str, Any]:
     return {"cuda_available": True, "cuda_device_count": p.gpus, "host_llc_bytes": 64 * 2**20,
+            "usable_cores": p.cores,
             "gpus": [{"index": i, "name": p.gpu_name, "capability": p.capability,
                       "memory_total": p.memory_total, "l2_cache_bytes": p.l2_cache_bytes,
                       "uuid": f"sim-{i}"} for i in range(p.gpus)]}
 
 
-def probe_config(spec: ProbeSpec, quick: bool) -> ProbeConfig:
-    """The config a CUDA run of `spec` gets, as the runner builds it."""
-    return build_probe_config(spec.config_cls, spec.defaults("cuda", quick), spec.name)
-
-
 def context(p: DeviceProfile, quick: bool, budget_s: float, cfg: ProbeConfig,
             clock: FakeClock, repeats: int | None = None) -> ProbeContext:
     policy = cfg.repeat_policy(repeats or (3 if quick else 5))
-    return ProbeContext(device="cuda", quick=quick, policy=policy,
+    return ProbeContext(device="cuda", policy=policy,
                         budget=Budget(budget_s, clock=clock), facts=facts_for(p),
                         clock=clock, meter=SimMeter(clock),
                         inputs=RunInputs(data_dir="/simulated", run_dir="/simulated"))
@@ -347,10 +344,7 @@ def _dataloader(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                 ) -> ProbeOutput:
     from benchbench.probes.dataloader import run as dataloader
 
-    workers = tuple(sorted(set(cfg.workers))) if cfg.workers else \
-        dataloader.auto_workers(p.cores, ctx.quick)
-    plan = dataloader.configurations(["torchvision", "dali_cpu", "dali_gpu"], workers)
-    batches = cfg.batches or (5 if ctx.quick else 20)
+    plan = dataloader.configurations(list(cfg.loaders), tuple(sorted(set(cfg.workers))))
     clock.advance(2000 * 110e3 / p.disk_read)  # the page-cache warm-up of the synthetic set
 
     def make(kind: str, data_dir: str, batch: int, w: int, image: int, device: str
@@ -360,20 +354,19 @@ def _dataloader(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
         return loader
 
     notes: list[str] = []
-    measured, _ = dataloader.sweep(ctx, cfg, plan, "/simulated", "cuda:0", batches, p.cores,
+    measured, _ = dataloader.sweep(ctx, cfg, plan, "/simulated", "cuda:0", p.cores,
                                    notes, make_loader=make)
     return ProbeOutput(measured, notes=notes)
 
 
 def _storage(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
-    from benchbench.probes.storage.run import default_size, plan_runtime
+    from benchbench.probes.storage.run import plan_runtime
 
-    size = cfg.size or default_size(ctx.quick)
+    size = cfg.size
     deadline = max(5.0, ctx.budget.remaining() / 3)
     clock.advance(min(2000 * 110e3 / p.disk_read, deadline))  # the dataset's cold read
     clock.advance(size / p.disk_write + 0.5)  # the scratch file; fio's engine trial
-    _, repeats, run_s = plan_runtime(cfg.runtime, ctx.quick, ctx.budget.remaining(),
-                                     len(cfg.jobs), ctx.policy.min_repeats)
+    _, repeats, run_s = plan_runtime(cfg, ctx.budget.remaining(), ctx.policy.min_repeats)
     notes = []
     for j, name in enumerate(cfg.jobs):
         if j and ctx.budget.remaining() < repeats * run_s / 2:
@@ -387,7 +380,7 @@ def _pipeline(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock,
               loader_rate: float) -> ProbeOutput:
     from benchbench.probes import _training
 
-    batch = cfg.batch_size if isinstance(cfg.batch_size, int) else RESNET_BATCH
+    batch = cfg.batch_size
     name = _training.precision_order("cuda:0", _training.usable_precisions(
         "cuda:0", cfg.precisions, [], ctx.facts))[0]
     step_s = p.resnet50_step_s[name] * batch / RESNET_BATCH
@@ -440,8 +433,7 @@ def _ddp_scaling(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
     deadline = clock() + ctx.budget.remaining()
     counts = ddp_scaling.counts_for(p.gpus, cfg.counts)
-    step_s = p.resnet50_step_s[_training.best_amp("cuda:0", ctx.facts)] * \
-        cfg.batch_size / RESNET_BATCH
+    step_s = p.resnet50_step_s[cfg.precision] * cfg.batch_size / RESNET_BATCH
     out, notes = [], []
     for i, n in enumerate(counts):
         # cuDNN tunes once per rank process: the later counts reuse its choice.
@@ -473,8 +465,7 @@ def simulate_probe(p: DeviceProfile, name: str, quick: bool, budget_s: float,
                    overrides: dict[str, Any] | None = None) -> SimProbe:
     """One probe's planning on the profiled device, within `budget_s`."""
     spec = default_registry().get(name)
-    cfg = build_probe_config(spec.config_cls,
-                             {**spec.defaults("cuda", quick), **(overrides or {})}, name)
+    cfg = spec.resolve("cuda", quick, facts_for(p), overrides)
     clock = FakeClock()
     ctx = context(p, quick, budget_s, cfg, clock)
     start = clock()

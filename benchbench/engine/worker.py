@@ -21,9 +21,8 @@ class ProbeJob:
     """Everything a worker needs to run one probe."""
 
     name: str
-    impl: str
+    run: str  # the probe's run module
     device: str
-    quick: bool
     min_repeats: int
     budget_s: float
     config: ProbeConfig
@@ -43,8 +42,8 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
     policy = cfg.repeat_policy(job.min_repeats)
     # Imported before the budget starts: importing torchvision or DALI is this worker's
     # start-up, like the process's own, and every round of a probe pays it again.
-    module = importlib.import_module(job.impl)
-    ctx = ProbeContext(device=job.device, quick=job.quick, policy=policy,
+    module = importlib.import_module(job.run)
+    ctx = ProbeContext(device=job.device, policy=policy,
                        budget=Budget(job.budget_s), facts=job.facts, progress=progress,
                        inputs=job.inputs)
     try:

@@ -158,6 +158,7 @@ def torch_facts() -> dict[str, Any]:
         import torch
     except ImportError as exc:
         return {"cuda_available": False, "cuda_device_count": 0, "gpus": [],
+                "usable_cores": usable_cores(),
                 "no_gpu_reason": f"torch is not importable: {exc}"}
     nccl = _try(lambda: torch.cuda.nccl.version())
     facts: dict[str, Any] = {
@@ -167,6 +168,7 @@ def torch_facts() -> dict[str, Any]:
         "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl,
         "intraop_threads": torch.get_num_threads(),
         "host_llc_bytes": llc_bytes(),
+        "usable_cores": usable_cores(),
         "gpus": [],
     }
     # torch says why CUDA is unusable only in a warning ("The NVIDIA driver on your system is

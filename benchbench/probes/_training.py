@@ -73,14 +73,6 @@ def precision_order(dev: str, usable: list[str]) -> list[str]:
     return sorted(usable, key=lambda p: rank.get(p, len(rank)))
 
 
-def best_amp(dev: str, facts: dict[str, Any]) -> str:
-    """The mixed precision a device trains fastest in: bf16 where its tensor cores do it,
-    else fp16 (V100, T4); fp32 on a CPU, where bf16 is usually emulated and far slower."""
-    if dev == "cpu":
-        return "fp32"
-    return precision_order(dev, usable_precisions(dev, ("amp_bf16", "amp_fp16"), [], facts))[0]
-
-
 def make_step(loss_fn: Callable[[], torch.Tensor], optimizer: torch.optim.Optimizer,
               precision: Precision, dev: str) -> Step:
     device_type = "cuda" if dev.startswith("cuda") else "cpu"

@@ -1,8 +1,11 @@
-"""The probe-side API: what a probe is told (ProbeContext) and what it hands back (ProbeOutput).
+"""The probe API: what the runner knows of a probe (ProbeSpec), what a probe is told
+(ProbeContext) and what it hands back (ProbeOutput).
 
-A probe module exposes `run(ctx, cfg) -> ProbeOutput`. It times its operations through
-`ctx.time_op`, which calibrates, warms up, samples and respects the time budget, and it builds
-measurements with `throughput`. It raises ProbeSkipped when it cannot measure anything here.
+A probe is a folder: its `config.py` (torch-free) holds the frozen config, its defaults for
+every device and for --quick, and its SPEC; its `run.py` exposes `run(ctx, cfg) -> ProbeOutput`.
+It times its operations through `ctx.time_op`, which calibrates, warms up, samples and respects
+the time budget, and it builds measurements with `throughput`. It raises ProbeSkipped when it
+cannot measure anything here. The config it is given is resolved: no field is left at auto.
 """
 
 from __future__ import annotations
@@ -13,10 +16,63 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchbench.core.results import Measurement
+from benchbench.core.config import ProbeConfig, build_probe_config
+from benchbench.core.results import RESOURCES, Measurement
 from benchbench.core.sampling import Budget, RepeatPolicy, collect, warm_up
 from benchbench.core.stats import median
-from benchbench.core.timing import Clock, Meter, Timer, calibrate_inner
+from benchbench.core.timing import Clock, Timer, calibrate_inner
+from benchbench.probes.meter import Meter
+
+Facts = dict[str, Any]  # what torch saw in a worker: machine/environment.torch_facts()
+# defaults(device, quick, facts) -> {field: value}: a probe's auto fields resolved
+Defaults = Callable[[str, bool, Facts], dict[str, Any]]
+
+
+def _no_defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """What the runner needs to know about a probe without importing its heavy module."""
+
+    name: str
+    description: str
+    config_cls: type[ProbeConfig]
+    run: str  # the module exposing run(ctx, cfg) -> ProbeOutput; imported in the worker only
+    gpu_resource: str
+    cpu_resource: str
+    requires_gpu: bool = False
+    needs_data: bool = False  # reads the dataset (the user's --data-dir or a generated one)
+    distributed: bool = False  # runs on every rank of a torchrun/srun launch, not per node
+    budget_weight: float = 1.0  # its share of a shared time budget, relative to other probes
+    per_gpu: bool = False  # measures every GPU: its budget grows with their number
+    repeatable: bool = False  # cheap to run again in a fresh worker: it runs in every round
+    # The auto fields' values for a device, --quick and the machine's facts; applied before
+    # --config and --set. The one home of every default and every --quick value.
+    defaults: Defaults = field(default=_no_defaults)
+
+    def __post_init__(self) -> None:
+        for r in (self.gpu_resource, self.cpu_resource):
+            if r not in RESOURCES:
+                raise ValueError(f"probe {self.name}: unknown resource {r!r}")
+
+    def resource(self, device: str) -> str:
+        return self.gpu_resource if device == "cuda" else self.cpu_resource
+
+    def skip_reason(self, device: str, no_gpu_reason: str | None) -> str | None:
+        """Why this probe would not run on `device`, or None when it would."""
+        if self.requires_gpu and device != "cuda":
+            return f"it needs a CUDA GPU and {no_gpu_reason or 'the run uses the CPU'}"
+        return None
+
+    def resolve(self, device: str, quick: bool, facts: Facts,
+                overrides: dict[str, Any] | None = None) -> Any:
+        """The config this probe runs with: its defaults, then the user's values (a value of
+        auto, None here, leaves the default), validated. Raises ConfigError."""
+        chosen = {k: v for k, v in (overrides or {}).items() if v is not None}
+        return build_probe_config(self.config_cls,
+                                  {**self.defaults(device, quick, facts), **chosen}, self.name)
 
 
 class ProbeSkipped(Exception):
@@ -69,7 +125,6 @@ class ProbeContext:
     """What the runner tells a probe. Passed explicitly; there are no globals."""
 
     device: str  # "cpu" or "cuda"
-    quick: bool
     policy: RepeatPolicy
     budget: Budget
     facts: dict[str, Any]  # device facts gathered by environment.torch_facts()

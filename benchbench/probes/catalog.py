@@ -1,51 +1,41 @@
-"""Explicit registration of probes. A duplicate name is an error; nothing registers on import."""
+"""The one ordered list of probes benchbench ships, and the registry that holds them.
+
+Registration is explicit: a probe is a folder under probes/ and one line below. A duplicate
+name is an error; nothing registers on import. The specs are light (no torch): the parent
+process reads them, and each probe's run module is imported in a worker only.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 from benchbench.core.config import ProbeConfig
-from benchbench.core.results import RESOURCES
+from benchbench.probes.allreduce.config import SPEC as ALLREDUCE
+from benchbench.probes.api import ProbeSpec
+from benchbench.probes.dataloader.config import SPEC as DATALOADER
+from benchbench.probes.ddp_scaling.config import SPEC as DDP_SCALING
+from benchbench.probes.host_device_copy.config import SPEC as HOST_DEVICE_COPY
+from benchbench.probes.matmul.config import SPEC as MATMUL
+from benchbench.probes.memory_bandwidth.config import SPEC as MEMORY_BANDWIDTH
+from benchbench.probes.pipeline.config import SPEC as PIPELINE
+from benchbench.probes.resnet50.config import SPEC as RESNET50
+from benchbench.probes.storage.config import SPEC as STORAGE
+from benchbench.probes.transformer.config import SPEC as TRANSFORMER
 
-
-def _no_defaults(device: str, quick: bool) -> dict[str, Any]:
-    return {}
-
-
-@dataclass(frozen=True)
-class ProbeSpec:
-    """What the runner needs to know about a probe without importing its heavy module."""
-
-    name: str
-    description: str
-    config_cls: type[ProbeConfig]
-    impl: str  # module exposing run(ctx, cfg) -> ProbeOutput; imported in the worker only
-    gpu_resource: str
-    cpu_resource: str
-    requires_gpu: bool = False
-    needs_data: bool = False  # reads the dataset (the user's --data-dir or a generated one)
-    distributed: bool = False  # runs on every rank of a torchrun/srun launch, not per node
-    budget_weight: float = 1.0  # its share of a shared time budget, relative to other probes
-    per_gpu: bool = False  # measures every GPU: its budget grows with their number
-    repeatable: bool = False  # cheap to run again in a fresh worker: it runs in every round
-    # device- and --quick-dependent defaults, applied before --config and --set
-    defaults: Callable[[str, bool], dict[str, Any]] = field(default=_no_defaults)
-
-    def __post_init__(self) -> None:
-        for r in (self.gpu_resource, self.cpu_resource):
-            if r not in RESOURCES:
-                raise ValueError(f"probe {self.name}: unknown resource {r!r}")
-
-    def resource(self, device: str) -> str:
-        return self.gpu_resource if device == "cuda" else self.cpu_resource
-
-    def skip_reason(self, device: str, no_gpu_reason: str | None) -> str | None:
-        """Why this probe would not run on `device`, or None when it would."""
-        if self.requires_gpu and device != "cuda":
-            return f"it needs a CUDA GPU and {no_gpu_reason or 'the run uses the CPU'}"
-        return None
+# The order a run executes them in. pipeline follows dataloader (it reuses the best loader)
+# and storage; the distributed probes run first under torchrun or srun (engine/runner.py).
+PROBES = (
+    MATMUL,
+    MEMORY_BANDWIDTH,
+    HOST_DEVICE_COPY,
+    RESNET50,
+    TRANSFORMER,
+    DATALOADER,
+    STORAGE,
+    PIPELINE,
+    ALLREDUCE,
+    DDP_SCALING,
+)
 
 
 class Registry:
@@ -77,8 +67,4 @@ class Registry:
 
 def default_registry() -> Registry:
     """Every probe benchbench ships, in the order a run executes them."""
-    from benchbench.probes.specs import DISTRIBUTED_SPECS, PIPELINE_SPEC
-    from benchbench.probes.specs import SPECS as WORKLOAD_SPECS
-    from benchbench.probes.storage.config import SPEC as STORAGE_SPEC
-
-    return Registry([*WORKLOAD_SPECS, STORAGE_SPEC, PIPELINE_SPEC, *DISTRIBUTED_SPECS])
+    return Registry(PROBES)

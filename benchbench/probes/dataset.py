@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from benchbench.core.config import ConfigError, doc_field
 from benchbench.machine.environment import usable_cores
-from benchbench.probes.configs import DatasetConfig
 
 # torchvision's IMG_EXTENSIONS: the files ImageFolder (and DALI's file reader) will load.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -47,6 +47,27 @@ JPEG_QUALITY = 90
 SIDE_SIGMA = 0.25  # log-normal spread of the geometric-mean side
 # (width, height) ratios and how often each is drawn; ImageNet is mostly 4:3 landscape.
 ASPECTS = ((4 / 3, 0.45), (3 / 4, 0.2), (1.0, 0.15), (16 / 9, 0.1), (3 / 2, 0.1))
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """The synthetic ImageFolder dataset generated when no --data-dir is given (not a probe:
+    its fields are set with --set dataset.<field>=…)."""
+
+    num_images: int | None = doc_field(None, "JPEG files to generate; auto: 2000 (256 with "
+                                             "--quick)")
+    num_classes: int = doc_field(10, "class sub-folders")
+    mean_side: int = doc_field(433, "geometric mean image side in pixels; 433 gives ImageNet's "
+                                    "typical ~500x375 and ~110 KB JPEGs")
+    seed: int = doc_field(0, "random seed: the same parameters give the same files")
+
+    def validate(self) -> None:
+        if self.num_images is not None and self.num_images < 1:
+            raise ConfigError("num_images must be at least 1")
+        if self.num_classes < 1:
+            raise ConfigError("num_classes must be at least 1")
+        if self.mean_side < 32:
+            raise ConfigError("mean_side must be at least 32 pixels")
 
 
 class DatasetError(ValueError):

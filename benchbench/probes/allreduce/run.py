@@ -23,8 +23,8 @@ from benchbench.core.results import Measurement
 from benchbench.core.stats import median
 from benchbench.core.units import iec
 from benchbench.probes._ranks import RankFailure, run_ranks
+from benchbench.probes.allreduce.config import CPU_RANKS, AllreduceConfig
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, peak_of
-from benchbench.probes.configs import AllreduceConfig
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -216,9 +216,9 @@ def run(ctx: ProbeContext, cfg: AllreduceConfig) -> ProbeOutput:
         gpus = int(ctx.facts.get("cuda_device_count", 0))
         if gpus == 0:
             raise ProbeSkipped("no CUDA GPU is visible to torch")
-        local = min(cfg.ranks or gpus, gpus)
+        local = min(cfg.ranks or gpus, gpus)  # never more ranks than GPUs
     else:
-        local = cfg.ranks or 2
+        local = cfg.ranks or CPU_RANKS
     world = launched["world_size"] if launched else local
     env = {}
     log_pattern = None

@@ -29,26 +29,12 @@ from typing import Any
 import psutil
 
 from benchbench.core.results import Measurement
-from benchbench.machine.environment import usable_cores
 from benchbench.probes._loaders import LoaderError, build_loader, unavailable
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
-from benchbench.probes.configs import DataloaderConfig
+from benchbench.probes.dataloader.config import DataloaderConfig
 from benchbench.probes.dataset import IMAGE_EXTENSIONS, Samples, loader_samples
 
 _READ_CHUNK = 1 << 20
-
-
-def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
-    """0, 1, 2, 4 … up to `cores` (cores itself included); with quick, `cores` only: each
-    loader at its best, the figure the verdict and the pipeline use, without the per-core
-    curve."""
-    if quick:
-        return (cores,)
-    counts, w = [0], 1
-    while w < cores:
-        counts.append(w)
-        w *= 2
-    return (*counts, cores)
 
 
 # NVIDIA's DALI examples give a GPU-decoding pipeline a handful of CPU threads: nvJPEG does the
@@ -76,23 +62,21 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     data_dir = ctx.inputs.data_dir
     if not data_dir:
         raise ProbeSkipped("there is no dataset: no --data-dir was given and none was generated")
-    cores = usable_cores()
+    cores = int(ctx.facts["usable_cores"])
     device = "cuda:0" if ctx.device == "cuda" else "cpu"
     notes: list[str] = []
     kinds = []
-    for kind in cfg.loaders or ("torchvision", "dali_cpu", *(("dali_gpu",) if device != "cpu"
-                                                              else ())):
+    for kind in cfg.loaders:
         reason = unavailable(kind, device)
         if reason:
             notes.append(f"{kind} skipped, because {reason}")
         else:
             kinds.append(kind)
-    workers = tuple(sorted(set(cfg.workers))) if cfg.workers else auto_workers(cores, ctx.quick)
+    workers = tuple(sorted(set(cfg.workers)))
     plan = configurations(kinds, workers)
-    batches = cfg.batches or (5 if ctx.quick else 20)
     dataset = ctx.inputs.dataset or {}
     params: dict[str, Any] = {
-        "loaders": kinds, "workers": list(workers), "batches": batches,
+        "loaders": kinds, "workers": list(workers), "batches": cfg.batches,
         "batch_size": cfg.batch_size, "image_size": cfg.image_size, "usable_cores": cores,
         "dataset_mean_file_size": dataset.get("mean_file_size"),
         "dataset_source": dataset.get("source")}
@@ -101,7 +85,7 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     params["page_cache_bytes"] = _warm_page_cache(ctx, data_dir, notes)
     samples = listed(data_dir, params, notes)
 
-    measured, corrupt = sweep(ctx, cfg, plan, samples, device, batches, cores, notes)
+    measured, corrupt = sweep(ctx, cfg, plan, samples, device, cores, notes)
 
     params["corrupt_files"] = len({p for files in corrupt.values() for p in files})
     params["corrupt_by_loader"] = {k: len(v) for k, v in corrupt.items()}
@@ -131,7 +115,7 @@ def listed(data_dir: str, params: dict[str, Any], notes: list[str]) -> Samples:
 
 
 def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
-          data: Samples | str, device: str, batches: int, cores: int, notes: list[str],
+          data: Samples | str, device: str, cores: int, notes: list[str],
           make_loader: Callable[..., Any] = build_loader
           ) -> tuple[list[Measurement], dict[str, dict[str, str]]]:
     """Each (loader, workers) configuration in turn, with an equal share of what is left of
@@ -157,7 +141,7 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
                "image_size": cfg.image_size}
         t0 = ctx.clock()
         try:
-            got = _measure(ctx, cfg, key, data, device, batches, share, cores,
+            got = _measure(ctx, cfg, key, data, device, share, cores,
                            corrupt.setdefault(kind, {}), make_loader)
             measured += got
             spent = ctx.clock() - t0
@@ -170,7 +154,7 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
 
 
 def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
-             data: Samples | str, device: str, batches: int, share: float, cores: int,
+             data: Samples | str, device: str, share: float, cores: int,
              corrupt: dict[str, str], make_loader: Callable[..., Any] = build_loader
              ) -> list[Measurement]:
     """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
@@ -195,7 +179,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
             times.append(now - last)
             sizes.append(len(images))
             last = now
-            if len(times) >= batches:
+            if len(times) >= cfg.batches:
                 break
             if len(times) >= 2 and now - start > share:
                 stopped_by = "budget"

@@ -18,20 +18,19 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from benchbench.core.results import Measurement
-from benchbench.core.timing import Meter
 from benchbench.probes._devices import apply_tf32
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes._training import (
     PRECISIONS,
-    best_amp,
     free_memory,
     plan_steps,
     step_measurements,
     usable_precisions,
 )
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
-from benchbench.probes.configs import DdpScalingConfig
-from benchbench.probes.resnet50.run import ResNetTrainer, prepare_device
+from benchbench.probes.ddp_scaling.config import DdpScalingConfig
+from benchbench.probes.meter import Meter
+from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
 
 
 def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
@@ -96,11 +95,10 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
 
 def _precision(cfg: DdpScalingConfig, dev: str, facts: dict[str, Any], notes: list[str]
                ) -> str:
-    if cfg.precision:
-        if not usable_precisions(dev, (cfg.precision,), notes, facts):
-            raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
-        return cfg.precision
-    return best_amp(dev, facts)
+    """The config's precision, when this device has it."""
+    if not usable_precisions(dev, (cfg.precision,), notes, facts):
+        raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
+    return cfg.precision
 
 
 def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
-from benchbench.core.timing import synchronized_wall_timer
 from benchbench.machine.environment import pcie_link
 from benchbench.probes._devices import budget_allows, gpu_indices, is_oom, random_bytes
 from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, throughput
-from benchbench.probes.configs import HostDeviceCopyConfig
+from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig
+from benchbench.probes.meter import synchronized_wall_timer
 
 # Link readings taken while a burst of copies is in flight, LINK_POLL_S apart.
 LINK_READINGS = 8

@@ -27,7 +27,7 @@ from benchbench.probes._devices import (
     usable_on,
 )
 from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, throughput
-from benchbench.probes.configs import MatmulConfig
+from benchbench.probes.matmul.config import MatmulConfig
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
                 "fp16": torch.float16}

@@ -18,15 +18,10 @@ import torch
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import budget_allows, gpu_indices, is_oom, random_bytes
 from benchbench.probes.api import ProbeContext, ProbeOutput, throughput
-from benchbench.probes.configs import MemoryBandwidthConfig
+from benchbench.probes.memory_bandwidth.config import MemoryBandwidthConfig, gpu_cache, host_cache
 
 GiB = 1024**3
 MiB = 1024**2
-# When the cache size is unknown, assume a large one rather than risk measuring a cache.
-_FALLBACK_LLC = 256 * MiB
-_FALLBACK_L2 = 128 * MiB
-
-
 @dataclass(frozen=True)
 class Item:
     device: str  # "cpu" (host memory) or "cuda:N"
@@ -34,26 +29,16 @@ class Item:
     cache: int  # bytes of the last-level cache the buffer must dwarf
 
 
-def _round_mib(n: float) -> int:
-    return int(-(-n // MiB) * MiB)
-
-
 def plan(ctx: ProbeContext, cfg: MemoryBandwidthConfig) -> tuple[list[Item], list[str]]:
-    """Every GPU, then the host; each buffer ≥ 4x its cache. (items, notes)."""
+    """Every GPU, then the host, at the config's sizes (each ≥ 4x its cache unless the user
+    chose smaller). (items, notes)."""
     gpus = gpu_indices(ctx, cfg.devices) if ctx.device == "cuda" else []
-    llc = ctx.facts.get("host_llc_bytes") or _FALLBACK_LLC
-    host_size = cfg.host_size_bytes or _round_mib(max(4 * llc, (256 * MiB if ctx.quick
-                                                                else GiB)))
-    notes = []
-    if host_size < 4 * llc:
-        notes.append(f"host buffer {host_size} B is under 4x the {llc} B last-level cache, "
-                     "so the figure may include cache bandwidth")
-    items = []
-    for idx in gpus:
-        l2 = ctx.facts["gpus"][idx].get("l2_cache_bytes") or _FALLBACK_L2
-        size = cfg.gpu_size_bytes or _round_mib(max(4 * l2, 512 * MiB if ctx.quick else 2 * GiB))
-        items.append(Item(f"cuda:{idx}", size, l2))
-    return [*items, Item("cpu", host_size, llc)], notes
+    items = [Item(f"cuda:{i}", cfg.gpu_size_bytes or 0, gpu_cache(ctx.facts, i)) for i in gpus]
+    items.append(Item("cpu", cfg.host_size_bytes or 0, host_cache(ctx.facts)))
+    notes = [f"{'host' if i.device == 'cpu' else i.device} buffer {i.size} B is under 4x its "
+             f"{i.cache} B cache, so the figure may include cache bandwidth"
+             for i in items if i.size < 4 * i.cache]
+    return items, notes
 
 
 # measure(item, items_left) -> its copy_bandwidth measurement

@@ -82,3 +82,10 @@ class GPT(nn.Module):
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
+def transformer_flops_per_token(n_params: int, n_layers: int, n_heads: int, head_dim: int,
+                                seq_len: int) -> float:
+    """Training FLOPs per token: 6N for the weights' forward and backward, and 12·L·H·Q·T for
+    attention (PaLM, Chowdhery et al. 2022, appendix B; nanoGPT's estimate_mfu)."""
+    return 6.0 * n_params + 12.0 * n_layers * n_heads * head_dim * seq_len

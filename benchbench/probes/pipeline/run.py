@@ -17,7 +17,6 @@ import torch
 from benchbench.analysis.derive import AU_PASS
 from benchbench.core.results import Measurement
 from benchbench.core.stats import median
-from benchbench.machine.environment import usable_cores
 from benchbench.probes._devices import apply_tf32
 from benchbench.probes._loaders import build_loader
 from benchbench.probes._training import (
@@ -30,13 +29,15 @@ from benchbench.probes._training import (
     warm_up,
 )
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
-from benchbench.probes.configs import PipelineConfig
 from benchbench.probes.dataset import loader_samples
-from benchbench.probes.resnet50.run import GPU_BATCH, ResNetTrainer, prepare_device
+from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
+from benchbench.probes.pipeline.config import PipelineConfig
 
 
-def choose_loader(cfg: PipelineConfig, previous: dict[str, Any]) -> tuple[str, int, str]:
-    """(loader, workers, why): the config's choice, else the dataloader probe's best."""
+def choose_loader(cfg: PipelineConfig, previous: dict[str, Any], cores: int
+                  ) -> tuple[str, int, str]:
+    """(loader, workers, why): the config's choice, else the dataloader probe's best (it ran
+    earlier in this run), else one worker per usable core."""
     best = None
     dl = previous.get("dataloader") or {}
     for m in dl.get("measurements", []):
@@ -47,7 +48,7 @@ def choose_loader(cfg: PipelineConfig, previous: dict[str, Any]) -> tuple[str, i
         return loader, cfg.workers, "config"
     if best and best["loader"] == loader:
         return loader, int(best["workers"]), "the dataloader probe's best configuration"
-    return loader, usable_cores(), "default: one worker per usable core"
+    return loader, cores, "default: one worker per usable core"
 
 
 def _real_steps(ctx: ProbeContext, trainer: ResNetTrainer, step: Step, batches: Any, n: int,
@@ -90,10 +91,9 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     precision = PRECISIONS[usable[0]]
     apply_tf32(precision.tf32)
     prepare_device(dev)
-    batch = cfg.batch_size if isinstance(cfg.batch_size, int) else (
-        GPU_BATCH if dev != "cpu" else 16)
-    image = cfg.image_size
-    loader_kind, workers, why = choose_loader(cfg, ctx.inputs.previous)
+    batch, image = cfg.batch_size, cfg.image_size
+    loader_kind, workers, why = choose_loader(cfg, ctx.inputs.previous,
+                                              int(ctx.facts["usable_cores"]))
     ctx.progress(f"starting the loader: {loader_kind}, {workers} workers", 0, 3)
     # The loader starts first: its workers fork from this process while it still runs one
     # thread (in milliseconds, with no second torch import). They fill their prefetch queue

@@ -25,8 +25,8 @@ from typing import Any
 from benchbench.core.config import ConfigError
 from benchbench.machine.environment import storage_snapshot
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
-from benchbench.probes.configs import StorageConfig
 from benchbench.probes.storage import dataset_read, fallback, fio
+from benchbench.probes.storage.config import StorageConfig
 
 MiB, GiB = 1024**2, 1024**3
 SCRATCH_PREFIX = ".benchbench-scratch-"
@@ -38,11 +38,6 @@ MIN_RUN_S = 0.5
 
 class Terminated(BaseException):
     """SIGTERM arrived; unwinding (not dying) lets the finally blocks remove the scratch file."""
-
-
-def default_size(quick: bool) -> int:
-    """Scratch file size: 4 GiB, larger than most drive and controller caches; 256 MiB quick."""
-    return 256 * MiB if quick else 4 * GiB
 
 
 def _fmt(n: float) -> str:
@@ -212,9 +207,9 @@ def run(ctx: ProbeContext, cfg: StorageConfig) -> ProbeOutput:
     snap = {"device": where} if raw else storage_snapshot(where)
     if raw:
         whole = _device_size(where)
-        size = min(whole, cfg.size or whole)
+        size = min(whole, cfg.size)
     else:
-        size = _fit(where, cfg.size or default_size(ctx.quick), notes)  # before any work
+        size = _fit(where, cfg.size, notes)  # before any work
     params: dict[str, Any] = {"path": where, "raw_device": raw, "size": size,
                               "filesystem": snap.get("fstype"), "device": snap.get("device"),
                               "mountpoint": snap.get("mountpoint"),
@@ -252,21 +247,21 @@ def _reader(path: str, size: int, out: ProbeOutput) -> tuple[str | None, str, bo
     return binary, engine, direct
 
 
-def plan_runtime(runtime: float | None, quick: bool, remaining_s: float, jobs: int,
-                 min_repeats: int) -> tuple[float, int, float]:
-    """(seconds per job, runs per job, seconds per run). Auto: 10 s a job (1.5 with --quick),
+def plan_runtime(cfg: StorageConfig, remaining_s: float, min_repeats: int
+                 ) -> tuple[float, int, float]:
+    """(seconds per job, runs per job, seconds per run). Auto: up to max_runtime a job,
     shorter when the budget is short, so that the random reads the verdict needs run too, not
     only the first (sequential) job; each job runs min_repeats times, one sample per run, of
     at least MIN_RUN_S (fio's own start-up, ~0.1 s, is outside its runtime)."""
-    per_job = runtime or max(1.0, min(1.5 if quick else 10.0, remaining_s / (jobs + 0.5)))
+    per_job = cfg.runtime or max(1.0, min(cfg.max_runtime,
+                                          remaining_s / (len(cfg.jobs) + 0.5)))
     repeats = max(1, min_repeats)
     return per_job, repeats, max(MIN_RUN_S, per_job / repeats)
 
 
 def _read_jobs(ctx: ProbeContext, cfg: StorageConfig, path: str, size: int,
                snap: dict[str, Any], out: ProbeOutput) -> None:
-    runtime, repeats, run_s = plan_runtime(cfg.runtime, ctx.quick, ctx.budget.remaining(),
-                                           len(cfg.jobs), ctx.policy.min_repeats)
+    runtime, repeats, run_s = plan_runtime(cfg, ctx.budget.remaining(), ctx.policy.min_repeats)
     binary, engine, direct = _reader(path, size, out)
     version = fio.fio_version(binary) if binary else None
     mode = fallback.DIRECT if direct else fallback.BUFFERED

@@ -11,22 +11,17 @@ from typing import Any
 
 import torch
 
-from benchbench.analysis.derive import transformer_flops_per_token
 from benchbench.core.results import Measurement
 from benchbench.probes._training import Precision, Step, TrainingJob, make_step, run_training
 from benchbench.probes.api import ProbeContext, ProbeOutput
-from benchbench.probes.configs import TransformerConfig
-from benchbench.probes.models.gpt import GPT
-
-BATCH_CAP = 1024
+from benchbench.probes.models.gpt import GPT, transformer_flops_per_token
+from benchbench.probes.transformer.config import BATCH, BATCH_CAP, TransformerConfig
 
 
 def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     dims = cfg.shape()
-    seq = cfg.seq_len
-    if seq > dims["max_seq_len"]:
-        raise ValueError(f"seq_len {seq} is larger than the model supports ({dims['max_seq_len']})")
+    seq = cfg.seq_len  # at most the preset's maximum: the config checked it
 
     def new_model() -> GPT:
         return GPT(dims["n_layers"], dims["d_model"], dims["n_heads"], dims["vocab_size"],
@@ -62,11 +57,11 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
 
 def job_for(cfg: TransformerConfig, dev: str, context: dict[str, Any]) -> TrainingJob:
     """What run_training measures for this config on `dev` (the simulator plans with it too)."""
-    default_batch = 16 if dev != "cpu" else 8
-    batch = cfg.batch_size if cfg.batch_size is not None else default_batch
+    batch = cfg.batch_size
     seq = cfg.seq_len
     return TrainingJob(
-        dev=dev, precisions=cfg.precisions, batch_size=batch, default_batch=default_batch,
+        dev=dev, precisions=cfg.precisions, batch_size=batch,
+        default_batch=BATCH["cpu" if dev == "cpu" else "cuda"],
         batch_cap=BATCH_CAP, steps=cfg.steps, work_per_sample=float(seq), unit="tokens/s",
         key=lambda precision: {"device": dev, "precision": precision, "preset": cfg.preset,
                                "seq_len": seq, "batch_size": batch},

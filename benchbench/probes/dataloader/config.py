@@ -1,0 +1,73 @@
+"""The dataloader probe's config, its defaults for every device, --quick and the machine's
+usable cores, and its spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.core.config import ConfigError, ProbeConfig, check_choices, doc_field
+from benchbench.probes.api import Facts, ProbeSpec
+
+LOADERS = ("torchvision", "dali_cpu", "dali_gpu")
+
+
+@dataclass(frozen=True)
+class DataloaderConfig(ProbeConfig):
+    loaders: tuple[str, ...] | None = doc_field(
+        None, "torchvision, dali_cpu, dali_gpu; auto: torchvision and dali_cpu, plus dali_gpu "
+        "on a GPU")
+    workers: tuple[int, ...] | None = doc_field(
+        None, "worker counts to sweep; auto: 0, 1, 2, 4 … up to the usable cores (the usable "
+              "cores only with --quick)")
+    batch_size: int = doc_field(64, "images per batch")
+    batches: int | None = doc_field(None, "timed batches per configuration; auto: 20 (5 with "
+                                          "--quick)")
+    image_size: int = doc_field(224, "RandomResizedCrop output side")
+
+    def validate(self) -> None:
+        super().validate()
+        check_choices("loaders", self.loaders, LOADERS)
+        if self.workers is not None and (not self.workers or min(self.workers) < 0):
+            raise ConfigError("workers must be a non-empty list of counts >= 0")
+        if self.batch_size < 1 or (self.batches is not None and self.batches < 1):
+            raise ConfigError("batch_size and batches must be at least 1")
+        if self.image_size < 8:
+            raise ConfigError("image_size must be at least 8")
+
+
+def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
+    """0, 1, 2, 4 … up to `cores` (cores itself included); with quick, `cores` only: each
+    loader at its best, the figure the verdict and the pipeline use, without the per-core
+    curve."""
+    if quick:
+        return (cores,)
+    counts, w = [0], 1
+    while w < cores:
+        counts.append(w)
+        w *= 2
+    return (*counts, cores)
+
+
+def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
+    cores = facts.get("usable_cores")
+    return {"batches": 5 if quick else 20, "warmup_steps": 1 if quick else 2,
+            "loaders": ("torchvision", "dali_cpu", *(("dali_gpu",) if device == "cuda" else ())),
+            **({"workers": auto_workers(int(cores), quick)} if cores else {})}
+
+
+SPEC = ProbeSpec(
+    name="dataloader",
+    repeatable=True,
+    # Each round starts its loaders afresh (worker processes, DALI's import): a fixed cost
+    # that a share of weight 1 left no time after, on a small machine.
+    budget_weight=2.0,
+    description="decode + augment throughput (images/s) of torchvision and DALI loaders "
+                "over a worker sweep, files already in the page cache",
+    config_cls=DataloaderConfig,
+    run="benchbench.probes.dataloader.run",
+    gpu_resource="cpu_dataloading",
+    cpu_resource="cpu_dataloading",
+    needs_data=True,
+    defaults=defaults,
+)

@@ -1,0 +1,52 @@
+"""The matmul probe's config, its defaults for every device and --quick, and its spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.core.config import SamplingConfig, check_choices, check_positive, doc_field
+from benchbench.probes._config import every_gpu, sampling_defaults
+from benchbench.probes.api import Facts, ProbeSpec
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class MatmulConfig(SamplingConfig):
+    sizes: tuple[int, ...] | None = doc_field(
+        None, "square matrix sizes n (n x n @ n x n); auto: 2048..16384 on GPU, 256..2048 on CPU")
+    dtypes: tuple[str, ...] | None = doc_field(
+        None, "fp32 (TF32 off), tf32, bf16, fp16; auto: all four on GPU, fp32 and bf16 on CPU")
+    devices: tuple[int, ...] | None = doc_field(None, "GPU indices to measure; auto: every GPU")
+
+    def validate(self) -> None:
+        super().validate()
+        check_choices("dtypes", self.dtypes, DTYPES)
+        check_positive("sizes", self.sizes)
+
+
+def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
+    if device == "cuda":
+        # 16384 is needed to saturate H100/H200-class tensor cores for fp32; 4096 suffices for
+        # smaller parts, so the sweep shows where each GPU reaches its plateau.
+        sizes = (4096, 8192) if quick else (2048, 4096, 8192, 16384)
+        dtypes: tuple[str, ...] = DTYPES
+    else:
+        sizes = (256, 512) if quick else (256, 512, 1024, 2048)
+        dtypes = ("fp32", "bf16")  # TF32 is a GPU tensor-core mode; fp16 GEMM on CPU is emulated
+    return {**sampling_defaults(device, quick), **every_gpu(device, facts), "sizes": sizes,
+            "dtypes": dtypes}
+
+
+SPEC = ProbeSpec(
+    name="matmul",
+    repeatable=True,
+    description="dense matrix-multiply throughput per dtype (FLOP/s), every GPU or the CPU",
+    config_cls=MatmulConfig,
+    run="benchbench.probes.matmul.run",
+    gpu_resource="gpu_compute",
+    cpu_resource="cpu_compute",
+    per_gpu=True,
+    defaults=defaults,
+)

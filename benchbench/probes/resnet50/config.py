@@ -1,0 +1,50 @@
+"""The resnet50 probe's config, its defaults for every device and --quick, and its spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.core.config import doc_field
+from benchbench.probes._config import (
+    TrainingConfig,
+    check_image_size,
+    resnet_defaults,
+    search_field,
+    training_defaults,
+)
+from benchbench.probes.api import Facts, ProbeSpec
+
+# 'auto' batch search stops here: beyond it a single GPU gains nothing in throughput.
+BATCH_CAP = 2048
+
+
+@dataclass(frozen=True)
+class ResNet50Config(TrainingConfig):
+    batch_size: int | str | None = search_field(
+        "images per step; auto: 256 on GPU (DLE's), 8 on CPU; 'auto' searches "
+        "for the largest power of two that fits (CUDA only)")
+    image_size: int | None = doc_field(None, "square input side; auto: 224 (64 on CPU --quick)")
+    channels_last: bool | None = doc_field(None, "NHWC memory format; auto: on for GPU")
+
+    def validate(self) -> None:
+        super().validate()
+        check_image_size(self.image_size)
+
+
+def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
+    return {**training_defaults(device, quick), **resnet_defaults(device, quick)}
+
+
+SPEC = ProbeSpec(
+    name="resnet50",
+    repeatable=True,
+    budget_weight=2.0,
+    description="ResNet50 training-step throughput per precision (images/s), synthetic "
+                "data on the device",
+    config_cls=ResNet50Config,
+    run="benchbench.probes.resnet50.run",
+    gpu_resource="gpu_compute",
+    cpu_resource="cpu_compute",
+    defaults=defaults,
+)
