@@ -1,4 +1,5 @@
-"""Command-line parsing: one sub-command per verb, each handed to commands.py. No logic here.
+"""Command-line parsing only: one sub-command per verb, each handed to its module in commands/,
+imported when that verb runs.
 
 Exit codes: 0 all probes ok or skipped; 1 some probe failed (results still written); 2 bad
 usage or input (one line on stderr); 3 compare found a regression; 130 interrupted by SIGINT
@@ -8,15 +9,17 @@ or SIGTERM.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
+from collections.abc import Callable
 
 from benchbench import __version__
 from benchbench.analysis.config import WORKLOADS
-from benchbench.commands import common as commands
+from benchbench.commands.common import UsageError
+from benchbench.core.results import SaveError
 from benchbench.doctor.checks import SCENARIOS
 from benchbench.engine import sandbox
-from benchbench.engine.runner import SaveError
 
 EXIT_USAGE = 2
 
@@ -67,22 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--price-per-hour", type=float, metavar="USD",
                    help="what this machine costs per hour in US dollars (its cloud price, or "
                         "your own); stored with the run so compare can cost it")
-    r.set_defaults(func=commands.run)
+    r.set_defaults(command="run")
 
     rep = sub.add_parser("report", help="re-render report.md from a saved results.json")
     rep.add_argument("results", metavar="RESULTS.json", help="a results.json or a run folder")
     rep.add_argument("--out", metavar="DIR", help="where to write (default: beside the results)")
     rep.add_argument("--workload", choices=WORKLOADS,
                      help="the workload the verdict is for (default: the run's, else resnet50)")
-    rep.set_defaults(func=commands.report)
+    rep.set_defaults(command="report")
 
     ls = sub.add_parser("list", help="every probe, its resource, and whether it would run here")
     ls.add_argument("--fields", action="store_true", help="also list each probe's config fields")
-    ls.set_defaults(func=commands.list_probes)
+    ls.set_defaults(command="env_list:list_probes")
 
     e = sub.add_parser("env", help="print the read-only environment snapshot")
     e.add_argument("--json", action="store_true", help="as JSON")
-    e.set_defaults(func=commands.env)
+    e.set_defaults(command="env_list:env")
 
     doc = sub.add_parser("doctor", help="read-only configuration checks (RAM, cores, storage, "
                                         "driver, persistence, PCIe, throttling, ECC, network) "
@@ -94,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--scenario", choices=list(SCENARIOS),
                      help="also hold the machine against the buyer's guide's recommended "
                           "configuration for this workload")
-    doc.set_defaults(func=commands.doctor)
+    doc.set_defaults(command="doctor")
 
     sl = sub.add_parser("slurm", help="print an sbatch script that runs `run` on every GPU of "
                                       "N Slurm nodes; submit it with sbatch")
@@ -111,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("run_args", nargs="*", metavar="-- RUN_ARGS",
                     help="flags for `benchbench run`, after --, e.g. -- --quick --only allreduce")
     # The run parser checks RUN_ARGS now, not after the job has waited in the queue.
-    sl.set_defaults(func=commands.slurm, parse_run_args=r.parse_args)
+    sl.set_defaults(command="slurm", parse_run_args=r.parse_args)
 
     c = sub.add_parser(
         "compare", help="runs side by side: regressions against a baseline (exit 3), verdicts, "
@@ -154,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="yearly running cost besides power: colocation, support (default 0)")
     c.add_argument("--utilization", type=float, default=0.7, metavar="U",
                    help="fraction of hours the bought machine does useful work (default 0.7)")
-    c.set_defaults(func=commands.compare)
+    c.set_defaults(command="compare")
     return p
 
 
@@ -168,14 +171,20 @@ def _since_process_start() -> float | None:
         return None
 
 
+def _verb(command: str) -> Callable[[argparse.Namespace], int]:
+    """'run' -> commands/run.py's main; 'env_list:env' -> commands/env_list.py's env."""
+    module, _, function = command.partition(":")
+    return getattr(importlib.import_module(f"benchbench.commands.{module}"), function or "main")
+
+
 def main(argv: list[str] | None = None) -> int:
     started = _since_process_start()
     sandbox.contain_caches()  # first: before any verb imports matplotlib, torch or DALI
     args = build_parser().parse_args(argv)
     args.started = started
     try:
-        return int(args.func(args))
-    except commands.UsageError as exc:
+        return int(_verb(args.command)(args))
+    except UsageError as exc:
         print(f"benchbench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SaveError as exc:  # e.g. the disk filled up while the run went on

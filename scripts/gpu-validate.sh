@@ -41,7 +41,7 @@ if [ "$DRY" = 1 ]; then
     RUN_ARGS=(--quick --only matmul,memory_bandwidth,resnet50 --time-budget 4
               --set matmul.sizes=64 --set resnet50.batch_size=2 --set resnet50.image_size=32
               --set resnet50.precisions=fp32 --set memory_bandwidth.host_size_bytes=64M)
-    PYTEST_TARGET=(tests/test_probes.py)
+    PYTEST_TARGET=(tests/probes/test_probes.py)
     BARE_ARGS=(--device cpu --trials 1 --steps 2 --precision fp32)
     RUN_LIMIT=120
 else

@@ -1,10 +1,16 @@
 import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
+# tests/support holds the fakes, helpers and fixtures that the test modules import by name
+# (`from helpers import …`), and that probe workers import in child processes.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
 # The property and safety tests need hypothesis (the [test] extra). A GPU box lent with torch
 # and pytest but not hypothesis still runs the rest, and the header says what was left out.
-_NEEDS_HYPOTHESIS = ["test_properties.py", "test_safety.py"]
+_NEEDS_HYPOTHESIS = ["invariants/test_properties.py", "invariants/test_safety.py"]
 collect_ignore = [] if importlib.util.find_spec("hypothesis") else _NEEDS_HYPOTHESIS
 
 

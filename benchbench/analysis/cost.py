@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from benchbench.analysis import capacities as cap
+from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core.gpus import gpu_count, run_gpus
 from benchbench.core.results import Measurement, RunResult
 
@@ -58,22 +59,18 @@ def _devices(run: RunResult) -> tuple[int, str]:
     return 1, "the CPU"
 
 
-def _workload_verdict(verdict: dict[str, Any] | None, workload: str) -> dict[str, Any]:
-    v = verdict or {}
-    per = v.get("per_workload") or {}
-    if workload in per:
-        return per[workload] or {}
-    return v if v.get("workload") == workload else {}
+def _workload_verdict(verdict: Verdict | None, workload: str) -> WorkloadVerdict | None:
+    return verdict.per_workload.get(workload) if verdict else None
 
 
 def _fmt(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
-def _bottleneck(wv: dict[str, Any], synthetic: float, unit: str, caveats: list[str]
+def _bottleneck(wv: WorkloadVerdict | None, synthetic: float, unit: str, caveats: list[str]
                 ) -> tuple[float | None, str]:
     """The verdict's bottleneck capacity when it is not compute: (value or None, its name)."""
-    limiting = wv.get("limiting_resource")
+    limiting = wv.limiting_resource if wv else None
     if limiting is None:
         why = "the verdict names no bottleneck" if wv else "the run has no verdict"
         caveats.append(f"{why}: the synthetic compute figure of {_fmt(synthetic)} {unit} is "
@@ -81,7 +78,7 @@ def _bottleneck(wv: dict[str, Any], synthetic: float, unit: str, caveats: list[s
         return None, ""
     if limiting in COMPUTE:
         return None, limiting
-    value = (wv.get("capacities") or {}).get(limiting)
+    value = wv.capacity(limiting) if wv else None
     if value is None:
         caveats.append(f"the verdict names {limiting} as the bottleneck but records no "
                        f"capacity for it: the synthetic {_fmt(synthetic)} {unit} is costed")
@@ -89,7 +86,7 @@ def _bottleneck(wv: dict[str, Any], synthetic: float, unit: str, caveats: list[s
     return float(value), limiting
 
 
-def _images(run: RunResult, verdict: dict[str, Any] | None, caveats: list[str]
+def _images(run: RunResult, verdict: Verdict | None, caveats: list[str]
             ) -> tuple[float | None, str, bool]:
     """ResNet50 images/s for the whole machine: (value, basis, representative)."""
     n, where = _devices(run)
@@ -112,8 +109,8 @@ def _images(run: RunResult, verdict: dict[str, Any] | None, caveats: list[str]
                                        "images/s", caveats)
     if bottleneck is None:
         return synthetic, basis, representative
-    pipe = _pipeline(run, _workload_verdict(verdict, "resnet50").get("precision")
-                     or best.key.get("precision"))
+    resnet = _workload_verdict(verdict, "resnet50")
+    pipe = _pipeline(run, (resnet.precision if resnet else None) or best.key.get("precision"))
     if pipe is not None and pipe.value * n < bottleneck:
         if pipe.key.get("image_size") != REAL_IMAGE_SIZE:
             representative = False
@@ -136,7 +133,7 @@ def _pipeline(run: RunResult, precision: str | None) -> Measurement | None:
     return max(same or rows, key=lambda m: m.value, default=None)
 
 
-def _tokens(run: RunResult, verdict: dict[str, Any] | None, caveats: list[str]
+def _tokens(run: RunResult, verdict: Verdict | None, caveats: list[str]
             ) -> tuple[float | None, str]:
     n, where = _devices(run)
     best = max(cap.metric(cap.ok_probe(run, "transformer"), "throughput"),
@@ -157,7 +154,7 @@ def _tokens(run: RunResult, verdict: dict[str, Any] | None, caveats: list[str]
                         f"would reach {_fmt(synthetic)})")
 
 
-def usable_throughput(run: RunResult, verdict: dict[str, Any] | None) -> dict[str, Any]:
+def usable_throughput(run: RunResult, verdict: Verdict | None) -> dict[str, Any]:
     """Whole-machine training throughput to cost: images/s (ResNet50) and tokens/s
     (transformer), each with the basis it was taken on, whether the run represents real
     training, and the caveats."""
@@ -186,7 +183,7 @@ def _non_negative(name: str, value: float) -> None:
         raise ValueError(f"{name} must be zero or a positive number, got {value!r}")
 
 
-def run_costs(run: RunResult, verdict: dict[str, Any] | None, usd_per_hour: float,
+def run_costs(run: RunResult, verdict: Verdict | None, usd_per_hour: float,
               job_tokens: int = DEFAULT_JOB_TOKENS) -> dict[str, Any]:
     """Dollars per million images and per billion tokens, the reference jobs' time and cost,
     and throughput per dollar-hour, at usd_per_hour. None where the throughput is unknown."""

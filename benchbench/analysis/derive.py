@@ -26,7 +26,7 @@ def reference(run: RunResult, probe: str, m: Measurement) -> tuple[float, str] |
     if probe == "matmul" and m.metric in ("flops", "peak_flops"):
         peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["device"]))
         flops = peak.flops(m.key["dtype"]) if peak else None
-        return (flops, f"{peak.model} dense {m.key['dtype']}") if flops else None
+        return (flops, f"{peak.model} dense {m.key['dtype']}") if peak and flops else None
     if probe == "memory_bandwidth" and m.key.get("memory", "host") != "host":
         peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["memory"]))
         return (peak.memory_bandwidth, f"{peak.model} memory") if peak else None
@@ -145,7 +145,7 @@ def precision_speedups(run: RunResult) -> list[dict[str, Any]]:
                 if peak else (None, None)
             rows.append({"model": probe, "ratio": f"{num}/{den}", "measured": a.value / b.value,
                          "expected": pa / pb if pa and pb else None,
-                         "expected_source": peak.model if pa and pb else None})
+                         "expected_source": peak.model if peak and pa and pb else None})
     return rows
 
 

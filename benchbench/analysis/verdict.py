@@ -15,12 +15,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.analysis import capacities as cap
-from benchbench.analysis.config import IMAGENET_MEAN_FILE_BYTES, IMAGENET_SAMPLES, AnalysisConfig
+from benchbench.analysis.config import (
+    IMAGENET_MEAN_FILE_BYTES,
+    IMAGENET_SAMPLES,
+    WORKLOADS,
+    AnalysisConfig,
+)
 from benchbench.analysis.derive import (
     ANALYSIS_VERSION,
     AU_PASS,
     accelerator_utilisation,
     precision_speedups,
+)
+from benchbench.analysis.verdict_types import (
+    Constraint,
+    FirstEpoch,
+    JudgedDataset,
+    Verdict,
+    WorkloadVerdict,
 )
 from benchbench.core.gpus import run_gpus
 from benchbench.core.results import RunResult
@@ -152,31 +164,28 @@ def _loader_advice(run: RunResult, compute: float | None, unit: str) -> list[str
     return out
 
 
-def _constraints(run: RunResult, s: cap.Setting) -> list[dict[str, Any]]:
+def _constraints(run: RunResult, s: cap.Setting) -> list[Constraint]:
     if s.device != "cuda":
-        return [{"check": "GPU memory fit", "status": "not applicable",
-                 "detail": "the CPU trains in host memory"}]
+        return [Constraint("GPU memory fit", "not applicable", "the CPU trains in host memory")]
     out = []
     gpus = run_gpus(run.environment)
     total = gpus[0].get("memory_total") if gpus else None
     for probe in ("resnet50", "transformer", "pipeline"):
         for m in cap.metric(cap.ok_probe(run, probe), "peak_memory"):
             backoff = m.context.get("oom_backoff") or []
-            entry: dict[str, Any] = {"check": f"{probe} {m.key.get('precision')} batch "
-                                              f"{m.context.get('batch')}", "peak": m.value,
-                                     "total": total}
+            check = f"{probe} {m.key.get('precision')} batch {m.context.get('batch')}"
             if backoff:
-                entry.update(status="does not fit",
-                             detail=f"batch {', '.join(map(str, backoff))} ran out of memory; "
-                                    f"it ran at {m.context.get('batch')}")
+                out.append(Constraint(
+                    check, "does not fit", f"batch {', '.join(map(str, backoff))} ran out of "
+                    f"memory; it ran at {m.context.get('batch')}", m.value, total))
             elif total:
                 head = 1 - m.value / total
-                entry.update(status="tight" if head < 0.1 else "ok", headroom=head,
-                             detail=f"peak {m.value / 2**30:.1f} GiB of {total / 2**30:.0f} "
-                                    f"GiB: {head:.0%} headroom")
+                out.append(Constraint(
+                    check, "tight" if head < 0.1 else "ok", f"peak {m.value / 2**30:.1f} GiB "
+                    f"of {total / 2**30:.0f} GiB: {head:.0%} headroom", m.value, total, head))
             else:
-                entry.update(status="unknown", detail="GPU memory size not recorded")
-            out.append(entry)
+                out.append(Constraint(check, "unknown", "GPU memory size not recorded",
+                                      m.value, total))
     return out
 
 
@@ -236,7 +245,7 @@ def _au_note(run: RunResult, pipe: dict[str, Any]) -> str:
             "their spread; a pipeline cannot train faster than its step, so it counts as 100%)")
 
 
-def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dict[str, Any]:
+def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> WorkloadVerdict:
     # Bytes per image: the measured sample's own files (the loader's and the cold-read
     # figures are for those), else the real set's mean. The set's total size decides only
     # whether it fits in RAM.
@@ -254,11 +263,11 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dic
                  f"{ts.basis})")
     if workload == "resnet50" and fits:
         caps["host_memory"] = cap.host_memory(run, s)
-        first_epoch = {"limiting_resource": "storage", "capacity": store.value,
-                       "detail": f"{described} fits in the {(ram or 0) / 2**30:.0f} GiB of "
-                                 f"free RAM: storage ({store.how or store.missing}) limits only "
-                                 "the first epoch, then the page cache carries it"}
-        evidence.append(first_epoch["detail"][0].upper() + first_epoch["detail"][1:] + ".")
+        first_epoch = FirstEpoch(
+            "storage", store.value, f"{described} fits in the {(ram or 0) / 2**30:.0f} GiB of "
+            f"free RAM: storage ({store.how or store.missing}) limits only the first epoch, "
+            "then the page cache carries it")
+        evidence.append(first_epoch.detail[0].upper() + first_epoch.detail[1:] + ".")
     else:
         caps["storage"] = store
         if workload == "resnet50" and ram:
@@ -298,28 +307,25 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> dic
     if limiting is not None and unknown:
         evidence.append(f"Among the measured resources only: {len(unknown)} capacity(ies) "
                         "unknown, which could be lower.")
-    return {
-        "analysis_version": ANALYSIS_VERSION, "workload": workload, "unit": s.unit,
-        "sample": "image" if workload == "resnet50" else "token",
-        "precision": s.precision, "limiting_resource": limiting,
-        "capacities": {r: c.value for r, c in caps.items()},
-        "capacity_details": {r: c.as_dict() for r, c in caps.items()},
-        "predicted_accelerator_utilisation": au,
-        "measured_accelerator_utilisation": pipe["au"] if pipe else None,
-        "evidence": evidence,
-        "advice": _advice(run, limiting, caps, s, comp.value) if limiting else [
+    return WorkloadVerdict(
+        analysis_version=ANALYSIS_VERSION, workload=workload, unit=s.unit,
+        sample="image" if workload == "resnet50" else "token",
+        precision=s.precision, limiting_resource=limiting, capacity_details=dict(caps),
+        predicted_accelerator_utilisation=au,
+        measured_accelerator_utilisation=pipe["au"] if pipe else None,
+        measured_accelerator_utilisation_note=_au_note(run, pipe) if pipe else None,
+        evidence=evidence,
+        advice=_advice(run, limiting, caps, s, comp.value) if limiting else [
             "Nothing measured names a bottleneck: run the probes listed as unknown (with a "
             "larger --time-budget where they ran out of time)."],
-        "unknown": unknown, "constraints": _constraints(run, s), "first_epoch": first_epoch,
-        "dataset": {"samples": ts.samples, "bytes": ts.bytes, "fits_in_ram": fits,
-                    "name": ts.name, "basis": ts.basis},
-        "measured_accelerator_utilisation_note": _au_note(run, pipe) if pipe else None,
-    }
+        unknown=unknown, constraints=_constraints(run, s), first_epoch=first_epoch,
+        dataset=JudgedDataset(ts.samples, ts.bytes, fits, ts.name, ts.basis),
+    )
 
 
-def verdict(run: RunResult, workload: str | None = None) -> dict[str, Any]:
+def verdict(run: RunResult, workload: str | None = None) -> Verdict:
     """The verdict for the primary workload (ResNet50 unless --workload or analysis.workload
-    says otherwise), with every workload's under per_workload."""
+    says otherwise), with every workload's beside it."""
     acfg = analysis_config(run, workload)
-    per = {w: workload_verdict(run, w, acfg) for w in ("resnet50", "transformer")}
-    return {**per[acfg.workload], "per_workload": per}
+    per = {w: workload_verdict(run, w, acfg) for w in WORKLOADS}
+    return Verdict(per[acfg.workload], per)

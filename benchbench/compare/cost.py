@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchbench.analysis import cost
-from benchbench.compare.sides import CompareError, Comparison, Side, run_label
+from benchbench.compare.comparison import Comparison
+from benchbench.compare.sides import CompareError, Side, run_label
 from benchbench.core.gpus import gpu_count
 
 

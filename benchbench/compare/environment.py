@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchbench.core.gpus import gpu_count, run_gpus
 from benchbench.core.results import RunResult
-
-if TYPE_CHECKING:
-    from benchbench.compare.sides import Side
 
 
 def hardware_id(run: RunResult) -> str:
@@ -87,21 +84,22 @@ class EnvRow:
     differs: bool
 
 
-def environment_diff(sides: list[Side]) -> list[EnvRow]:
-    """Every environment field, each side's values, and whether any side differs."""
+def environment_diff(sides: dict[str, list[RunResult]]) -> list[EnvRow]:
+    """Every environment field, each side's values (by side label, over its runs), and
+    whether any side differs."""
     out = []
     for name, read in ENV_FIELDS:
         values: dict[str, list[Any]] = {}
-        for s in sides:
+        for label, runs in sides.items():
             vals: list[Any] = []
-            for r in s.runs:
+            for r in runs:
                 try:
                     v = read(r.environment or {})
                 except (AttributeError, TypeError):  # an environment of another shape
                     v = None
                 if v not in vals:
                     vals.append(v)
-            values[s.label] = vals
+            values[label] = vals
         flat = {json.dumps(v, default=str) for vs in values.values() for v in vs}
         out.append(EnvRow(name, values, len(flat) > 1))
     return out

@@ -290,16 +290,18 @@ def run_section(toml_data: dict[str, Any]) -> dict[str, Any]:
         if key not in RUN_FILE_KEYS:
             raise ConfigError(
                 f"unknown config field run.{key}; valid: {', '.join(sorted(RUN_FILE_KEYS))}")
-        want = RUN_FILE_KEYS[key]
+        want: type = RUN_FILE_KEYS[key]
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise ConfigError(f"run.{key}: expected {want.__name__}, got {value!r}")
-        if want is float and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"run.{key}: expected a finite number, got {value!r}")
-        if want is list and not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"run.{key}: expected a list of probe names, got {value!r}")
-        out[key] = tuple(value) if want is list else value
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"run.{key}: expected a list of probe names, got {value!r}")
+            value = tuple(value)
+        out[key] = value
     return out
 
 

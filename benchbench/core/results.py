@@ -41,6 +41,10 @@ OPTIONAL_KEYS = ("dataset", "derived", "telemetry", "cost", "artifacts", "distri
                  "timings")
 
 
+class SaveError(Exception):
+    """results.json could not be written; the message says what survived."""
+
+
 class ResultsError(Exception):
     """A results file that cannot be read: missing, corrupt, or from a newer benchbench."""
 

@@ -105,12 +105,12 @@ def merge(into: ProbeResult, more: ProbeResult, round_no: int) -> ProbeResult:
     for i, m in enumerate(merged):
         by_key[_key(m)] = i
     for m in more.measurements:
-        i = by_key.get(_key(m))
-        if i is None:  # measured in this round only (a size an earlier round skipped)
+        found = by_key.get(_key(m))
+        if found is None:  # measured in this round only (a size an earlier round skipped)
             merged.append(dataclasses.replace(m, context={**m.context, "round_values": [m.value],
                                                           "rounds": 1}))
         else:
-            merged[i] = _combine(merged[i], m)
+            merged[found] = _combine(merged[found], m)
     notes += _later_notes(notes, more.reason, round_no)
     return dataclasses.replace(into, measurements=merged, reason="; ".join(notes) or None,
                                duration_s=duration)

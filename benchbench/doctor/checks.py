@@ -15,6 +15,13 @@ from typing import Any
 from benchbench.core import units as fmt
 from benchbench.core.peaks import gpu_peak
 from benchbench.core.results import RunResult
+from benchbench.doctor.gpu_rules import (
+    check_memory_errors,
+    check_pcie,
+    check_persistence,
+    check_processes,
+    check_throttling,
+)
 from benchbench.doctor.rules import (
     GUIDE,
     STATUSES,
@@ -22,12 +29,7 @@ from benchbench.doctor.rules import (
     check_cpu,
     check_driver_guide,
     check_driver_torch,
-    check_memory_errors,
-    check_pcie,
-    check_persistence,
-    check_processes,
     check_ram,
-    check_throttling,
     count,
     gpus,
     no_fact,
@@ -202,14 +204,15 @@ def _per_gpu_flops(env: dict[str, Any], run: RunResult | None, dtype: str
     datasheet, like with like; this run's matmul peak only when the GPU is not in the table."""
     sheet = [gpu_peak(g.get("name")) for g in gpus(env)]
     sheet_flops = [p.flops(dtype) if p else None for p in sheet]
+    known = [(p, f) for p, f in zip(sheet, sheet_flops, strict=True) if p and f]
     pr = run.probe("matmul") if run else None
     measured = [m.value for m in (pr.measurements if pr else [])
                 if m.metric == "peak_flops" and m.key.get("dtype") == dtype
                 and str(m.key.get("device", "")).startswith("cuda")]
     note = f"; this run measured {fmt.si(min(measured), 'FLOP/s')}" if measured else ""
-    if sheet_flops and None not in sheet_flops:
-        slowest = min(range(len(sheet)), key=lambda i: sheet_flops[i])
-        return sheet_flops[slowest], f"{sheet[slowest].model} datasheet{note}"
+    if known and len(known) == len(sheet):
+        peak, flops = min(known, key=lambda pf: pf[1])
+        return flops, f"{peak.model} datasheet{note}"
     if measured:
         return min(measured), "measured matmul peak (the GPU is not in the datasheet table)"
     if not gpus(env):
@@ -227,8 +230,8 @@ def scenario_checks(key: str, env: dict[str, Any], run: RunResult | None) -> lis
     name, threshold = f"{key}: GPU memory", (
         f"{s.gpus}: ≥ {s.gpu_count} × {fmt.si(s.gpu_memory, 'B')} = "
         f"{fmt.si(s.gpu_count * s.gpu_memory, 'B')}")
-    sizes = [g.get("memory_total") for g in gpus(env)]
-    if not sizes or None in sizes:
+    sizes = [g["memory_total"] for g in gpus(env) if g.get("memory_total") is not None]
+    if not sizes or len(sizes) < len(gpus(env)):
         out.append(skipped(name, threshold, source, no_fact(env, "GPU memory")))
     else:
         measured = f"{count(len(sizes), 'GPU')} × {fmt.iec(min(sizes))} = {fmt.iec(sum(sizes))}"
@@ -272,7 +275,9 @@ def _scenario_storage(key: str, s: Scenario, env: dict[str, Any], source: str) -
     total, rotational = st.get("total"), st.get("rotational")
     if not total and rotational is None:
         return skipped(name, threshold, source, "the snapshot has no storage facts")
-    medium = {True: "rotational", False: "non-rotational"}.get(rotational, "medium unknown")
+    medium = {True: "rotational", False: "non-rotational"}.get(bool(rotational),
+                                                              "medium unknown") \
+        if rotational is not None else "medium unknown"
     measured = (f"{fmt.si(total, 'B') if total else '? B'} filesystem at "
                 f"{st.get('mountpoint')} ({st.get('device')}, {medium})")
     problems = []

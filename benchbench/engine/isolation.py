@@ -36,7 +36,7 @@ class Cancelled(Exception):
     """The parent stopped waiting: interrupted by a signal."""
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: get SIGTERM when the forkserver (our parent) exits, which it does when the
     benchbench process dies, so a worker never outlives a crashed or killed run."""
     try:
@@ -50,7 +50,7 @@ def _child(conn: Connection, target: str, payload: Any) -> None:
     # The parent owns Ctrl-C: it decides whether to stop us, and keeps what finished.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    die_with_parent()
     try:
         module, _, func = target.partition(":")
         fn = getattr(importlib.import_module(module), func)
@@ -66,17 +66,33 @@ def _child(conn: Connection, target: str, payload: Any) -> None:
         conn.close()
 
 
-def _describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
+    """How a process ended without sending its result: 'died from SIGKILL (…)', 'exited with
+    code 1 without a result'."""
     if code is None:
-        return "the worker did not exit"
+        return "did not exit"
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
         hint = " (out of host memory? the OOM killer sends SIGKILL)" if name == "SIGKILL" else ""
-        return f"the worker process died from {name}{hint}"
-    return f"the worker process exited with code {code} without a result"
+        return f"died from {name}{hint}"
+    return f"exited with code {code} without a result"
+
+
+def poll_message(conn: Connection, wait_s: float, on_progress: Callable[..., None]
+                 ) -> tuple[str, Any] | None:
+    """The next message from a child within wait_s: ('result', value) or its error, or None
+    when none came (a progress message is passed to on_progress). EOFError: the child closed
+    its end, most likely by dying."""
+    if not conn.poll(wait_s):
+        return None
+    kind, body = conn.recv()
+    if kind == "progress":
+        on_progress(*body)
+        return None
+    return kind, body
 
 
 class Isolator:
@@ -109,33 +125,32 @@ class Isolator:
                 if deadline is not None and time.monotonic() > deadline:
                     return Outcome(False, error=f"exceeded its hard time limit of "
                                                 f"{timeout_s:.0f} s and was stopped")
-                if parent_conn.poll(0.1):
-                    try:
-                        kind, body = parent_conn.recv()
-                    except EOFError:
-                        proc.join(5)
-                        return Outcome(False, error=_describe_exit(proc.exitcode))
-                    if kind == "progress":
-                        on_progress(*body)
-                    elif kind == "result":
+                try:
+                    message = poll_message(parent_conn, 0.1, on_progress)
+                except EOFError:
+                    proc.join(5)
+                    return Outcome(False, error=f"the worker process "
+                                                f"{describe_exit(proc.exitcode)}")
+                if message is not None:
+                    kind, body = message
+                    if kind == "result":
                         return Outcome(True, value=body)
-                    else:
-                        return Outcome(False, error=body[0], detail=body[1])
-                elif not proc.is_alive():
-                    if parent_conn.poll(0):
-                        continue  # drain what it sent before exiting
-                    return Outcome(False, error=_describe_exit(proc.exitcode))
+                    return Outcome(False, error=body[0], detail=body[1])
+                if not proc.is_alive() and not parent_conn.poll(0):  # drained: nothing more
+                    return Outcome(False, error=f"the worker process "
+                                                f"{describe_exit(proc.exitcode)}")
         finally:
-            _stop(proc)
+            stop_processes([proc])
             parent_conn.close()
 
 
-def _stop(proc: Any) -> None:
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(3)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(3)
-    else:
-        proc.join(5)
+def stop_processes(procs: list[Any]) -> None:
+    """Terminate, then kill what is still alive, and reap them all."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(3)
+        if p.is_alive():
+            p.kill()
+            p.join(3)

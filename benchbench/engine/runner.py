@@ -19,10 +19,11 @@ from typing import Any, Protocol
 from benchbench import __version__
 from benchbench.analysis import derive as analysis
 from benchbench.analysis import verdict
+from benchbench.analysis.verdict_types import Verdict
 from benchbench.core import results
 from benchbench.core import rounds as rounds_mod
 from benchbench.core.config import RunConfig
-from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.results import Measurement, ProbeResult, RunResult, SaveError
 from benchbench.engine.isolation import Cancelled, Isolator
 from benchbench.engine.launch import DistEnv
 from benchbench.engine.worker import ProbeJob
@@ -125,10 +126,6 @@ class Phases:
         return f"{self.total():.1f} s in all: {parts}"
 
 
-class SaveError(Exception):
-    """results.json could not be written; the message says what survived."""
-
-
 class StopFlag:
     """Set by SIGINT or SIGTERM (Slurm and CI send SIGTERM); the runner checks it."""
 
@@ -146,7 +143,11 @@ class StopFlag:
 
         for s in old:
             signal.signal(s, handler)
-        return lambda: [signal.signal(s, h) for s, h in old.items()]  # type: ignore[func-returns-value]
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+        return restore
 
 
 def selected_specs(registry: Registry, cfg: RunConfig,
@@ -162,11 +163,24 @@ def selected_specs(registry: Registry, cfg: RunConfig,
         [s for s in specs if not s.distributed] if launched.is_node_leader else [])
 
 
+def resolve_configs(registry: Registry, cfg: RunConfig, device: str, facts: dict[str, Any],
+                    launched: DistEnv | None = None) -> dict[str, Any]:
+    """Every selected probe's config, resolved for the device, --quick and the machine's facts
+    under the user's values; a bad combination (a seq_len the preset cannot take) raises
+    ConfigError before anything is measured or written."""
+    return {spec.name: spec.resolve(device, cfg.quick, facts, cfg.overrides.get(spec.name, {}))
+            for spec in selected_specs(registry, cfg, launched)}
+
+
 class Runner:
+    """One run, built complete: its configs, environment, dataset and display come in; it
+    executes the probes, saves results.json after each, and computes the verdict once."""
+
     def __init__(self, registry: Registry, cfg: RunConfig, out_dir: Path, argv: list[str],
-                 facts: dict[str, Any], environment: dict[str, Any], isolator: Isolator,
-                 display: Display | None = None, stop: StopFlag | None = None,
-                 launched: DistEnv | None = None,
+                 facts: dict[str, Any], environment: dict[str, Any], isolator: Isolator, *,
+                 device: str | None = None, configs: dict[str, Any] | None = None,
+                 dataset: dict[str, Any] | None = None, display: Display | None = None,
+                 stop: StopFlag | None = None, launched: DistEnv | None = None,
                  telemetry: Callable[[], Sampler] | None = None) -> None:
         self.registry = registry
         self.cfg = cfg
@@ -183,11 +197,13 @@ class Runner:
         # Only global rank 0 writes results.json; other ranks send theirs to it at the end.
         self.writes = launched is None or launched.is_master
         self.inputs = RunInputs(run_dir=str(out_dir),
+                                data_dir=dataset["path"] if dataset else None, dataset=dataset,
+                                storage_path=cfg.storage_path,
                                 distributed=launched.to_dict() if launched else None)
-        self.device = resolve_device(cfg.device, facts)
-        # Resolve every selected probe's config now, so that a bad combination (a seq_len the
-        # preset cannot take) is refused before anything is measured or written.
-        self.configs = {spec.name: self.probe_config(spec) for spec in self.selected()}
+        self.device = device or resolve_device(cfg.device, facts)
+        self.configs = configs if configs is not None else resolve_configs(
+            registry, cfg, self.device, facts, launched)
+        self.verdict: Verdict | None = None  # computed by analyse(), once the probes ran
         self.run = RunResult(
             tool={"name": "benchbench", "version": __version__},
             label=cfg.label, started_at=utc_now(), environment=environment,
@@ -195,7 +211,9 @@ class Runner:
                     "rounds_resolved": cfg.rounds or rounds_mod.default_rounds(cfg.quick,
                                                                                 self.device)},
             argv=argv,
-            extra={"cost": {"usd_per_hour": cfg.price_per_hour}} if cfg.price_per_hour else {},
+            extra={**({"cost": {"usd_per_hour": cfg.price_per_hour}}
+                      if cfg.price_per_hour else {}),
+                   **({"dataset": dataset} if dataset is not None else {})},
         )
 
     @property
@@ -220,7 +238,8 @@ class Runner:
         """Derived figures and the verdict, stored as a cache stamped with the analysis
         version (report and compare recompute them)."""
         self.run.extra["derived"] = analysis.derive(self.run)
-        self.run.verdict = verdict.verdict(self.run)
+        self.verdict = verdict.verdict(self.run)
+        self.run.verdict = self.verdict.to_dict()
 
     def save(self) -> None:
         if not self.writes:
@@ -288,12 +307,6 @@ class Runner:
             return
         i = next(k for k, p in enumerate(self.run.probes) if p.name == pr.name)
         self.run.probes[i] = rounds_mod.merge(self.run.probes[i], pr, round_no)
-
-    def probe_config(self, spec: ProbeSpec) -> Any:
-        """The probe's config resolved for this device, --quick and this machine's facts,
-        with the user's --config and --set values over its defaults."""
-        return spec.resolve(self.device, self.cfg.quick, self.facts,
-                            self.cfg.overrides.get(spec.name, {}))
 
     def _run_one(self, spec: ProbeSpec, budget: float, started: str,
                  round_no: int = 1) -> ProbeResult:

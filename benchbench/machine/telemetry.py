@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchbench.core.timing import Clock
+from benchbench.machine.nvml import best_effort
 from benchbench.machine.telemetry_series import (
     MAX_POINTS,
     cpu_flags,
@@ -79,13 +80,6 @@ class Sampler(Protocol):
 
     def start(self) -> None: ...
     def stop(self) -> ProbeTelemetry: ...
-
-
-def _try(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception:  # NVML raises NotSupported and friends per field; an old pynvml lacks one
-        return None
 
 
 def is_whole_disk(name: str, sys_block: Path = Path("/sys/block")) -> bool:
@@ -171,8 +165,8 @@ class LiveSampler:
             self._t0 = self.clock()
         if self.cpu is not None:
             # cpu_percent measures from one call to the next: this call starts the first span.
-            _try(lambda: self.cpu.cpu_percent(percpu=True))
-            self._last = (self.clock(), _try(self._disk_read_total))
+            best_effort(lambda: self.cpu.cpu_percent(percpu=True))
+            self._last = (self.clock(), best_effort(self._disk_read_total))
             self.source["disks"] = sorted(n for n, ok in self._disks.items() if ok)
         if self.nvml is not None:
             self._open_nvml()
@@ -192,16 +186,16 @@ class LiveSampler:
         # newer pynvml calls them clocks event reasons; older ones know only throttle reasons
         self._events = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
                         or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
-        count = _try(nvml.nvmlDeviceGetCount)
+        count = best_effort(nvml.nvmlDeviceGetCount)
         if self.uuids is not None:
             for i, uuid in enumerate(self.uuids):
                 full = uuid if str(uuid).upper().startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-                h = _try(lambda u=full: nvml.nvmlDeviceGetHandleByUUID(u))
+                h = best_effort(lambda u=full: nvml.nvmlDeviceGetHandleByUUID(u))
                 if h is not None:
                     self._handles[str(i)] = h
         else:
             for i in range(count or 0):
-                h = _try(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i))
+                h = best_effort(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i))
                 if h is not None:
                     self._handles[str(i)] = h
         self.source["gpu"] = ("NVML" if self._handles else
@@ -212,7 +206,7 @@ class LiveSampler:
         with self._lock:
             if self._nvml_open:
                 self._nvml_open = False
-                _try(self.nvml.nvmlShutdown)
+                best_effort(self.nvml.nvmlShutdown)
 
     def _disk_read_total(self) -> int | None:
         per_disk = self.cpu.disk_io_counters(perdisk=True) or {}
@@ -227,17 +221,17 @@ class LiveSampler:
         t = self.clock()
         rec: dict[str, Any] = {"t": t - (t if self._t0 is None else self._t0)}
         if self.cpu is not None:
-            cores = _try(lambda: [p / 100 for p in self.cpu.cpu_percent(percpu=True)])
+            cores = best_effort(lambda: [p / 100 for p in self.cpu.cpu_percent(percpu=True)])
             rec["cpu_util_per_core"] = cores
             rec["cpu_util"] = sum(cores) / len(cores) if cores else None
-            read = _try(self._disk_read_total)
+            read = best_effort(self._disk_read_total)
             last_t, last_read = self._last
             rec["disk_read_Bps"] = (
                 (read - last_read) / (t - last_t)
                 if read is not None and last_read is not None and t > last_t
                 and read >= last_read else None)
             self._last = (t, read)
-            vm = _try(self.cpu.virtual_memory)
+            vm = best_effort(self.cpu.virtual_memory)
             # total - available, not psutil's `used`: page cache that can be dropped is free.
             rec["host_memory_used_B"] = vm.total - vm.available if vm is not None else None
         rec["gpus"] = {i: self._gpu_sample(h) for i, h in list(self._handles.items())}
@@ -245,12 +239,13 @@ class LiveSampler:
 
     def _gpu_sample(self, h: Any) -> dict[str, Any]:
         nvml = self.nvml
-        rates = _try(lambda: nvml.nvmlDeviceGetUtilizationRates(h))
-        sm = _try(lambda: nvml.nvmlDeviceGetClockInfo(h, self._sm))
-        mem = _try(lambda: nvml.nvmlDeviceGetClockInfo(h, self._mem))
-        power = _try(lambda: nvml.nvmlDeviceGetPowerUsage(h))
-        temp = _try(lambda: nvml.nvmlDeviceGetTemperature(h, self._temp))
-        mask = _try(lambda: self._events(h)) if self._events else None
+        rates = best_effort(lambda: nvml.nvmlDeviceGetUtilizationRates(h))
+        sm = best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, self._sm))
+        mem = best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, self._mem))
+        power = best_effort(lambda: nvml.nvmlDeviceGetPowerUsage(h))
+        temp = best_effort(lambda: nvml.nvmlDeviceGetTemperature(h, self._temp))
+        events = self._events
+        mask = best_effort(lambda: events(h)) if events else None
         return {
             "util": None if rates is None else rates.gpu / 100,
             "mem_util": None if rates is None else rates.memory / 100,
@@ -290,7 +285,8 @@ class LiveSampler:
                 return downsample(values, factor, flags=True)
             return round_series(downsample(values, factor), _DIGITS[key])
 
-        series = {k: shrink(k, v) for k, v in raw.items() if isinstance(v, list)}
+        series: dict[str, Any] = {k: shrink(k, v) for k, v in raw.items()
+                                  if isinstance(v, list)}
         series["gpus"] = {i: {f: shrink(f, c) for f, c in cols.items()}
                           for i, cols in raw["gpus"].items()}
         series["downsampled_by"], series["samples"] = factor, raw["samples"]

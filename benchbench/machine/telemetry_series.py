@@ -113,7 +113,7 @@ def throttle_flags(probe: dict[str, Any]) -> list[str]:
         busy = [c for c, u in zip(clocks, util, strict=False)  # util may be unreadable: []
                 if c is not None and u is not None and u > BUSY_UTIL]
         low = [c for c in busy if peak and c < CLOCK_DROP * peak]
-        if busy and len(low) / len(busy) >= FLAG_SHARE:
+        if peak and busy and len(low) / len(busy) >= FLAG_SHARE:
             flags.append(f"GPU {gpu} SM clock fell to {min(low) / peak:.0%} of its peak of "
                          f"{peak / 1e6:.0f} MHz in this probe, and stayed under "
                          f"{CLOCK_DROP:.0%} of it in {len(low) / len(busy):.0%} of the busy "

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from benchbench.core.peaks import pcie_rate
-from benchbench.machine.environment import _text, _try, pcie_link
+from benchbench.machine.nvml import as_text, best_effort, pcie_link
 
 G = 1e9
 
@@ -65,7 +65,7 @@ def _const(nvml: Any, name: str, default: int) -> int:
 
 def _bus_id(raw: Any) -> str | None:
     """One spelling for a PCI bus id: NVML gives an 8-digit domain, sysfs and NCCL 4."""
-    text = _text(raw)
+    text = as_text(raw)
     if not text:
         return None
     text = text.strip("\x00 ").lower()
@@ -115,7 +115,7 @@ def _is_not_supported(exc: Exception) -> bool:
 def _remote_bus(nvml: Any, h: Any, link: int) -> str | None:
     for name in ("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"):
         fn = getattr(nvml, name, None)
-        bus = _try(lambda f=fn: _bus_id(f(h, link).busId)) if fn else None
+        bus = best_effort(lambda f=fn: _bus_id(f(h, link).busId)) if fn else None
         if bus:
             return bus
     return None
@@ -143,8 +143,8 @@ def _nvlinks(nvml: Any, h: Any, own: dict[str, int]) -> dict[str, Any]:
             continue
         active += 1
         if code is None:
-            code = _try(lambda lk=link: nvml.nvmlDeviceGetNvLinkVersion(h, lk))
-        kind = _try(lambda lk=link: remote_type(h, lk)) if remote_type else None
+            code = best_effort(lambda lk=link: nvml.nvmlDeviceGetNvLinkVersion(h, lk))
+        kind = best_effort(lambda lk=link: remote_type(h, lk)) if remote_type else None
         bus = _remote_bus(nvml, h, link)
         if bus in own and kind in (None, _REMOTE_GPU):
             peer = str(own[bus])  # str keys: JSON object keys come back as str anyway
@@ -159,14 +159,14 @@ def _nvlinks(nvml: Any, h: Any, own: dict[str, int]) -> dict[str, Any]:
 
 def _p2p(nvml: Any, a: Any, b: Any, index: str, default: int) -> str | None:
     fn = getattr(nvml, "nvmlDeviceGetP2PStatus", None)
-    status = _try(lambda: fn(a, b, _const(nvml, index, default))) if fn else None
+    status = best_effort(lambda: fn(a, b, _const(nvml, index, default))) if fn else None
     return None if status is None else _P2P_STATUS.get(status, f"status {status}")
 
 
 def _pcie(nvml: Any, a: Any, b: Any, la: dict[str, Any], lb: dict[str, Any]
           ) -> tuple[str | None, str, float | None]:
     fn = getattr(nvml, "nvmlDeviceGetTopologyCommonAncestor", None)
-    level = _try(lambda: fn(a, b)) if fn else None
+    level = best_effort(lambda: fn(a, b)) if fn else None
     gens = [la["pcie_gen_max"], lb["pcie_gen_max"]]
     widths = [la["pcie_width_max"], lb["pcie_width_max"]]
     gen = min(gens) if None not in gens else None  # the slower end sets the pace
@@ -174,10 +174,10 @@ def _pcie(nvml: Any, a: Any, b: Any, la: dict[str, Any], lb: dict[str, Any]
     name = "PCIe" + (f" Gen{gen}" if gen else "") + (f" x{width}" if width else "")
     if level in _PCIE_PHRASE:
         name += " " + _PCIE_PHRASE[level]
-    return _PCIE_LEVEL.get(level), name, pcie_rate(gen, width)
+    return (_PCIE_LEVEL.get(level) if level is not None else None), name, pcie_rate(gen, width)
 
 
-def _pair(nvml: Any, i: int, j: int, handles: list, gpus: list[dict[str, Any]],
+def _pair(nvml: Any, i: int, j: int, handles: list[Any], gpus: list[dict[str, Any]],
           local: list[dict[str, Any]]) -> dict[str, Any]:
     ga, gb = gpus[i], gpus[j]
     a, b = handles[i], handles[j]
@@ -211,26 +211,23 @@ def _pair(nvml: Any, i: int, j: int, handles: list, gpus: list[dict[str, Any]],
             "path": path, "per_direction": bw}
 
 
-def gpu_topology(nvml: Any, handles: list) -> dict[str, Any]:
+def gpu_topology(nvml: Any, handles: list[Any]) -> dict[str, Any]:
     """{"gpus": per GPU NVLink facts, "pairs": one entry per pair i<j}. JSON-able."""
     own = {}
     for i, h in enumerate(handles):
-        bus = _try(lambda h=h: _bus_id(nvml.nvmlDeviceGetPciInfo(h).busId))
+        bus = best_effort(lambda h=h: _bus_id(nvml.nvmlDeviceGetPciInfo(h).busId))
         if bus:
             own[bus] = i
     gpus, local = [], []  # local: what the pairs need but the GPU records already hold
     for i, h in enumerate(handles):
         links = _nvlinks(nvml, h, own)
-        name = _text(_try(lambda h=h: nvml.nvmlDeviceGetName(h)))
-        cc = _try(lambda h=h: nvml.nvmlDeviceGetCudaComputeCapability(h))
+        name = as_text(best_effort(lambda h=h: nvml.nvmlDeviceGetName(h)))
+        cc = best_effort(lambda h=h: nvml.nvmlDeviceGetCudaComputeCapability(h))
         capability = f"{cc[0]}.{cc[1]}" if cc else None
         n = links["nvlinks_active"]
         rate, basis = nvlink_rate_and_basis(links["nvlink_version"], name, capability) \
             if n else (None, None)
-        if n == 0:
-            per_direction = 0.0
-        else:
-            per_direction = n * rate if n and rate else None
+        per_direction: float | None = 0.0 if n == 0 else n * rate if rate else None
         gpus.append({"index": i, **links, "nvlink_link_rate": rate, "nvlink_rate_basis": basis,
                      "nvlink_per_direction": per_direction})
         local.append({"link_rate": rate, **pcie_link(nvml, h)})

@@ -1,6 +1,6 @@
 """What several probes' configurations share, torch-free: the sampling and training defaults
 by device and --quick, the training precisions and the one choice of a device's best mixed
-precision, and the training probes' base config."""
+precision, the training probes' base config, and the data-path probes' synthetic dataset."""
 
 from __future__ import annotations
 
@@ -104,3 +104,29 @@ class TrainingConfig(ProbeConfig):
         check_batch(getattr(self, "batch_size", None))
         if self.steps is not None and self.steps < 1:
             raise ConfigError("steps must be at least 1")
+
+
+# The synthetic dataset's size: enough files that no loader worker idles at GPU batch sizes
+# (the loaders cycle over it), few enough to generate in seconds.
+DEFAULT_IMAGES, QUICK_IMAGES = 2000, 256
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """The synthetic ImageFolder dataset generated when no --data-dir is given (not a probe:
+    its fields are set with --set dataset.<field>=…)."""
+
+    num_images: int | None = doc_field(None, "JPEG files to generate; auto: 2000 (256 with "
+                                             "--quick)")
+    num_classes: int = doc_field(10, "class sub-folders")
+    mean_side: int = doc_field(433, "geometric mean image side in pixels; 433 gives ImageNet's "
+                                    "typical ~500x375 and ~110 KB JPEGs")
+    seed: int = doc_field(0, "random seed: the same parameters give the same files")
+
+    def validate(self) -> None:
+        if self.num_images is not None and self.num_images < 1:
+            raise ConfigError("num_images must be at least 1")
+        if self.num_classes < 1:
+            raise ConfigError("num_classes must be at least 1")
+        if self.mean_side < 32:
+            raise ConfigError("mean_side must be at least 32 pixels")

@@ -152,7 +152,7 @@ def _samples(data_dir: str) -> Samples:
 
 # --- torchvision --------------------------------------------------------------------------------
 
-class _Files(torch.utils.data.Dataset):
+class _Files(torch.utils.data.Dataset[tuple[Any, ...]]):
     """The listed files as ImageFolder serves them (PIL, converted to RGB); a file that fails
     to decode comes back as (None, path, reason), not raised."""
 
@@ -171,7 +171,8 @@ class _Files(torch.utils.data.Dataset):
             return None, path, f"{type(exc).__name__}: {exc}"
 
 
-def _collate(items: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, list]:
+def _collate(items: list[tuple[Any, ...]]
+             ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
     """Stack the decoded samples; hand the failures (path, reason) back beside the batch."""
     good = [it for it in items if it[0] is not None]
     failed = [(it[1], it[2]) for it in items if it[0] is None]
@@ -181,7 +182,7 @@ def _collate(items: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, 
     return images, torch.tensor([it[1] for it in good], dtype=torch.int64), failed
 
 
-class _Cycle(torch.utils.data.Sampler):
+class _Cycle(torch.utils.data.Sampler[int]):
     """Indices of `n` samples, pass after pass, each pass a fresh random order: as many as
     the loader is asked for, every sample once per pass, as a training epoch reads them."""
 
@@ -272,24 +273,28 @@ class _DaliLoader(Loader):
         """The pipeline over the current file list, and an iterator that runs on across
         passes (no reader_name, no size: DALI's reader fills a batch from the next pass when
         the files run out)."""
-        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali import fn, types
+        from nvidia.dali.pipeline import pipeline_def
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
         gpu, size, files, labels = (self.kind == "dali_gpu", self._image_size, self._files,
                                     self._labels)
 
         @pipeline_def(batch_size=self.batch_size, num_threads=self.threads,
-                      device_id=self._device_id, seed=self._seed)
+                      # None (no GPU) is valid; DALI's stub says int.
+                      device_id=self._device_id,  # type: ignore[arg-type]
+                      seed=self._seed)
         def pipe() -> tuple[Any, Any]:
             jpegs, labs = fn.readers.file(files=files, labels=labels, random_shuffle=True,
                                           name="Reader")
             # The same crop distribution as torchvision's RandomResizedCrop defaults.
             images = fn.decoders.image_random_crop(
-                jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
+                jpegs, device="mixed" if gpu else "cpu", output_type=types.DALIImageType.RGB,
                 random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=10)
-            images = fn.resize(images, resize_x=size, resize_y=size)
+            # One input, one output: a DataNode (the stub allows for several, or none).
+            images = fn.resize(images, resize_x=size, resize_y=size)  # type: ignore[assignment]
             images = fn.crop_mirror_normalize(
-                images, dtype=types.FLOAT, output_layout="CHW",
+                images, dtype=types.DALIDataType.FLOAT, output_layout="CHW",
                 mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
                 mirror=fn.random.coin_flip(probability=0.5))
             return images, (labs.gpu() if gpu else labs)

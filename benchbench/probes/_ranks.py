@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from benchbench.engine.isolation import _die_with_parent
+from benchbench.engine.isolation import describe_exit, die_with_parent, poll_message, stop_processes
 from benchbench.engine.launch import PORT_OFFSETS, free_port
 from benchbench.probes._devices import process_context
 from benchbench.probes.api import ProbeContext, Progress
@@ -97,8 +97,11 @@ def _who(spec: RankSpec) -> str:
 def _connect(spec: RankSpec) -> Any:
     timeout = timedelta(seconds=spec.timeout_s)
     try:
-        store = dist.TCPStore(spec.master_addr, spec.port, spec.world_size,
-                              is_master=spec.rank == 0, timeout=timeout, wait_for_workers=False)
+        # torch.distributed imports its stores from torch._C without declaring them exported
+        # (public API all the same): hence attr-defined here and for PrefixStore below.
+        store = dist.TCPStore(spec.master_addr, spec.port,  # type: ignore[attr-defined]
+                              spec.world_size, is_master=spec.rank == 0, timeout=timeout,
+                              wait_for_workers=False)
     except Exception as exc:  # DistNetworkError / DistStoreError / RuntimeError by version
         text = str(exc).lower()
         if "address already in use" in text or "errno 98" in text:
@@ -133,8 +136,10 @@ def run_rank(spec: RankSpec, progress: Progress | None = None) -> Any:
     try:
         # device_id binds NCCL to this rank's GPU and starts its communicator now, so that a
         # broken NCCL fails here, naming the rank, rather than in the first collective.
-        extra = {"device_id": torch.device(device)} if spec.backend == "nccl" else {}
-        dist.init_process_group(spec.backend, store=dist.PrefixStore(spec.prefix, store),
+        extra: dict[str, Any] = {"device_id": torch.device(device)} \
+            if spec.backend == "nccl" else {}
+        prefixed = dist.PrefixStore(spec.prefix, store)  # type: ignore[attr-defined]
+        dist.init_process_group(spec.backend, store=prefixed,
                                 rank=spec.rank, world_size=spec.world_size, timeout=timeout,
                                 **extra)
         module, _, func = spec.target.partition(":")
@@ -167,7 +172,7 @@ def run_rank(spec: RankSpec, progress: Progress | None = None) -> Any:
 
 
 def _rank_entry(conn: Connection, spec: RankSpec) -> None:
-    _die_with_parent()
+    die_with_parent()
     try:
         conn.send(("result", run_rank(
             spec, lambda desc, done, total: conn.send(("progress", (desc, done, total))))))
@@ -177,14 +182,6 @@ def _rank_entry(conn: Connection, spec: RankSpec) -> None:
         conn.send((kind, (msg, traceback.format_exc())))
     finally:
         conn.close()
-
-
-def _describe_death(code: int | None) -> str:
-    if code is not None and code < 0:
-        import signal
-
-        return f"died from {signal.Signals(-code).name}"
-    return f"exited with code {code} without a result"
 
 
 def _join(procs: list[Any], conns: list[Connection], specs: list[RankSpec],
@@ -198,34 +195,22 @@ def _join(procs: list[Any], conns: list[Connection], specs: list[RankSpec],
         for spec, proc, conn in zip(specs, procs, conns, strict=True):
             if spec.rank in results:
                 continue
-            if conn.poll(0.05):
-                try:
-                    kind, body = conn.recv()
-                except EOFError:
-                    proc.join(2)
-                    raise RankFailure(f"{_who(spec)}: {_describe_death(proc.exitcode)}") from None
-                if kind == "progress":
-                    on_progress(*body)
-                elif kind == "result":
+            try:
+                message = poll_message(conn, 0.05, on_progress)
+            except EOFError:
+                proc.join(2)
+                raise RankFailure(f"{_who(spec)}: {describe_exit(proc.exitcode)}") from None
+            if message is not None:
+                kind, body = message
+                if kind == "result":
                     results[spec.rank] = body
                 elif kind == "port":
                     raise PortInUse(body[0])
                 else:
                     raise RankFailure(body[0])
             elif not proc.is_alive() and not conn.poll(0):
-                raise RankFailure(f"{_who(spec)}: {_describe_death(proc.exitcode)}")
+                raise RankFailure(f"{_who(spec)}: {describe_exit(proc.exitcode)}")
     return [results[r] for r in range(len(procs))]
-
-
-def _stop(procs: list[Any]) -> None:
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(3)
-        if p.is_alive():
-            p.kill()
-            p.join(3)
 
 
 def spawn_local(base: RankSpec, work_s: float, on_progress: Progress | None = None,
@@ -256,7 +241,7 @@ def spawn_local(base: RankSpec, work_s: float, on_progress: Progress | None = No
             if attempt == attempts - 1:
                 raise
         finally:
-            _stop(procs)
+            stop_processes(procs)
             for c in conns:
                 c.close()
     raise AssertionError("unreachable")

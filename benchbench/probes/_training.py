@@ -111,7 +111,8 @@ def with_backoff(batch: int, attempt: Callable[[int], Any]) -> tuple[Any, int, l
         free_memory()
 
 
-def search_batch(start: int, fits: Callable[[int], bool], cap: int) -> tuple[int | None, list]:
+def search_batch(start: int, fits: Callable[[int], bool], cap: int
+                 ) -> tuple[int | None, list[tuple[int, bool]]]:
     """The largest power of two that fits: double from `start` until a batch fails (or `cap`),
     halving below `start` when it fails already. Returns (batch or None, [(batch, fits)])."""
     tried: list[tuple[int, bool]] = []
@@ -141,6 +142,7 @@ def fits(build: Callable[[int], Step], ctx: ProbeContext, dev: str) -> Callable[
     """A trial for search_batch: two steps at that batch without running out of memory."""
 
     def trial(batch: int) -> bool:
+        step: Step | None = None
         try:
             step = build(batch)
             step()
@@ -269,19 +271,19 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
         def build_at(b: int, p: Precision = p) -> Step:
             return build(b, p)
 
-        batch: int | None = job.default_batch if job.batch_size == "auto" else int(
-            job.batch_size)
+        batch = job.default_batch if job.batch_size == "auto" else int(job.batch_size)
         extra: dict[str, Any] = {}
         if job.batch_size == "auto" and dev == "cpu":
             notes.append("batch_size=auto on cpu: no search, because a CPU never reports out "
                          f"of memory (it swaps or is killed); used {job.default_batch}")
         elif job.batch_size == "auto":
-            batch, tried = search_batch(job.default_batch, fits(build_at, ctx, dev),
+            found, tried = search_batch(job.default_batch, fits(build_at, ctx, dev),
                                         job.batch_cap)
             extra["batch_search"] = [{"batch": b, "fits": ok} for b, ok in tried]
-            if batch is None:
+            if found is None:
                 notes.append(f"{name} skipped, because even a batch of 1 does not fit")
                 continue
+            batch = found
         if dev == "cpu" and name != "fp32":
             try:
                 est = _cpu_preview(build_at, batch, ctx)

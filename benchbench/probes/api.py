@@ -14,7 +14,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from benchbench.core.config import ProbeConfig, build_probe_config
 from benchbench.core.results import RESOURCES, Measurement
@@ -77,6 +77,17 @@ class ProbeSpec:
 
 class ProbeSkipped(Exception):
     """Raised by a probe that cannot run here; the message completes 'skipped, because …'."""
+
+
+T = TypeVar("T")
+
+
+def resolved(value: T | None, name: str) -> T:
+    """A config field that the probe's defaults always fill: ProbeSpec.resolve ran before
+    run(), so None here is a bug in the probe's defaults(), said as such."""
+    if value is None:
+        raise RuntimeError(f"{name} was left at auto: the probe's defaults() must set it")
+    return value
 
 
 @dataclass

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from benchbench.core.config import ConfigError, doc_field
 from benchbench.machine.environment import usable_cores
+from benchbench.probes._config import DEFAULT_IMAGES, QUICK_IMAGES, DatasetConfig
 
 # torchvision's IMG_EXTENSIONS: the files ImageFolder (and DALI's file reader) will load.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -47,27 +47,6 @@ JPEG_QUALITY = 90
 SIDE_SIGMA = 0.25  # log-normal spread of the geometric-mean side
 # (width, height) ratios and how often each is drawn; ImageNet is mostly 4:3 landscape.
 ASPECTS = ((4 / 3, 0.45), (3 / 4, 0.2), (1.0, 0.15), (16 / 9, 0.1), (3 / 2, 0.1))
-
-
-@dataclass(frozen=True)
-class DatasetConfig:
-    """The synthetic ImageFolder dataset generated when no --data-dir is given (not a probe:
-    its fields are set with --set dataset.<field>=…)."""
-
-    num_images: int | None = doc_field(None, "JPEG files to generate; auto: 2000 (256 with "
-                                             "--quick)")
-    num_classes: int = doc_field(10, "class sub-folders")
-    mean_side: int = doc_field(433, "geometric mean image side in pixels; 433 gives ImageNet's "
-                                    "typical ~500x375 and ~110 KB JPEGs")
-    seed: int = doc_field(0, "random seed: the same parameters give the same files")
-
-    def validate(self) -> None:
-        if self.num_images is not None and self.num_images < 1:
-            raise ConfigError("num_images must be at least 1")
-        if self.num_classes < 1:
-            raise ConfigError("num_classes must be at least 1")
-        if self.mean_side < 32:
-            raise ConfigError("mean_side must be at least 32 pixels")
 
 
 class DatasetError(ValueError):
@@ -84,7 +63,8 @@ def cache_root() -> Path:
 
 
 def resolve_num_images(cfg: DatasetConfig, quick: bool) -> int:
-    return cfg.num_images if cfg.num_images is not None else (256 if quick else 2000)
+    return cfg.num_images if cfg.num_images is not None else (
+        QUICK_IMAGES if quick else DEFAULT_IMAGES)
 
 
 def ensure_synthetic(cfg: DatasetConfig, quick: bool,
@@ -216,7 +196,8 @@ def loader_samples(root: str | os.PathLike[str], limit: int = MAX_LOADER_FILES) 
     found, classes = _image_paths(Path(root))
     picked = found if len(found) <= limit else \
         [found[i * len(found) // limit] for i in range(limit)]
-    files, labels, kinds, rejected = [], [], {}, {}
+    files, labels, rejected = [], [], {}
+    kinds: dict[str, int] = {}
     for path, label in picked:
         kind, why = _format(path)
         if kind is None:
@@ -360,7 +341,7 @@ def _pink_noise(rng: np.random.Generator, w: int, h: int, alpha: float) -> np.nd
     sizes.reverse()
     acc = rng.standard_normal(sizes[0][::-1], dtype=np.float32)
     for level, (sw, sh) in enumerate(sizes[1:], 1):
-        up = np.asarray(Image.fromarray(acc, "F").resize((sw, sh), Image.BICUBIC))
+        up = np.asarray(Image.fromarray(acc, "F").resize((sw, sh), Image.Resampling.BICUBIC))
         acc = up + np.float32(0.5 ** (alpha * level)) * rng.standard_normal((sh, sw),
                                                                              dtype=np.float32)
     return (acc / max(float(acc.std()), 1e-6)).astype(np.float32)
@@ -397,7 +378,8 @@ def _render(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     # Colour detail at a quarter of the resolution: JPEG's 4:2:0 keeps little more than that.
     cw, ch = max(2, w // 4), max(2, h // 4)
     chroma = np.stack([np.asarray(Image.fromarray(_pink_noise(rng, cw, ch, 0.5), "F")
-                                  .resize((w, h), Image.BILINEAR)) for _ in range(2)], -1)
-    tint = chroma @ np.float32([[12, -6, -6], [0, 10, -10]])
+                                  .resize((w, h), Image.Resampling.BILINEAR))
+                       for _ in range(2)], -1)
+    tint = chroma @ np.array([[12, -6, -6], [0, 10, -10]], dtype=np.float32)
     rgb = base + lum[..., None] + tint
     return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8), "RGB")

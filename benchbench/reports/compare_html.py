@@ -8,9 +8,9 @@ html.escape: the Markdown converter of reports/html.py escapes each line before 
 
 from __future__ import annotations
 
-from benchbench.compare.sides import Comparison
+from benchbench.compare.comparison import Comparison
 from benchbench.reports.compare_plots import ALT
-from benchbench.reports.html import CSS, _img, esc, markdown_to_html, slug
+from benchbench.reports.html import CSS, _img, esc, markdown_to_html, slug, split_sections
 
 EXTRA_CSS = """
 .outcome { max-width: none; padding: 18px max(24px, calc((100% - 1052px) / 2)) 14px; }
@@ -38,14 +38,7 @@ def _outcome(comp: Comparison) -> str:
 
 def render(comp: Comparison, markdown_text: str, plots: dict[str, bytes],
            notes: list[str] | None = None) -> str:
-    sections: list[tuple[str | None, list[str]]] = [(None, [])]
-    for line in markdown_text.splitlines():
-        if line.startswith("# "):
-            continue  # the page opens with the outcome instead
-        if line.startswith("## "):
-            sections.append((line[3:].strip(), [line]))
-        else:
-            sections[-1][1].append(line)
+    sections = split_sections(markdown_text)
     titles = [t for t, _ in sections if t]
     body = [_outcome(comp), "<nav>" + " ".join(
         f'<a href="#{slug(t)}">{esc(t)}</a>' for t in titles) + "</nav>"]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from typing import Any
 
 from benchbench.analysis import regression as reg
+from benchbench.analysis.config import WORKLOADS
+from benchbench.analysis.verdict_types import WorkloadVerdict
+from benchbench.compare.align import Row, headline, row_name, short_name
+from benchbench.compare.comparison import Comparison
 from benchbench.compare.environment import ENV_BYTES
-from benchbench.compare.sides import Comparison, Row, headline, row_name, short_name
 from benchbench.core import units as fmt
-from benchbench.core.results import write_atomic
-from benchbench.reports.plots import resource_name, sample_unit
+from benchbench.reports.csv import write_table
+from benchbench.reports.plots import resource_name
 from benchbench.reports.verdict import measured_au
 
 MARK = {reg.REGRESSED: "▼", reg.IMPROVED: "▲", reg.WITHIN: "≈", reg.NO_CHANGE: "=",
@@ -139,40 +140,42 @@ def _undecided(comp: Comparison) -> list[str]:
 
 def _verdicts(comp: Comparison) -> list[str]:
     labels = [s.label for s in comp.sides]
-    vs = {s.label: s.verdict or {} for s in comp.sides}
-    work = next((v.get("workload") for v in vs.values() if v.get("workload")), "training")
+    vs = {s.label: s.verdict for s in comp.sides}
+    errors = {s.label: s.verdict_error for s in comp.sides}
+    work = next((v.main.workload for v in vs.values() if v), "training")
 
-    def lim(v: dict[str, Any]) -> str:
-        if v.get("error"):
-            return f"not computed ({v['error']})"
-        r = v.get("limiting_resource")
+    def lim(lab: str, v: WorkloadVerdict | None) -> str:
+        if errors[lab]:
+            return f"not computed ({errors[lab]})"
+        r = v.limiting_resource if v else None
         return f"**{resource_name(r)}**" if r else "none named"
 
-    def au(v: dict[str, Any], k: str) -> str:
-        x = v.get(k)
-        if k == "measured_accelerator_utilisation":
-            return measured_au(v)
-        return fmt.percent(x) if isinstance(x, (int, float)) else "—"
+    def main(lab: str) -> WorkloadVerdict | None:
+        v = vs[lab]
+        return v.main if v else None
 
-    rows = [["limiting resource"] + [lim(vs[lab]) for lab in labels],
-            ["predicted accelerator utilisation"]
-            + [au(vs[lab], "predicted_accelerator_utilisation") for lab in labels],
+    def predicted(v: WorkloadVerdict | None) -> str:
+        x = v.predicted_accelerator_utilisation if v else None
+        return fmt.percent(x) if x is not None else "—"
+
+    rows = [["limiting resource"] + [lim(lab, main(lab)) for lab in labels],
+            ["predicted accelerator utilisation"] + [predicted(main(lab)) for lab in labels],
             ["measured (real pipeline)"]
-            + [au(vs[lab], "measured_accelerator_utilisation") for lab in labels]]
+            + [measured_au(m) if (m := main(lab)) else "—" for lab in labels]]
     resources: dict[str, None] = {}
-    for v in vs.values():
-        resources.update(dict.fromkeys(v.get("capacities") or {}))
+    for lab in labels:
+        resources.update(dict.fromkeys(m.capacity_details if (m := main(lab)) else {}))
     for r in resources:
         cells = []
         for lab in labels:
-            c = (vs[lab].get("capacities") or {}).get(r)
-            cells.append(fmt.si(c, sample_unit(vs[lab])) if isinstance(c, (int, float))
-                         else "—")
+            m = main(lab)
+            c = m.capacity(r) if m else None
+            cells.append(fmt.si(c, m.sample_unit) if m and c is not None else "—")
         rows.append([f"capacity: {resource_name(r)}"] + cells)
-    other = [w for w in ("resnet50", "transformer") if w != work]
+    other = [w for w in WORKLOADS if w != work]
     for w in other:
         rows.append([f"{w}: limiting resource"] + [
-            lim(((vs[lab].get("per_workload") or {}).get(w)) or {}) for lab in labels])
+            lim(lab, v.per_workload.get(w) if (v := vs[lab]) else None) for lab in labels])
     return ([f"## Verdicts ({work}, recomputed from each side's measurements)", ""]
             + fmt.table([""] + labels, rows))
 
@@ -379,10 +382,4 @@ def csv_rows(comp: Comparison) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def write_csv(comp: Comparison, path: str | os.PathLike[str]) -> None:
-    columns, rows = csv_rows(comp)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: "" if v is None else v for k, v in row.items()})
-    write_atomic(path, buf.getvalue())
+    write_table(path, *csv_rows(comp))

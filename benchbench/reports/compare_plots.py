@@ -9,11 +9,13 @@ from __future__ import annotations
 import importlib.util
 import math
 from collections.abc import Callable
+from typing import Any
 
 from benchbench.analysis import regression as reg
-from benchbench.compare.sides import Comparison, headline, short_name
+from benchbench.compare.align import headline, short_name
+from benchbench.compare.comparison import Comparison
 from benchbench.core import units as fmt
-from benchbench.reports.plot_base import draw_all, figure, png, si_axis, style
+from benchbench.reports.plot_base import draw_all, figure, finish, png, si_axis, style
 
 NAMES = ("headline", "allreduce_busbw")
 ALT = {"headline": "Headline figures of each side relative to the baseline (1.0 = baseline; "
@@ -95,9 +97,9 @@ def headline_bars(comp: Comparison) -> bytes | None:
     return png(fig)
 
 
-def _series(comp: Comparison) -> dict[tuple, dict[str, list[tuple[int, float]]]]:
+def _series(comp: Comparison) -> dict[tuple[Any, ...], dict[str, list[tuple[int, float]]]]:
     """(the key without size_bytes) -> side label -> [(size, busbw)], sorted by size."""
-    out: dict[tuple, dict[str, list[tuple[int, float]]]] = {}
+    out: dict[tuple[Any, ...], dict[str, list[tuple[int, float]]]] = {}
     for r in comp.rows:
         if r.probe != "allreduce" or r.metric != "busbw" or "size_bytes" not in r.key:
             continue
@@ -144,10 +146,6 @@ def busbw(comp: Comparison) -> bytes | None:
     if max(values) / min(values) >= 10:
         ax.set_yscale("log")
     si_axis(ax.yaxis, "B/s")
-    ax.set_xlabel("message size", fontsize=8.5)
-    ax.set_ylabel("busbw (1 GB/s = 10⁹ B/s)", fontsize=8)
-    ax.set_title("all_reduce busbw, median per size", loc="left", fontsize=10)
-    ax.legend(fontsize=7, frameon=False, loc="upper left")
-    style(ax)
-    return png(fig)
+    return finish(fig, ax, "all_reduce busbw, median per size", xlabel="message size",
+                  ylabel="busbw (1 GB/s = 10⁹ B/s)", legend_size=7)
 

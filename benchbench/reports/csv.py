@@ -35,9 +35,15 @@ def rows(run: RunResult) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def write(run: RunResult, path: str | os.PathLike[str]) -> None:
+    write_table(path, *rows(run))
+
+
+def write_table(path: str | os.PathLike[str], columns: list[str],
+                data: list[dict[str, Any]]) -> None:
+    """One CSV row per dict, under `columns`; a missing or None cell is empty. measurements.csv
+    and compare.csv are written here."""
     import pandas as pd
 
-    columns, data = rows(run)
-    # Nullable dtypes keep an integer key column integral where other probes leave it empty.
+    # Nullable dtypes keep an integer key column integral where other rows leave it empty.
     frame = pd.DataFrame(data, columns=columns).convert_dtypes()
     write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from benchbench.core import units as fmt
-from benchbench.core.results import RunResult
-from benchbench.doctor.checks import Check, counts, run_checks
+from benchbench.doctor.checks import Check, counts
 
 HEADER = ["check", "status", "measured", "threshold", "source", "fix"]
 
@@ -61,10 +60,9 @@ def summary(checks: list[Check]) -> str:
     return ", ".join(f"{n[s]} {s}" for s in ("fail", "warn", "pass", "skipped"))
 
 
-def section(run: RunResult, scenario: str | None = None) -> list[str]:
+def section(checks: list[Check]) -> list[str]:
     """'## Configuration doctor': the run's environment and measurements held against the
     buyer's guide, NVIDIA's driver table and the run's own needs. Nothing was changed."""
-    checks = run_checks(run.environment, run, scenario)
     return (["## Configuration doctor", "",
              f"Read-only checks of the machine this run measured ({summary(checks)}). A fix is "
              "advice for an administrator; benchbench never changes a setting.", ""]

@@ -14,10 +14,11 @@ import html
 import re
 from typing import Any
 
+from benchbench.analysis.verdict_types import Verdict
 from benchbench.core import units as fmt
 from benchbench.core.results import RunResult
-from benchbench.reports.plots import resource_name, sample_unit
-from benchbench.reports.verdict import measured_au
+from benchbench.reports.plots import resource_name
+from benchbench.reports.verdict import evidence_beyond_table, measured_au
 
 # report.md's sections that a figure belongs under; a figure whose section is missing goes to
 # "More figures" at the end rather than being dropped.
@@ -168,9 +169,9 @@ def markdown_to_html(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _split_sections(md: str) -> list[tuple[str | None, list[str]]]:
-    """(the h2 title or None for the preamble, its lines), dropping report.md's h1: the page
-    opens with the verdict instead."""
+def split_sections(md: str) -> list[tuple[str | None, list[str]]]:
+    """(the h2 title or None for the preamble, its lines), dropping the Markdown's h1: the page
+    opens with the verdict (or the comparison's outcome) instead."""
     sections: list[tuple[str | None, list[str]]] = [(None, [])]
     for line in md.splitlines():
         if line.startswith("# "):
@@ -191,65 +192,52 @@ def _items(title: str, items: list[Any] | None) -> str:
             + "</ul>")
 
 
-def _verdict(run: RunResult, v: dict[str, Any] | None) -> str:
+def _verdict(run: RunResult, verdict: Verdict) -> str:
     host = (run.environment.get("host") or {}).get("hostname") or "?"
     cfg = run.config or {}
+    v = verdict.main
     head = (f'<p class="run">benchbench {esc(run.tool.get("version", ""))} · '
             f"{esc(run.label or host)} on {esc(host)} · device "
             f"{esc(cfg.get('device_resolved', cfg.get('device', '?')))}"
             f"{' (quick)' if cfg.get('quick') else ''} · {esc(run.started_at)}</p>")
-    if not v:
-        return (f'<section id="verdict" class="verdict">{head}<p class="kicker">What limits '
-                'training here</p><h1 class="none">No verdict in this run</h1><p>This run '
-                "holds no verdict: the analysis did not run, or the run predates it. The "
-                "measurements follow.</p></section>")
-    work = v.get("workload") or "training"
-    limit = v.get("limiting_resource")
+    limit = v.limiting_resource
     if limit:
-        cap = (v.get("capacities") or {}).get(limit)
+        cap = v.capacity(limit)
         big = (f"<h1>{esc(resource_name(limit))} <code>{esc(limit)}</code></h1>")
-        at = (f" It caps training at <strong>{esc(fmt.si(cap, sample_unit(v)))}</strong>."
-              if isinstance(cap, (int, float)) else "")
+        at = (f" It caps training at <strong>{esc(fmt.si(cap, v.sample_unit))}</strong>."
+              if cap is not None else "")
     else:
         big, at = '<h1 class="none">No limiting resource named</h1>', ""
-    au = v.get("predicted_accelerator_utilisation")
-    measured = v.get("measured_accelerator_utilisation")
-    if isinstance(measured, (int, float)):
+    au = v.predicted_accelerator_utilisation
+    if v.measured_accelerator_utilisation is not None:
         at += f" The real input pipeline measured {esc(measured_au(v))}."
     au_line = (f'<p class="au">Predicted accelerator utilisation: <strong>'
-               f"{esc(fmt.percent(au))}</strong>.{at}</p>" if isinstance(au, (int, float))
+               f"{esc(fmt.percent(au))}</strong>.{at}</p>" if au is not None
                else f'<p class="au">Predicted accelerator utilisation: unknown.{at}</p>')
-    # Evidence lines that restate one capacity ("storage: ...") are the capacity table's rows.
-    restated = tuple(f"{r}:" for r in v.get("capacity_details") or {})
-    evidence = [e for e in v.get("evidence") or [] if not str(e).startswith(restated)]
-    parts = [head, f'<p class="kicker">What limits <strong>{esc(work)}</strong> training on '
-             "this machine</p>", big, au_line,
-             '<div class="cols"><div>', _items("Evidence", evidence), "</div><div>",
-             _items("Advice", v.get("advice")), "</div></div>",
-             _items("Unknown capacities", v.get("unknown"))]
-    first = v.get("first_epoch")
-    if isinstance(first, dict) and first.get("limiting_resource"):
+    parts = [head, f'<p class="kicker">What limits <strong>{esc(v.workload)}</strong> training '
+             "on this machine</p>", big, au_line,
+             '<div class="cols"><div>', _items("Evidence", evidence_beyond_table(v)),
+             "</div><div>", _items("Advice", v.advice), "</div></div>",
+             _items("Unknown capacities", v.unknown)]
+    first = v.first_epoch
+    if first:
         parts.append(f"<p><strong>First epoch</strong> (cold page cache): limited by "
-                     f"<strong>{esc(resource_name(first['limiting_resource']))}</strong>"
-                     f"{': ' + inline(first['detail']) if first.get('detail') else ''}</p>")
-    cons = [c for c in v.get("constraints") or [] if c.get("status") != "not applicable"]
+                     f"<strong>{esc(resource_name(first.limiting_resource))}</strong>"
+                     f"{': ' + inline(first.detail) if first.detail else ''}</p>")
+    cons = [c for c in v.constraints if c.status != "not applicable"]
     if cons:
         parts.append("<h2>Constraints</h2>" + "".join(_table_rows(
             ["check", "status", "detail"],
-            [[inline(c.get("check", "")), _badge(c.get("status")), inline(c.get("detail", ""))]
-             for c in cons])))
-    others = {w: o for w, o in (v.get("per_workload") or {}).items()
-              if w != work and isinstance(o, dict)}
-    for w, o in others.items():
-        lim = o.get("limiting_resource")
-        o_au = o.get("predicted_accelerator_utilisation")
-        o_au = (f", predicted utilisation {esc(fmt.percent(o_au))}"
-                if isinstance(o_au, (int, float)) else "")
-        parts.append(f"<details><summary><strong>{esc(w)}</strong>: limited by "
-                     f"{esc(resource_name(lim)) if lim else 'no resource named'}{o_au}"
-                     "</summary>" + _items("Evidence", o.get("evidence"))
-                     + _items("Advice", o.get("advice"))
-                     + _items("Unknown capacities", o.get("unknown")) + "</details>")
+            [[inline(c.check), _badge(c.status), inline(c.detail)] for c in cons])))
+    for o in verdict.others():
+        lim = o.limiting_resource
+        o_au = o.predicted_accelerator_utilisation
+        au_text = f", predicted utilisation {esc(fmt.percent(o_au))}" if o_au is not None else ""
+        parts.append(f"<details><summary><strong>{esc(o.workload)}</strong>: limited by "
+                     f"{esc(resource_name(lim)) if lim else 'no resource named'}{au_text}"
+                     "</summary>" + _items("Evidence", o.evidence)
+                     + _items("Advice", o.advice)
+                     + _items("Unknown capacities", o.unknown) + "</details>")
     return f'<section id="verdict" class="verdict">{"".join(parts)}</section>'
 
 
@@ -268,20 +256,18 @@ def _table_rows(header: list[str], rows: list[list[str]], classes: list[str] | N
     return out + ["</tbody></table></div>"]
 
 
-def _capacities(v: dict[str, Any] | None, png: bytes | None) -> str:
-    if not v or not v.get("capacities"):
+def _capacities(verdict: Verdict, png: bytes | None) -> str:
+    v = verdict.main
+    if not v.capacity_details:
         return ""
-    unit = sample_unit(v)
-    details = v.get("capacity_details") or {}
+    unit = v.sample_unit
     rows, classes = [], []
-    for r, c in sorted((v.get("capacities") or {}).items(),
-                       key=lambda rc: (rc[1] is None, rc[1] or 0)):
-        d = details.get(r) or {}
-        status = d.get("status") or ("measured" if c is not None else "unknown")
+    for r, d in sorted(v.capacity_details.items(),
+                       key=lambda rd: (rd[1].value is None, rd[1].value or 0)):
         rows.append([esc(resource_name(r)),
-                     esc(fmt.si(c, unit)) if isinstance(c, (int, float)) else "—",
-                     _badge(status), inline(d.get("how") or d.get("missing") or "")])
-        classes.append("limit" if r == v.get("limiting_resource") else "")
+                     esc(fmt.si(d.value, unit)) if d.value is not None else "—",
+                     _badge(d.status), inline(d.how or d.missing or "")])
+        classes.append("limit" if r == v.limiting_resource else "")
     out = ['<section id="capacities"><h2>Capacities</h2>']
     if png:
         out.append(_img("capacities", png, f"{FIGURE_ALT['capacities']} ({unit}); the "
@@ -307,17 +293,11 @@ def _telemetry(run: RunResult, png: bytes | None) -> str:
     return "\n".join(out) + "</section>"
 
 
-def render(run: RunResult, verdict: dict[str, Any] | None, doctor_section_lines: list[str],
-           plots: dict[str, bytes], markdown_text: str | None = None,
-           notes: list[str] | None = None) -> str:
-    """The whole page. `markdown_text` is report.md as written (rendered here from the run when
-    not given); `notes` are things to tell the reader, such as a figure that failed to draw.
-    A verdict of None falls back to the one stored in the run, if any."""
-    if markdown_text is None:
-        from benchbench.reports import markdown
-
-        markdown_text = markdown.render(run)
-    verdict = verdict if verdict is not None else run.verdict
+def render(run: RunResult, verdict: Verdict, doctor_section_lines: list[str],
+           plots: dict[str, bytes], markdown_text: str, notes: list[str] | None = None) -> str:
+    """The whole page: the computed verdict first, then report.md as written
+    (`markdown_text`); `notes` are things to tell the reader, such as a figure that failed to
+    draw."""
     host = (run.environment.get("host") or {}).get("hostname") or "run"
     body = [_verdict(run, verdict), _capacities(verdict, plots.get("capacities"))]
     if doctor_section_lines:
@@ -329,7 +309,7 @@ def render(run: RunResult, verdict: dict[str, Any] | None, doctor_section_lines:
     placed: set[str] = set()
     # The page opened with the verdict and the doctor: their report.md sections would repeat.
     shown = {ln[3:].strip() for ln in doctor_section_lines or [] if ln.startswith("## ")}
-    sections = [(t, lines) for t, lines in _split_sections(markdown_text)
+    sections = [(t, lines) for t, lines in split_sections(markdown_text)
                 if not (t and (t.startswith(SHOWN_ABOVE) or t in shown))]
     titles = [t for t, _ in sections if t]
     body.append("<nav>" + " ".join(f'<a href="#{slug(t)}">{esc(t)}</a>' for t in titles)

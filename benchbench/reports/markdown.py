@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from benchbench.analysis import derive as analysis
-from benchbench.analysis import verdict as verdict_mod
+from benchbench.analysis.verdict_types import Verdict
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import UNSTABLE_CV, summarize
+from benchbench.doctor.checks import Check
 from benchbench.reports import datapath, interconnect, training
 from benchbench.reports import doctor as doctor_section
 from benchbench.reports import verdict as verdict_section
@@ -146,8 +147,9 @@ def _warnings(run: RunResult) -> list[str]:
     return lines
 
 
-def render(run: RunResult, workload: str | None = None) -> str:
-    """report.md; the verdict is recomputed from the measurements, never read from a cache."""
+def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
+    """report.md, opening with the verdict computed from the measurements (never the cache),
+    with the doctor's `checks` of the run."""
     title = run.label or run.environment.get("host", {}).get("hostname", "run")
     cfg = run.config
     out = [
@@ -158,9 +160,9 @@ def render(run: RunResult, workload: str | None = None) -> str:
         "B/s); sizes in binary units (1 MiB = 2²⁰ B). Each value is the median of its samples "
         "unless its statistic says otherwise; IQR is the middle half of the samples.", "",
     ]
-    out += verdict_section.section(verdict_mod.verdict(run, workload))
+    out += verdict_section.section(verdict)
     out += environment_section(run.environment)
-    out += doctor_section.section(run)
+    out += doctor_section.section(checks)
     out += ["## Probes", ""] + fmt.table(
         ["probe", "resource", "status", "time", "note"],
         [[p.name, p.resource, p.status,

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
+from benchbench.analysis.verdict_types import Verdict
 from benchbench.core.results import RunResult, write_atomic
 from benchbench.reports import csv, html, plots
 
 
-def write_all(run: RunResult, out_dir: str | os.PathLike[str], verdict: dict[str, Any] | None,
-              doctor_lines: list[str], markdown_text: str | None = None) -> list[Path]:
+def write_all(run: RunResult, out_dir: str | os.PathLike[str], verdict: Verdict,
+              doctor_lines: list[str], markdown_text: str) -> list[Path]:
     """Write the files and return their paths, report.html first. A figure that fails to draw
     is named in the page's notes instead of stopping the report."""
     out = Path(out_dir)
-    verdict = verdict if verdict is not None else run.verdict
     notes: list[str] = []
     figures = plots.make(run, verdict, notes)
     plot_dir = out / "plots"

@@ -41,6 +41,20 @@ def si_axis(axis: Any, unit: str) -> None:
     axis.set_minor_locator(NullLocator())
 
 
+def finish(fig: Any, ax: Any, title: str, xlabel: str | None = None,
+           ylabel: str | None = None, legend_size: float = 7.5) -> bytes:
+    """The common ending of a one-axis figure: its labels, a left-aligned title, the legend
+    in the upper left, the house style; the PNG bytes."""
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=8.5)
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize=8.5 if len(ylabel) < 30 else 8)
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=legend_size, frameon=False, loc="upper left")
+    style(ax)
+    return png(fig)
+
+
 def style(ax: Any) -> None:
     """No top or right spine, a light major grid behind the data, small tick labels."""
     for side in ("top", "right"):

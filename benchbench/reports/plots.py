@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from benchbench.analysis import derive as analysis
+from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
 from benchbench.core.stats import summarize
 from benchbench.reports import plots_telemetry
-from benchbench.reports.plot_base import draw_all, figure, png, si_axis, style
+from benchbench.reports.plot_base import draw_all, figure, finish, png, si_axis, style
 
 # The order in which plots appear, and the names of their files (plots/<name>.png).
 NAMES = ("capacities", "precision_speedups", "allreduce_busbw", "loader_workers", "telemetry")
@@ -40,15 +41,7 @@ def resource_name(resource: str | None) -> str:
     return RESOURCE_NAMES.get(resource or "", resource or "?")
 
 
-def sample_unit(v: dict[str, Any]) -> str:
-    """'images/s' or 'tokens/s' from a verdict's unit and sample, else its unit as given."""
-    unit = str(v.get("unit") or "samples/s")
-    if unit == "samples/s" and v.get("sample"):
-        return f"{v['sample']}s/s"
-    return unit
-
-
-def make(run: RunResult, verdict: dict[str, Any] | None,
+def make(run: RunResult, verdict: Verdict | None,
          problems: list[str] | None = None) -> dict[str, bytes]:
     """PNG bytes per plot name, only for the plots whose data this run holds. A plot that fails
     to draw is left out and, when `problems` is given, said there instead of raising: the
@@ -88,26 +81,23 @@ def _varying(groups: list[tuple[tuple[str, Any], ...]]) -> set[str]:
 
 # --- capacities -------------------------------------------------------------------------------
 
-def _capacity_panels(verdict: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _capacity_panels(verdict: Verdict | None) -> list[WorkloadVerdict]:
     if not verdict:
         return []
-    per = verdict.get("per_workload") or {}
-    main = verdict.get("workload")
-    panels = [verdict] + [v for w, v in per.items() if w != main and isinstance(v, dict)]
-    return [p for p in panels if any(isinstance(c, (int, float)) and c > 0
-                                     for c in (p.get("capacities") or {}).values())]
+    panels = [verdict.main, *verdict.others()]
+    return [p for p in panels if any(c is not None and c > 0 for c in p.capacities.values())]
 
 
-def capacities(verdict: dict[str, Any] | None) -> bytes | None:
+def capacities(verdict: Verdict | None) -> bytes | None:
     """Each resource's capacity in the workload's samples/s, the limiting one in red; one panel
     per workload. Unknown capacities are hatched grey rows; not-applicable ones are left out
     (the HTML lists both with their reasons)."""
     panels = _capacity_panels(verdict)
     if not panels:
         return None
-    heights = [0.9 + 0.34 * len(p.get("capacities") or {}) for p in panels]
+    heights = [0.9 + 0.34 * len(p.capacity_details) for p in panels]
     fig = figure(7.6, sum(heights) + 0.35 * (len(panels) - 1))
-    labels = [resource_name(r) for p in panels for r in p.get("capacities") or {}]
+    labels = [resource_name(r) for p in panels for r in p.capacity_details]
     left = min(0.36, 0.03 + 0.009 * max(len(s) for s in labels))
     fig.subplots_adjust(left=left, right=0.94, top=1 - 0.55 / sum(heights),
                         bottom=0.5 / sum(heights), hspace=0.65)
@@ -122,15 +112,14 @@ def capacities(verdict: dict[str, Any] | None) -> bytes | None:
 _CHAR_IN = 0.075
 
 
-def _capacity_panel(ax: Any, v: dict[str, Any], width_in: float) -> None:
-    unit = sample_unit(v)
-    details = v.get("capacity_details") or {}
-    caps = v.get("capacities") or {}
-    known = sorted(((r, c) for r, c in caps.items() if isinstance(c, (int, float)) and c > 0),
-                   key=lambda rc: rc[1])
-    unknown = [r for r, c in caps.items() if not isinstance(c, (int, float))
-               and (details.get(r) or {}).get("status") != "not applicable"]
-    limit = v.get("limiting_resource")
+def _capacity_panel(ax: Any, v: WorkloadVerdict, width_in: float) -> None:
+    unit = v.sample_unit
+    details = v.capacity_details
+    known = sorted(((r, d.value) for r, d in details.items() if d.value is not None
+                    and d.value > 0), key=lambda rc: rc[1])
+    unknown = [r for r, d in details.items() if d.value is None
+               and d.status != "not applicable"]
+    limit = v.limiting_resource
     rows = [r for r, _ in known] + unknown
     values = [c for _, c in known]
     lo, hi = min(values), max(values)
@@ -158,7 +147,7 @@ def _capacity_panel(ax: Any, v: dict[str, Any], width_in: float) -> None:
     for y, r in zip(ys[len(known):], unknown, strict=True):
         ax.barh(y, xmax - xmin, left=xmin, height=0.62, color="#f4f4f4",
                 edgecolor=UNKNOWN_COLOUR, hatch="///", linewidth=0.6)
-        why = str((details.get(r) or {}).get("missing") or "not measured")
+        why = details[r].missing or "not measured"
         why = why if len(why) <= 70 else why[:69] + "…"
         ax.text(math.sqrt(xmin * xmax) if log else xmax / 2, y, f"unknown: {why}",
                 va="center", ha="center", fontsize=7.5, color="#444", style="italic",
@@ -180,7 +169,7 @@ def _capacity_panel(ax: Any, v: dict[str, Any], width_in: float) -> None:
     ax.grid(False, axis="y")
     ax.set_xlabel(f"capacity, {unit} for the whole machine" + (" (log scale)" if log else ""),
                   fontsize=8.5)
-    work = v.get("workload") or "training"
+    work = v.workload
     title = (f"{work}: limited by {resource_name(limit)}" if limit
              else f"{work}: no limiting resource named")
     ax.set_title(title, loc="left", fontsize=11, fontweight="bold",
@@ -218,11 +207,7 @@ def precision_speedups(run: RunResult) -> bytes | None:
     ax.axhline(1.0, color="#333", linewidth=0.8)
     ax.set_xticks(xs, [f"{r['model']}\n{r['ratio']}" for r in rows], fontsize=7.5)
     ax.set_ylim(0, top * 1.2)
-    ax.set_ylabel("speedup (×)", fontsize=8.5)
-    ax.set_title("Training speedup between precisions", loc="left", fontsize=10)
-    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
-    style(ax)
-    return png(fig)
+    return finish(fig, ax, "Training speedup between precisions", ylabel="speedup (×)")
 
 
 # --- all-reduce -------------------------------------------------------------------------------
@@ -231,7 +216,7 @@ def allreduce_busbw(run: RunResult) -> bytes | None:
     pr = run.probe("allreduce")
     if pr is None or pr.status != "ok":
         return None
-    series: dict[tuple[str, tuple], list[Measurement]] = {}
+    series: dict[tuple[str, tuple[Any, ...]], list[Measurement]] = {}
     for m in pr.measurements:
         if m.metric in ("busbw", "algbw") and "size_bytes" in m.key and m.value > 0:
             series.setdefault((m.metric, _without(m.key, "size_bytes")), []).append(m)
@@ -266,14 +251,9 @@ def allreduce_busbw(run: RunResult) -> bytes | None:
         ax.set_yscale("log")
     si_axis(ax.yaxis, "B/s")
     ax.xaxis.set_minor_locator(_locator(True, 0))
-    ax.set_xlabel("message size", fontsize=8.5)
-    ax.set_ylabel("bandwidth (decimal: 1 GB/s = 10⁹ B/s)", fontsize=8)
     world = pr.params.get("world_size")
-    ax.set_title(f"all_reduce, {pr.params.get('backend')}, {world} ranks (shaded: IQR)",
-                 loc="left", fontsize=10)
-    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
-    style(ax)
-    return png(fig)
+    return finish(fig, ax, f"all_reduce, {pr.params.get('backend')}, {world} ranks (shaded: "
+                  "IQR)", xlabel="message size", ylabel="bandwidth (decimal: 1 GB/s = 10⁹ B/s)")
 
 
 def _locator(log: bool, n: int) -> Any:
@@ -291,7 +271,7 @@ def loader_workers(run: RunResult) -> bytes | None:
     pr = run.probe("dataloader")
     if pr is None or pr.status != "ok":
         return None
-    series: dict[tuple, list[Measurement]] = {}
+    series: dict[tuple[Any, ...], list[Measurement]] = {}
     for m in pr.measurements:
         if m.metric == "throughput" and "loader" in m.key and "workers" in m.key:
             series.setdefault(_without(m.key, "workers"), []).append(m)
@@ -325,9 +305,5 @@ def loader_workers(run: RunResult) -> bytes | None:
     ax.set_xlim(min(workers) - 0.5, max(workers | {int(cores or 0)}) + 0.5)
     ax.set_ylim(0, top * 1.15)
     si_axis(ax.yaxis, "images/s" if unit == "samples/s" else unit)
-    ax.set_xlabel("loader worker processes", fontsize=8.5)
-    ax.set_ylabel("decoded and augmented", fontsize=8.5)
-    ax.set_title("Data loading throughput by workers (bars: IQR)", loc="left", fontsize=10)
-    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
-    style(ax)
-    return png(fig)
+    return finish(fig, ax, "Data loading throughput by workers (bars: IQR)",
+                  xlabel="loader worker processes", ylabel="decoded and augmented")

@@ -6,6 +6,7 @@ the whole run at the top, and per probe its own times, which restart at zero for
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,11 @@ from benchbench.reports.plot_base import figure, png, si_axis, style
 
 # The sampler's interval, for a stored telemetry dict that lacks one.
 DEFAULT_INTERVAL_S = 0.1
+
+
+def _per_gpu(field: str, d: dict[str, Any]) -> dict[str, list[float]]:
+    """One line per GPU: its `field` series."""
+    return {f"GPU {i}": _floats(g.get(field)) for i, g in (d.get("gpus") or {}).items()}
 
 
 def _floats(xs: Any) -> list[float]:
@@ -56,8 +62,7 @@ def telemetry(tel: dict[str, Any] | None) -> bytes | None:
     gpu_series = [("GPU utilisation", "%", "util"), ("GPU SM clock", "Hz", "sm_clock_Hz"),
                   ("GPU power", "W", "power_W"), ("GPU temperature", "°C", "temp_degC")]
     for title, unit, field in gpu_series:
-        panels.append((title, unit, lambda d, f=field: {
-            f"GPU {i}": _floats(g.get(f)) for i, g in (d.get("gpus") or {}).items()}))
+        panels.append((title, unit, functools.partial(_per_gpu, field)))
     drawn = [(title, unit, get) for title, unit, get in panels
              if any(any(math.isfinite(v) for v in s) for _, _, d in line
                     for s in get(d).values())]

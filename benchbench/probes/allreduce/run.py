@@ -24,7 +24,7 @@ from benchbench.core.stats import median
 from benchbench.core.units import iec
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes.allreduce.config import CPU_RANKS, AllreduceConfig
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, peak_of
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, peak_of, resolved
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -188,7 +188,8 @@ def nccl_facts(text: str) -> dict[str, Any]:
     return out
 
 
-def _measurements(rows: list[dict], key: dict, n: int, context: dict) -> list[Measurement]:
+def _measurements(rows: list[dict[str, Any]], key: dict[str, Any], n: int,
+                  context: dict[str, Any]) -> list[Measurement]:
     out: list[Measurement] = []
     busbw: list[Measurement] = []
     for row in rows:
@@ -231,7 +232,8 @@ def run(ctx: ProbeContext, cfg: AllreduceConfig) -> ProbeOutput:
            "work_s": ctx.budget.remaining()}
     try:
         answer = run_ranks(ctx, "allreduce", "benchbench.probes.allreduce.run:sweep", job,
-                           backend, local, cfg.timeout_s, ctx.budget.remaining(), env)
+                           backend, local, resolved(cfg.timeout_s, "timeout_s"),
+                           ctx.budget.remaining(), env)
     except RankFailure as exc:
         raise RuntimeError(str(exc)) from None
     params: dict[str, Any] = {"backend": backend, "world_size": world, "local_ranks": local}

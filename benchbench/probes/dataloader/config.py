@@ -51,7 +51,9 @@ def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
 
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     cores = facts.get("usable_cores")
-    return {"batches": 5 if quick else 20, "warmup_steps": 1 if quick else 2,
+    # Its warm-up is batches (warmup_steps), not seconds: a loader's first batches are its
+    # start-up, which each configuration pays.
+    return {"batches": 5 if quick else 20, "warmup_steps": 1 if quick else 2, "warmup_s": 0.0,
             "loaders": ("torchvision", "dali_cpu", *(("dali_gpu",) if device == "cuda" else ())),
             **({"workers": auto_workers(int(cores), quick)} if cores else {})}
 

@@ -30,7 +30,7 @@ import psutil
 
 from benchbench.core.results import Measurement
 from benchbench.probes._loaders import LoaderError, build_loader, unavailable
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
 from benchbench.probes.dataloader.config import DataloaderConfig
 from benchbench.probes.dataset import IMAGE_EXTENSIONS, Samples, loader_samples
 
@@ -63,16 +63,17 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     if not data_dir:
         raise ProbeSkipped("there is no dataset: no --data-dir was given and none was generated")
     cores = int(ctx.facts["usable_cores"])
+    loaders, counts = resolved(cfg.loaders, "loaders"), resolved(cfg.workers, "workers")
     device = "cuda:0" if ctx.device == "cuda" else "cpu"
     notes: list[str] = []
     kinds = []
-    for kind in cfg.loaders:
+    for kind in loaders:
         reason = unavailable(kind, device)
         if reason:
             notes.append(f"{kind} skipped, because {reason}")
         else:
             kinds.append(kind)
-    workers = tuple(sorted(set(cfg.workers)))
+    workers = tuple(sorted(set(counts)))
     plan = configurations(kinds, workers)
     dataset = ctx.inputs.dataset or {}
     params: dict[str, Any] = {
@@ -159,6 +160,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
              ) -> list[Measurement]:
     """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
     Adds the corrupt files the loader met to `corrupt` (path -> reason)."""
+    batches = resolved(cfg.batches, "batches")
     start = ctx.clock()
     warmup = max(1, ctx.policy.warmup_steps)
     times: list[float] = []
@@ -179,7 +181,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
             times.append(now - last)
             sizes.append(len(images))
             last = now
-            if len(times) >= cfg.batches:
+            if len(times) >= batches:
                 break
             if len(times) >= 2 and now - start > share:
                 stopped_by = "budget"

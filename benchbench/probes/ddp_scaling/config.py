@@ -51,11 +51,11 @@ def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     if device == "cuda":
         return {"steps": 10 if quick else 20, "warmup_steps": 3 if quick else 5,
                 "image_size": 224, "batch_size": RESNET_BATCH["cuda"], "channels_last": True,
-                "precision": precision, "timeout_s": 120.0}
+                "precision": precision, "timeout_s": 120.0, "warmup_s": 0.0}
     # A functional check on CPU: two ranks share the cores, so the figures are contention.
     return {"steps": 2 if quick else 3, "warmup_steps": 1, "image_size": 32,
             "batch_size": 4, "channels_last": False, "counts": (1, 2), "precision": precision,
-            "timeout_s": 60.0 if quick else 120.0}
+            "timeout_s": 60.0 if quick else 120.0, "warmup_s": 0.0}
 
 
 # A distributed probe: it runs first under torchrun or srun (see engine/runner.py).

@@ -22,12 +22,13 @@ from benchbench.probes._devices import apply_tf32
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes._training import (
     PRECISIONS,
+    Step,
     free_memory,
     plan_steps,
     step_measurements,
     usable_precisions,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
 from benchbench.probes.ddp_scaling.config import DdpScalingConfig
 from benchbench.probes.meter import Meter
 from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
@@ -65,7 +66,9 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
         comm.progress(f"{n} rank(s)", i, len(counts))
         group = dist.new_group(list(range(n)))
         member = comm.rank < n
-        step, est = None, 0.0
+        step: Step | None = None
+        trainer: ResNetTrainer | None = None
+        est = 0.0
         if member:
             trainer = ResNetTrainer(comm.device, job["channels_last"], False)
             trainer.forward = DistributedDataParallel(
@@ -84,7 +87,8 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
             notes.append(f"{rest} ranks skipped, because one step takes ~{est:.3g} s, beyond "
                          "the time budget")
             break
-        times = meter.step_times(step, planned, comm.device) if member else [0.0] * planned
+        # Only a member has a step; the other ranks just join the collectives.
+        times = [0.0] * planned if step is None else meter.step_times(step, planned, comm.device)
         rows.append({"ranks": n, "step_s": comm.max_over_ranks(times)})
         step = trainer = None  # noqa: F841 - free the model before the next count
         dist.destroy_process_group(group)
@@ -96,9 +100,10 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
 def _precision(cfg: DdpScalingConfig, dev: str, facts: dict[str, Any], notes: list[str]
                ) -> str:
     """The config's precision, when this device has it."""
-    if not usable_precisions(dev, (cfg.precision,), notes, facts):
+    precision = resolved(cfg.precision, "precision")
+    if not usable_precisions(dev, (precision,), notes, facts):
         raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
-    return cfg.precision
+    return precision
 
 
 def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
@@ -111,20 +116,22 @@ def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
     else:
         local, backend = 2, "gloo"
     world = launched["world_size"] if launched else local
+    batch, image = resolved(cfg.batch_size, "batch_size"), resolved(cfg.image_size, "image_size")
+    steps, timeout_s = resolved(cfg.steps, "steps"), resolved(cfg.timeout_s, "timeout_s")
     notes: list[str] = []
     precision = _precision(cfg, "cuda:0" if ctx.device == "cuda" else "cpu", ctx.facts, notes)
     counts = counts_for(world, cfg.counts)
     if not counts:
         raise ProbeSkipped(f"no requested count fits {world} ranks")
-    job = {"counts": counts, "precision": precision, "batch": cfg.batch_size,
-           "image_size": cfg.image_size, "channels_last": bool(cfg.channels_last),
-           "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
+    job = {"counts": counts, "precision": precision, "batch": batch,
+           "image_size": image, "channels_last": bool(cfg.channels_last),
+           "steps": steps, "warmup_steps": cfg.warmup_steps,
            "work_s": ctx.budget.remaining(),
            # CPU ranks split the cores between them instead of oversubscribing them.
            "threads": max(1, (os.cpu_count() or 1) // local) if ctx.device == "cpu" else None}
     try:
         answer = run_ranks(ctx, "ddp_scaling", "benchbench.probes.ddp_scaling.run:train", job,
-                           backend, local, cfg.timeout_s, ctx.budget.remaining())
+                           backend, local, timeout_s, ctx.budget.remaining())
     except RankFailure as exc:
         raise RuntimeError(str(exc)) from None
     params = {"precision": precision, "counts": counts, "backend": backend,
@@ -133,16 +140,16 @@ def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
         return ProbeOutput([], params=params, notes=["measured on rank 0"])
     hosts = sorted({host for host, _ in answer["hosts"] or []})
     context: dict[str, Any] = {"backend": backend, "hosts": hosts, "weak_scaling": True,
-                               "batch_per_rank": cfg.batch_size, "sample": "slowest rank"}
+                               "batch_per_rank": batch, "sample": "slowest rank"}
     if ctx.device == "cpu":
         context["functional_check_only"] = (
             f"{world if not launched else 'the'} CPU ranks share each node's {os.cpu_count()} "
             "cores: the figures show CPU contention, not the interconnect")
     out: list[Measurement] = []
     for row in sorted(answer["rows"], key=lambda r: r["ranks"]):
-        key = {"ranks": row["ranks"], "precision": precision, "batch_per_rank": cfg.batch_size,
-               "image_size": cfg.image_size, "backend": backend}
-        samples_per_step = float(cfg.batch_size * row["ranks"])
+        key = {"ranks": row["ranks"], "precision": precision, "batch_per_rank": batch,
+               "image_size": image, "backend": backend}
+        samples_per_step = float(batch * row["ranks"])
         out += step_measurements(key, row["step_s"], samples_per_step, "samples/s",
                                  {**context, "steps": len(row["step_s"])})
     return ProbeOutput(out, params=params, notes=notes + list(answer["notes"]))

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
-from benchbench.machine.environment import pcie_link
+from benchbench.machine.nvml import pcie_link
 from benchbench.probes._devices import budget_allows, gpu_indices, is_oom, random_bytes
-from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, throughput
+from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, resolved, throughput
 from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig
 from benchbench.probes.meter import synchronized_wall_timer
 
@@ -45,7 +45,7 @@ class Item:
 def plan(gpus: list[int], cfg: HostDeviceCopyConfig) -> list[Item]:
     """The first GPU's full sweep, the largest pinned copy on each other GPU, then all at
     once."""
-    sizes = sorted(cfg.sizes)
+    sizes = sorted(resolved(cfg.sizes, "sizes"))
     first = f"cuda:{gpus[0]}"
     items = [Item(first, d, m, s) for m in cfg.memories for d in cfg.directions for s in sizes]
     top = sizes[-1]
@@ -97,7 +97,7 @@ def with_peaks(measured: list[Measurement], links: dict[str, dict[str, Any]]
                ) -> list[Measurement]:
     """The measurements, each per-device series followed by its peak over sizes."""
     out: list[Measurement] = []
-    series: dict[tuple, list[Measurement]] = {}
+    series: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in measured:
         if m.metric == "copy_bandwidth":
             series.setdefault((m.key["device"], m.key["direction"], m.key["memory"]),
@@ -186,8 +186,10 @@ def _link_under_load(dev: str, bufs: _Buffers) -> dict[str, Any]:
 
 def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
     gpus = gpu_indices(ctx, cfg.devices)
+    sizes = resolved(cfg.sizes, "sizes")
+    min_sample_s = resolved(cfg.min_sample_s, "min_sample_s")
     notes: list[str] = []
-    top = max(cfg.sizes)
+    top = max(sizes)
     buffers: dict[str, _Buffers] = {}
     links: dict[str, dict[str, Any]] = {}
 
@@ -204,14 +206,14 @@ def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
             devs = [f"cuda:{i}" for i in gpus]
             fns = [bufs(d).copy_fn(item.direction, "pinned", item.size) for d in devs]
             timed = ctx.time_op(lambda: [f() for f in fns], "cuda", items_left,
-                                cfg.min_sample_s, timer=synchronized_wall_timer(devs, ctx.meter),
+                                min_sample_s, timer=synchronized_wall_timer(devs, ctx.meter),
                                 warm=warm)
             key = {"devices": ",".join(devs), "direction": item.direction, "memory": "pinned",
                    "size_bytes": item.size}
             return throughput("aggregate_bandwidth", key, timed, float(item.size * len(devs)),
                               "B/s", {"gpus": len(devs)})
         fn = bufs(item.device).copy_fn(item.direction, item.memory, item.size)
-        timed = ctx.time_op(fn, item.device, items_left, cfg.min_sample_s, warm=warm)
+        timed = ctx.time_op(fn, item.device, items_left, min_sample_s, warm=warm)
         key = {"device": item.device, "direction": item.direction, "memory": item.memory,
                "size_bytes": item.size}
         return throughput("copy_bandwidth", key, timed, float(item.size), "B/s",
@@ -227,4 +229,4 @@ def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
         notes.append(f"the other GPUs copied {top >> 20} MiB from pinned memory only: the "
                      f"size sweep and pageable memory ran on cuda:{gpus[0]}")
     return ProbeOutput(with_peaks(measured, links), notes=notes,
-                       params={"sizes": sorted(cfg.sizes)})
+                       params={"sizes": sorted(sizes)})

@@ -26,7 +26,7 @@ from benchbench.probes._devices import (
     is_oom,
     usable_on,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, throughput
+from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, resolved, throughput
 from benchbench.probes.matmul.config import MatmulConfig
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
@@ -51,8 +51,10 @@ def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
 def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
     devices = [f"cuda:{i}" for i in gpu_indices(ctx, cfg.devices)] if ctx.device == "cuda" \
         else ["cpu"]
+    sizes = sorted(resolved(cfg.sizes, "sizes"))
+    wanted = resolved(cfg.dtypes, "dtypes")
     notes: list[str] = []
-    dtypes = {dev: usable_dtypes(dev, cfg.dtypes, notes, ctx.facts) for dev in devices}
+    dtypes = {dev: usable_dtypes(dev, wanted, notes, ctx.facts) for dev in devices}
 
     def measure(dev: str, dt: str, n: int, items_left: int, warm: bool) -> Measurement:
         apply_tf32(dt == "tf32")
@@ -62,10 +64,10 @@ def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
             if dev != "cpu":
                 torch.cuda.empty_cache()
 
-    measurements = sweep(ctx, devices, dtypes, sorted(cfg.sizes), measure, notes)
+    measurements = sweep(ctx, devices, dtypes, sizes, measure, notes)
     apply_tf32(False)
     return ProbeOutput(measurements, notes=notes,
-                       params={"sizes": sorted(cfg.sizes), "dtypes": list(cfg.dtypes)})
+                       params={"sizes": list(sizes), "dtypes": list(wanted)})
 
 
 def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
@@ -135,8 +137,8 @@ def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
     a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     c = torch.empty(n, n, device=dev, dtype=dtype)
-    timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left, cfg.min_sample_s,
-                        warm=warm)
+    timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left,
+                        resolved(cfg.min_sample_s, "min_sample_s"), warm=warm)
     context: dict[str, Any] = {"tf32_enabled": torch.backends.cuda.matmul.allow_tf32}
     if dev == "cpu":
         context["threads"] = torch.get_num_threads()

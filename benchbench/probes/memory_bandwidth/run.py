@@ -17,7 +17,7 @@ import torch
 
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import budget_allows, gpu_indices, is_oom, random_bytes
-from benchbench.probes.api import ProbeContext, ProbeOutput, throughput
+from benchbench.probes.api import ProbeContext, ProbeOutput, resolved, throughput
 from benchbench.probes.memory_bandwidth.config import MemoryBandwidthConfig, gpu_cache, host_cache
 
 GiB = 1024**3
@@ -93,7 +93,8 @@ def _copy_bandwidth(ctx: ProbeContext, cfg: MemoryBandwidthConfig, item: Item,
     src = random_bytes(item.size, item.device)
     dst = torch.empty_like(src)
     dst.fill_(1)  # pre-touch: page faults and first-touch zeroing must not be timed
-    timed = ctx.time_op(lambda: dst.copy_(src), item.device, items_left, cfg.min_sample_s)
+    timed = ctx.time_op(lambda: dst.copy_(src), item.device, items_left,
+                        resolved(cfg.min_sample_s, "min_sample_s"))
     host = item.device == "cpu"
     context: dict[str, Any] = (
         {"resource": "host_memory", "llc_bytes": item.cache, "threads": torch.get_num_threads()}

@@ -28,7 +28,7 @@ from benchbench.probes._training import (
     usable_precisions,
     warm_up,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
 from benchbench.probes.dataset import loader_samples
 from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
 from benchbench.probes.pipeline.config import PipelineConfig
@@ -84,14 +84,16 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     if not ctx.inputs.data_dir:
         raise ProbeSkipped("no dataset: pass --data-dir or let the run generate one")
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
+    precisions = resolved(cfg.precisions, "precisions")
+    batch, image = resolved(cfg.batch_size, "batch_size"), resolved(cfg.image_size, "image_size")
+    steps = resolved(cfg.steps, "steps")
     notes: list[str] = []
-    usable = precision_order(dev, usable_precisions(dev, cfg.precisions, notes, ctx.facts))
+    usable = precision_order(dev, usable_precisions(dev, precisions, notes, ctx.facts))
     if not usable:
         raise ProbeSkipped("; ".join(notes))
     precision = PRECISIONS[usable[0]]
     apply_tf32(precision.tf32)
     prepare_device(dev)
-    batch, image = cfg.batch_size, cfg.image_size
     loader_kind, workers, why = choose_loader(cfg, ctx.inputs.previous,
                                               int(ctx.facts["usable_cores"]))
     ctx.progress(f"starting the loader: {loader_kind}, {workers} workers", 0, 3)
@@ -109,7 +111,7 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
         trainer.set_synthetic_batch(batch, image)
         # Two halves share the budget: synthetic data, then the real loader.
         warm = warm_up(step, ctx, dev, ctx.budget.remaining() / 2)
-        n = plan_steps(warm.step_s, cfg.steps, ctx.budget.remaining() / 2)
+        n = plan_steps(warm.step_s, steps, ctx.budget.remaining() / 2)
         if n is None:
             raise ProbeSkipped(f"one warm training step takes ~{warm.step_s:.3g} s, beyond "
                                "the time budget")

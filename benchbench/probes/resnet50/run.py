@@ -13,18 +13,21 @@ import torch
 
 from benchbench.probes._config import RESNET_BATCH
 from benchbench.probes._training import Precision, Step, TrainingJob, run_training
-from benchbench.probes.api import ProbeContext, ProbeOutput
+from benchbench.probes.api import ProbeContext, ProbeOutput, resolved
 from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
 from benchbench.probes.resnet50.config import BATCH_CAP, ResNet50Config
 
 
 def job_for(cfg: ResNet50Config, dev: str, context: dict[str, Any]) -> TrainingJob:
     """What run_training measures for this config on `dev` (the simulator plans with it too)."""
-    batch = cfg.batch_size
+    # An integer or "auto" (kept apart: mypy would type resolved(int | str | None) as object).
+    size = cfg.batch_size
+    batch = size if isinstance(size, str) else resolved(size, "batch_size")
     return TrainingJob(
-        dev=dev, precisions=cfg.precisions, batch_size=batch,
+        dev=dev, precisions=resolved(cfg.precisions, "precisions"), batch_size=batch,
         default_batch=RESNET_BATCH["cpu" if dev == "cpu" else "cuda"],
-        batch_cap=BATCH_CAP, steps=cfg.steps, work_per_sample=1.0, unit="samples/s",
+        batch_cap=BATCH_CAP, steps=resolved(cfg.steps, "steps"), work_per_sample=1.0,
+        unit="samples/s",
         key=lambda precision: {"device": dev, "precision": precision,
                                "image_size": cfg.image_size, "batch_size": batch},
         context=context)
@@ -32,7 +35,7 @@ def job_for(cfg: ResNet50Config, dev: str, context: dict[str, Any]) -> TrainingJ
 
 def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
-    image, channels_last = cfg.image_size, bool(cfg.channels_last)
+    image, channels_last = resolved(cfg.image_size, "image_size"), bool(cfg.channels_last)
     prepare_device(dev)
 
     def build(batch: int, precision: Precision) -> Step:
@@ -40,8 +43,8 @@ def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
         trainer.set_synthetic_batch(batch, image)
         return trainer.step(precision)
 
-    context = {"channels_last": channels_last, "compile": cfg.compile,
-               "threads": torch.get_num_threads()}
+    context: dict[str, Any] = {"channels_last": channels_last, "compile": cfg.compile,
+                               "threads": torch.get_num_threads()}
     if dev != "cpu":
         context["gpu_name"] = torch.cuda.get_device_name(dev)
     job = job_for(cfg, dev, context)

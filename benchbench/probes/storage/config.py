@@ -44,7 +44,7 @@ class StorageConfig(ProbeConfig):
 
 
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
-    return {"warmup_steps": 0, "size": 256 * MiB if quick else 4 * GiB,
+    return {"warmup_steps": 0, "warmup_s": 0.0, "size": 256 * MiB if quick else 4 * GiB,
             "max_runtime": 1.5 if quick else 10.0}
 
 

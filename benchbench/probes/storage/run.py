@@ -24,7 +24,7 @@ from typing import Any
 
 from benchbench.core.config import ConfigError
 from benchbench.machine.environment import storage_snapshot
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
 from benchbench.probes.storage import dataset_read, fallback, fio
 from benchbench.probes.storage.config import StorageConfig
 
@@ -201,15 +201,16 @@ def _device_size(device: str) -> int:
 
 
 def run(ctx: ProbeContext, cfg: StorageConfig) -> ProbeOutput:
+    want = resolved(cfg.size, "size")
     notes: list[str] = []
     where, raw = _where(ctx, cfg, notes)
     # A device node's own "mount" would be /dev (devtmpfs): say only which device it is.
     snap = {"device": where} if raw else storage_snapshot(where)
     if raw:
         whole = _device_size(where)
-        size = min(whole, cfg.size)
+        size = min(whole, want)
     else:
-        size = _fit(where, cfg.size, notes)  # before any work
+        size = _fit(where, want, notes)  # before any work
     params: dict[str, Any] = {"path": where, "raw_device": raw, "size": size,
                               "filesystem": snap.get("fstype"), "device": snap.get("device"),
                               "mountpoint": snap.get("mountpoint"),
@@ -253,7 +254,7 @@ def plan_runtime(cfg: StorageConfig, remaining_s: float, min_repeats: int
     shorter when the budget is short, so that the random reads the verdict needs run too, not
     only the first (sequential) job; each job runs min_repeats times, one sample per run, of
     at least MIN_RUN_S (fio's own start-up, ~0.1 s, is outside its runtime)."""
-    per_job = cfg.runtime or max(1.0, min(cfg.max_runtime,
+    per_job = cfg.runtime or max(1.0, min(resolved(cfg.max_runtime, "max_runtime"),
                                           remaining_s / (len(cfg.jobs) + 0.5)))
     repeats = max(1, min_repeats)
     return per_job, repeats, max(MIN_RUN_S, per_job / repeats)

@@ -13,7 +13,7 @@ import torch
 
 from benchbench.core.results import Measurement
 from benchbench.probes._training import Precision, Step, TrainingJob, make_step, run_training
-from benchbench.probes.api import ProbeContext, ProbeOutput
+from benchbench.probes.api import ProbeContext, ProbeOutput, resolved
 from benchbench.probes.models.gpt import GPT, transformer_flops_per_token
 from benchbench.probes.transformer.config import BATCH, BATCH_CAP, TransformerConfig
 
@@ -21,7 +21,7 @@ from benchbench.probes.transformer.config import BATCH, BATCH_CAP, TransformerCo
 def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     dims = cfg.shape()
-    seq = cfg.seq_len  # at most the preset's maximum: the config checked it
+    seq = resolved(cfg.seq_len, "seq_len")  # at most the preset's maximum: the config checked it
 
     def new_model() -> GPT:
         return GPT(dims["n_layers"], dims["d_model"], dims["n_heads"], dims["vocab_size"],
@@ -46,7 +46,8 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     flops = Measurement("flops_per_token", {"preset": cfg.preset, "seq_len": seq}, fpt, "count",
                         "median", [fpt], False, {**shape, "formula": "6N + 12*L*H*Q*T"})
 
-    context = {**shape, "compile": cfg.compile, "threads": torch.get_num_threads()}
+    context: dict[str, Any] = {**shape, "compile": cfg.compile,
+                               "threads": torch.get_num_threads()}
     if dev != "cpu":
         context["gpu_name"] = torch.cuda.get_device_name(dev)
     job = job_for(cfg, dev, context)
@@ -57,12 +58,15 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
 
 def job_for(cfg: TransformerConfig, dev: str, context: dict[str, Any]) -> TrainingJob:
     """What run_training measures for this config on `dev` (the simulator plans with it too)."""
-    batch = cfg.batch_size
-    seq = cfg.seq_len
+    # An integer or "auto" (kept apart: mypy would type resolved(int | str | None) as object).
+    size = cfg.batch_size
+    batch = size if isinstance(size, str) else resolved(size, "batch_size")
+    seq = resolved(cfg.seq_len, "seq_len")
     return TrainingJob(
-        dev=dev, precisions=cfg.precisions, batch_size=batch,
+        dev=dev, precisions=resolved(cfg.precisions, "precisions"), batch_size=batch,
         default_batch=BATCH["cpu" if dev == "cpu" else "cuda"],
-        batch_cap=BATCH_CAP, steps=cfg.steps, work_per_sample=float(seq), unit="tokens/s",
+        batch_cap=BATCH_CAP, steps=resolved(cfg.steps, "steps"), work_per_sample=float(seq),
+        unit="tokens/s",
         key=lambda precision: {"device": dev, "precision": precision, "preset": cfg.preset,
                                "seq_len": seq, "batch_size": batch},
         context=context)

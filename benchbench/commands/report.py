@@ -1,0 +1,46 @@
+"""`benchbench report`: re-render a run's reports from its measurements, and the writer that
+`run` uses too: one verdict, computed here, handed to every renderer."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from benchbench.analysis.verdict_types import Verdict
+from benchbench.commands.common import UsageError, check_out_dir
+from benchbench.core import results
+from benchbench.core.results import RunResult
+
+
+def main(args: argparse.Namespace) -> int:
+    from benchbench.analysis import verdict
+
+    try:
+        run_result = results.load(args.results)
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    src = Path(args.results)
+    home = src if src.is_dir() else src.parent
+    out = Path(args.out) if args.out else home
+    if out.resolve() != home.resolve():  # in place re-renders; elsewhere, never over a run
+        check_out_dir(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        # Recomputed from the measurements: the one stored in results.json is only a cache.
+        written = write_reports(run_result, out, verdict.verdict(run_result, args.workload))
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write: {exc.strerror}") from None
+    print("\n".join(f"report: {p}" for p in written))
+    return 0
+
+
+def write_reports(run: RunResult, out: Path, verdict: Verdict) -> list[Path]:
+    """report.md, report.html, measurements.csv and the plots, all from one verdict and one
+    reading of the doctor's checks."""
+    from benchbench.doctor.checks import run_checks
+    from benchbench.reports import doctor, markdown, outputs
+
+    checks = run_checks(run.environment, run, None)
+    md = markdown.render(run, verdict, checks)
+    results.write_atomic(out / "report.md", md)
+    return [out / "report.md", *outputs.write_all(run, out, verdict, doctor.section(checks), md)]

@@ -1,0 +1,143 @@
+"""The whole comparison: the sides aligned, each side's verdict recomputed from its
+measurements, and the regression decision per row against the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from benchbench.analysis import regression
+from benchbench.compare.align import Row, align, pooled_run
+from benchbench.compare.environment import EnvRow, environment_diff
+from benchbench.compare.sides import Side
+
+
+@dataclass
+class Comparison:
+    sides: list[Side]
+    rows: list[Row]
+    env: list[EnvRow]
+    threshold_pct: float
+    alpha: float
+    workload: str | None
+    different_hardware: list[str]  # labels of the sides whose hardware differs from the baseline
+    cost: dict[str, Any] | None = None  # filled by compare_cost.section
+    stopped: list[StoppedProbe] = field(default_factory=list)  # probes that no longer measured
+
+    @property
+    def baseline(self) -> Side:
+        return next(s for s in self.sides if s.baseline)
+
+    @property
+    def matched(self) -> list[Row]:
+        return [r for r in self.rows if len(r.cells) == len(self.sides)]
+
+    @property
+    def partial(self) -> list[Row]:
+        return [r for r in self.rows if len(r.cells) < len(self.sides)]
+
+    def outcomes(self, outcome: str) -> list[tuple[Row, str, regression.Decision]]:
+        return [(r, lab, c.decision) for r in self.rows for lab, c in r.cells.items()
+                if c.decision is not None and c.decision.outcome == outcome]
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.outcomes(regression.REGRESSED) or self.stopped)
+
+
+def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRESHOLD_PCT,
+            alpha: float = regression.DEFAULT_ALPHA, workload: str | None = None) -> Comparison:
+    """Align the sides, recompute each side's verdict from its measurements (the verdict cached
+    in results.json is never trusted), and decide every row against the baseline."""
+    from benchbench.analysis import verdict
+
+    base = next(s for s in sides if s.baseline)
+    for s in sides:
+        try:
+            s.verdict = verdict.verdict(s.run or pooled_run(s.runs), workload)
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
+            # A run whose measurements the analysis cannot read still compares, figure by
+            # figure; its verdict says why it is missing instead of stopping the comparison.
+            s.verdict, s.verdict_error = None, f"{type(exc).__name__}: {exc}"
+    rows = align(sides)
+    other_hw = [s.label for s in sides if not s.baseline and
+                (s.hardware != base.hardware or s.hardware.startswith("mixed"))]
+    if base.hardware.startswith("mixed"):
+        other_hw = [s.label for s in sides if not s.baseline]
+    families = _families(rows, sides, base)
+    for row in rows:
+        b = row.cells.get(base.label)
+        for lab, cell in row.cells.items():
+            if b is None or lab == base.label:
+                continue
+            if row.unit == "count":
+                cell.decision = regression.Decision(
+                    regression.NOT_TESTED, None, None, None,
+                    reason="a count that describes the workload, not a speed")
+                continue
+            side = next(s for s in sides if s.label == lab)
+            d = regression.decide(b.units, cell.units, row.higher_is_better,
+                                  statistic=row.statistic, threshold_pct=threshold_pct,
+                                  alpha=alpha, values=(b.value, cell.value),
+                                  samples=(b.samples, cell.samples),
+                                  pooled=len(base.runs) > 1 or len(side.runs) > 1,
+                                  family=families.get((_family_key(row), lab)))
+            if lab in other_hw and d.outcome != regression.NOT_TESTED:
+                d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
+                            reason="different hardware")
+            cell.decision = d
+    stopped = [] if base.hardware.startswith("mixed") else [
+        x for s in sides if not s.baseline and s.label not in other_hw
+        for x in probes_that_stopped(base, s)]
+    env = environment_diff({s.label: s.runs for s in sides})
+    return Comparison(sides, rows, env, threshold_pct, alpha, workload, other_hw,
+                      stopped=stopped)
+
+
+def _family_key(row: Row) -> tuple[str, str, str, bool]:
+    return row.probe, row.metric, row.unit, row.higher_is_better
+
+
+def _families(rows: list[Row], sides: list[Side], base: Side
+              ) -> dict[tuple[tuple[str, str, str, bool], str], regression.Family]:
+    """Each (family, side): what the family's rows say against the baseline. A family is a
+    probe's metric across its keys (matmul flops at every size and dtype)."""
+    grouped: dict[tuple[str, str, str, bool], list[Row]] = {}
+    for row in rows:
+        if row.statistic != "max":
+            grouped.setdefault(_family_key(row), []).append(row)
+    out = {}
+    for key, members in grouped.items():
+        for s in sides:
+            if s.baseline:
+                continue
+            pairs = [(r.cells[base.label].units, r.cells[s.label].units) for r in members
+                     if base.label in r.cells and s.label in r.cells]
+            out[(key, s.label)] = regression.family_of(f"{key[0]} {key[1]}", pairs, key[3])
+    return out
+
+
+@dataclass(frozen=True)
+class StoppedProbe:
+    """A probe that measured in every baseline run and did not in a run of another side."""
+
+    side: str
+    probe: str
+    status: str  # "skipped" or "failed"
+    reason: str
+
+
+def probes_that_stopped(base: Side, side: Side) -> list[StoppedProbe]:
+    """Regressions of whole probes: ok in every baseline run, skipped or failed in a run of
+    `side` (a slower machine runs out of budget, a driver breaks a kernel). A probe the side
+    did not run at all is not one: it was not asked for."""
+    ok_in_base = {p.name for p in base.runs[0].probes if p.status == "ok"}
+    for r in base.runs[1:]:
+        ok_in_base &= {p.name for p in r.probes if p.status == "ok"}
+    out: dict[str, StoppedProbe] = {}
+    for r in side.runs:
+        for p in r.probes:
+            if p.name in ok_in_base and p.status != "ok" and p.name not in out:
+                out[p.name] = StoppedProbe(side.label, p.name, p.status, p.reason or "")
+    return list(out.values())
+

@@ -1,0 +1,141 @@
+"""The simulated device: a fake clock, a device profile (H200, an 8x H100 node), a Meter that
+charges the profile's times to the clock, and the context a probe gets on it. See simulate.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.core.config import ProbeConfig
+from benchbench.core.sampling import Budget
+from benchbench.core.timing import Timer
+from benchbench.probes.api import ProbeContext, RunInputs
+from benchbench.probes.meter import Meter
+
+GiB = 1024**3
+
+
+class FakeClock:
+    """Time that moves only when the simulated device works."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What one machine takes per call or step, as the simulator charges it (seconds, B/s)."""
+
+    name: str
+    gpus: int
+    gpu_name: str  # as NVML spells it: the peaks table and the precisions go by it
+    capability: str  # compute capability: which precisions the tensor cores have
+    resnet50_step_s: dict[str, float]  # one step at batch RESNET_BATCH, per precision
+    first_step_s: float  # each precision's first step: cuDNN autotuning, allocation
+    gpt_step_s: dict[str, float]  # one GPT-2 124M step, batch 16 x 1024 tokens
+    gpt_first_step_s: float
+    matmul_flops: dict[str, float]  # sustained by a large torch.mm, per dtype
+    memory_bandwidth: float  # a device copy, bytes read + written
+    h2d_pinned: float
+    h2d_pageable: float
+    all_gpus_h2d: float  # all GPUs copying at once, together
+    allreduce_busbw: float  # at large sizes, across every GPU
+    allreduce_latency_s: float  # a small all-reduce
+    memory_total: int = 141 * GiB
+    l2_cache_bytes: int = 50 * 1024**2
+    cores: int = 16
+    decode_per_core: float = 220.0  # images/s a torchvision worker decodes and augments at 224
+    dali_cpu_per_core: float = 330.0
+    dali_gpu_rate: float = 6000.0  # nvJPEG images/s
+    host_memory_bandwidth: float = 60e9
+    disk_read: float = 3e9
+    disk_write: float = 2e9
+    process_start_s: float = 2.0  # a probe worker: fork from the forkserver, CUDA context
+    rank_start_s: float = 8.0  # spawned ranks: import torch, rendezvous, NCCL communicators
+    model_build_s: float = 0.5
+    first_call_s: float = 0.3  # cuBLAS handle creation and lazy kernel loading
+    dataset_s: float = 0.0  # generating the synthetic set (0: already in the cache)
+    report_s: float = 5.0  # results.json, report.md/.html, plots
+
+
+# ResNet50 at batch 256 and GPT-2 124M on one H200, as the GPU-readiness issue gives them; the
+# bf16 matmul rate is its "n=8192 in 1.4 ms" (2 * 8192^3 / 1.4e-3); HBM copy about 85% of the
+# 4.8 TB/s datasheet; pinned H2D "1 GiB in 20 ms" over PCIe Gen5 x16.
+H200 = DeviceProfile(
+    name="1x H200", gpus=1, gpu_name="NVIDIA H200", capability="9.0",
+    resnet50_step_s={"fp32": 0.30, "tf32": 0.15, "amp_bf16": 0.085, "amp_fp16": 0.085},
+    first_step_s=3.0,
+    gpt_step_s={"fp32": 0.20, "tf32": 0.12, "amp_bf16": 0.05, "amp_fp16": 0.05},
+    gpt_first_step_s=1.0,
+    matmul_flops={"bf16": 7.85e14, "fp16": 7.85e14, "tf32": 3.9e14, "fp32": 5.2e13},
+    memory_bandwidth=4.1e12, h2d_pinned=5.37e10, h2d_pageable=2.0e10, all_gpus_h2d=5.37e10,
+    allreduce_busbw=2.0e12, allreduce_latency_s=10e-6)
+# Eight H100 SXM on NVSwitch: the same per-GPU figures; all-reduce of 1 GiB about 5 ms at
+# ~360 GB/s busbw; four PCIe switches, two GPUs behind each, for the copies to all at once.
+H100X8 = dataclasses.replace(
+    H200, name="8x H100", gpus=8, gpu_name="NVIDIA H100 80GB HBM3", memory_total=80 * GiB,
+    all_gpus_h2d=4 * 5.37e10, allreduce_busbw=3.6e11, allreduce_latency_s=25e-6, cores=96,
+    rank_start_s=15.0)
+PROFILES = {"h200": H200, "8xh100": H100X8}
+
+RESNET_BATCH = 256
+GPT_TOKENS = 16 * 1024
+
+
+class SimMeter(Meter):
+    """A Meter whose every wait and step is the fake clock's."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+
+    def sync(self, device: str) -> None:
+        return None
+
+    def step_times(self, step: Callable[[], Any], n: int, device: str) -> list[float]:
+        return self.clock_step_times(step, n)
+
+    def reset_peak_memory(self, device: str) -> None:
+        return None
+
+    def peak_memory(self, device: str) -> float | None:
+        return None
+
+
+def _charge(clock: FakeClock, per_call_s: float, first_s: float = 0.0) -> Timer:
+    """A timer that charges per_call_s a call, and first_s more on its very first call."""
+    pending = [first_s]
+
+    def timed(fn: Callable[[], Any], inner: int) -> float:
+        spent = per_call_s * inner + pending.pop() if pending else per_call_s * inner
+        clock.advance(spent)
+        return spent
+
+    return timed
+
+
+def facts_for(p: DeviceProfile) -> dict[str, Any]:
+    return {"cuda_available": True, "cuda_device_count": p.gpus, "host_llc_bytes": 64 * 2**20,
+            "usable_cores": p.cores,
+            "gpus": [{"index": i, "name": p.gpu_name, "capability": p.capability,
+                      "memory_total": p.memory_total, "l2_cache_bytes": p.l2_cache_bytes,
+                      "uuid": f"sim-{i}"} for i in range(p.gpus)]}
+
+
+def context(p: DeviceProfile, quick: bool, budget_s: float, cfg: ProbeConfig,
+            clock: FakeClock, repeats: int | None = None) -> ProbeContext:
+    policy = cfg.repeat_policy(repeats or (3 if quick else 5))
+    return ProbeContext(device="cuda", policy=policy,
+                        budget=Budget(budget_s, clock=clock), facts=facts_for(p),
+                        clock=clock, meter=SimMeter(clock),
+                        inputs=RunInputs(data_dir="/simulated", run_dir="/simulated"))
+
+

@@ -1,0 +1,283 @@
+"""Each probe's planning on the simulated device: its own sweep or training loop, with every
+call and step charged to the fake clock at the profile's speed. See simulate.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from benchbench.core.results import Measurement
+from benchbench.engine.sim_device import (
+    GPT_TOKENS,
+    RESNET_BATCH,
+    DeviceProfile,
+    FakeClock,
+    _charge,
+)
+from benchbench.probes.api import ProbeContext, ProbeOutput, throughput
+
+
+def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
+    from benchbench.probes.matmul import run as matmul
+
+    notes: list[str] = []
+    devices = [f"cuda:{i}" for i in range(p.gpus)]
+    dtypes = {d: matmul.usable_dtypes(d, cfg.dtypes, notes, ctx.facts) for d in devices}
+    started: set[str] = set()
+
+    def measure(dev: str, dt: str, n: int, left: int, warm: bool) -> Measurement:
+        # Small matrices leave tensor cores idle: about n / (n + 1024) of the sustained rate.
+        rate = p.matmul_flops[dt] * n / (n + 1024)
+        first = 0.0 if dev in started else p.first_call_s
+        started.add(dev)
+        timed = ctx.time_op(lambda: None, dev, left, cfg.min_sample_s,
+                            timer=_charge(clock, 2 * n**3 / rate, first), warm=warm)
+        return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
+                          "FLOP/s", {"gpu_name": p.gpu_name})
+
+    out = matmul.sweep(ctx, devices, dtypes, sorted(cfg.sizes), measure, notes)
+    return ProbeOutput(out, notes=notes)
+
+
+def _memory_bandwidth(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                      ) -> ProbeOutput:
+    from benchbench.probes.memory_bandwidth import run as mb
+
+    items, notes = mb.plan(ctx, cfg)
+
+    def measure(item: mb.Item, left: int) -> Measurement:
+        host = item.device == "cpu"
+        rate = p.host_memory_bandwidth if host else p.memory_bandwidth
+        clock.advance(item.size / (1e9 if host else 5e10))  # random fill, pre-touch
+        timed = ctx.time_op(lambda: None, item.device, left, cfg.min_sample_s,
+                            timer=_charge(clock, 2 * item.size / rate))
+        return throughput("copy_bandwidth", {"memory": "host" if host else item.device,
+                                             "size_bytes": item.size}, timed, 2.0 * item.size,
+                          "B/s")
+
+    return ProbeOutput(mb.sweep(ctx, items, measure, notes), notes=notes)
+
+
+def _host_device_copy(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                      ) -> ProbeOutput:
+    from benchbench.probes.host_device_copy import run as hdc
+
+    notes: list[str] = []
+    top = max(cfg.sizes)
+    ready: set[str] = set()
+
+    def measure(item: hdc.Item, left: int, warm: bool) -> Measurement:
+        devs = [f"cuda:{i}" for i in range(p.gpus)] if item.device == "all" else [item.device]
+        for d in devs:
+            if d not in ready:  # the pinned buffer (random fill and pinning), the link burst
+                ready.add(d)
+                clock.advance(top / 2e9 + 16 * top / p.h2d_pinned + hdc.LINK_POLL_S)
+        if item.memory == "pageable" and f"{item.device}/pageable" not in ready:
+            ready.add(f"{item.device}/pageable")
+            clock.advance(top / 2e9)
+        if item.device == "all":
+            per_call = item.size * item.gpus / p.all_gpus_h2d
+        else:
+            rate = p.h2d_pinned if item.memory == "pinned" else p.h2d_pageable
+            per_call = 10e-6 + item.size / rate
+        timed = ctx.time_op(lambda: None, devs[0], left, cfg.min_sample_s,
+                            timer=_charge(clock, per_call), warm=warm)
+        metric = "aggregate_bandwidth" if item.device == "all" else "copy_bandwidth"
+        key = {"device": item.device, "direction": item.direction, "memory": item.memory,
+               "size_bytes": item.size}
+        return throughput(metric, key, timed, float(item.size * item.gpus), "B/s")
+
+    measured = hdc.sweep(ctx, hdc.plan(list(range(p.gpus)), cfg), measure, notes)
+    return ProbeOutput(hdc.with_peaks(measured, {}), notes=notes)
+
+
+def _steps(clock: FakeClock, p: DeviceProfile, step_s: float, first_s: float) -> Callable[[], None]:
+    clock.advance(p.model_build_s)
+    pending = [first_s]
+
+    def step() -> None:
+        clock.advance(step_s + (pending.pop() if pending else 0.0))
+
+    return step
+
+
+def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
+    from benchbench.probes import _training
+    from benchbench.probes.resnet50 import run as resnet50
+
+    job = resnet50.job_for(cfg, "cuda:0", {"gpu_name": p.gpu_name})
+
+    def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
+        scale = batch / RESNET_BATCH * (cfg.image_size / 224) ** 2
+        return _steps(clock, p, p.resnet50_step_s[precision.name] * scale, p.first_step_s)
+
+    out, notes = _training.run_training(ctx, job, build)
+    return ProbeOutput(out, notes=notes)
+
+
+def _transformer(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                 ) -> ProbeOutput:
+    from benchbench.probes import _training
+    from benchbench.probes.transformer import run as transformer
+
+    job = transformer.job_for(cfg, "cuda:0", {"gpu_name": p.gpu_name})
+    # Steps scale with the tokens a step trains and the parameters: GPT-2 124M is the unit.
+    params = {"small": 0.1, "gpt2-124m": 1.0, "gpt2-350m": 2.9, "1.3b": 10.5}
+    size = params.get(cfg.preset or "small", 1.0)
+
+    def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
+        scale = batch * cfg.seq_len / GPT_TOKENS * size
+        return _steps(clock, p, p.gpt_step_s[precision.name] * scale, p.gpt_first_step_s)
+
+    out, notes = _training.run_training(ctx, job, build)
+    return ProbeOutput(out, notes=notes)
+
+
+class _SimLoader:
+    """A loader that yields empty batches at the profiled decode rate."""
+
+    def __init__(self, clock: FakeClock, batch: int, rate: float, start_s: float) -> None:
+        self.clock, self.batch, self.rate = clock, batch, rate
+        self.output_device, self.threads, self.corrupt = "cpu", 1, 0
+        self.corrupt_files: dict[str, str] = {}
+        clock.advance(start_s)
+
+    def stream(self) -> Iterator[tuple[list[int], list[int]]]:
+        while True:
+            self.clock.advance(self.batch / self.rate)
+            yield [0] * self.batch, [0] * self.batch
+
+    def __enter__(self) -> _SimLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _loader_rate(p: DeviceProfile, kind: str, workers: int) -> float:
+    used = min(max(1, workers), p.cores)
+    if kind == "dali_gpu":
+        return p.dali_gpu_rate
+    return used * (p.dali_cpu_per_core if kind == "dali_cpu" else p.decode_per_core)
+
+
+def _dataloader(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                ) -> ProbeOutput:
+    from benchbench.probes.dataloader import run as dataloader
+
+    plan = dataloader.configurations(list(cfg.loaders), tuple(sorted(set(cfg.workers))))
+    clock.advance(2000 * 110e3 / p.disk_read)  # the page-cache warm-up of the synthetic set
+
+    def make(kind: str, data_dir: str, batch: int, w: int, image: int, device: str
+             ) -> _SimLoader:
+        loader = _SimLoader(clock, batch, _loader_rate(p, kind, w), 0.5 + 0.05 * w)
+        loader.threads = max(1, w)
+        return loader
+
+    notes: list[str] = []
+    measured, _ = dataloader.sweep(ctx, cfg, plan, "/simulated", "cuda:0", p.cores,
+                                   notes, make_loader=make)
+    return ProbeOutput(measured, notes=notes)
+
+
+def _storage(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
+    from benchbench.probes.storage.run import plan_runtime
+
+    size = cfg.size
+    deadline = max(5.0, ctx.budget.remaining() / 3)
+    clock.advance(min(2000 * 110e3 / p.disk_read, deadline))  # the dataset's cold read
+    clock.advance(size / p.disk_write + 0.5)  # the scratch file; fio's engine trial
+    _, repeats, run_s = plan_runtime(cfg, ctx.budget.remaining(), ctx.policy.min_repeats)
+    notes = []
+    for j, name in enumerate(cfg.jobs):
+        if j and ctx.budget.remaining() < repeats * run_s / 2:
+            notes.append(f"{name} skipped, because the time budget ran out")
+            continue
+        clock.advance(ctx.policy.warmup_s + repeats * (run_s + 0.2))
+    return ProbeOutput([], notes=notes)
+
+
+def _pipeline(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock,
+              loader_rate: float) -> ProbeOutput:
+    from benchbench.probes import _training
+
+    batch = cfg.batch_size
+    name = _training.precision_order("cuda:0", _training.usable_precisions(
+        "cuda:0", cfg.precisions, [], ctx.facts))[0]
+    step_s = p.resnet50_step_s[name] * batch / RESNET_BATCH
+    step = _steps(clock, p, step_s, p.first_step_s)
+    warm = _training.warm_up(step, ctx, "cuda:0", ctx.budget.remaining() / 2)
+    n = _training.plan_steps(warm.step_s, cfg.steps, ctx.budget.remaining() / 2)
+    if n is None:
+        return ProbeOutput([], notes=["compute skipped: one step beyond the budget"])
+    compute = ctx.meter.step_times(step, n, "cuda:0")
+    clock.advance(1.0)  # the loader's workers start
+    real = max(step_s, batch / loader_rate)
+    clock.advance(real * (max(1, ctx.policy.warmup_steps) + n))
+    key = {"device": "cuda:0", "precision": name, "batch_size": batch}
+    return ProbeOutput(_training.step_measurements(key, compute, batch, "samples/s", {}))
+
+
+def _allreduce(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+               ) -> ProbeOutput:
+    from benchbench.probes.allreduce import run as allreduce
+
+    n = p.gpus
+    deadline = clock() + ctx.budget.remaining()
+
+    def call_s(size: int) -> float:
+        moved = size * 2 * (n - 1) / n if n > 1 else size
+        return p.allreduce_latency_s + moved / (p.allreduce_busbw if n > 1 else
+                                                p.memory_bandwidth / 2)
+
+    def prepare(size: int) -> int:
+        clock.advance(cfg.warmup * call_s(size) + size / 5e10)
+        return size
+
+    def samples(size: int, iters: int, repeats: int) -> list[float]:
+        clock.advance(repeats * (iters * call_s(size) + 1e-3))
+        return [call_s(size)] * repeats
+
+    rows, notes = allreduce.measure_sizes(
+        list(cfg.sizes), lambda: max(0.0, deadline - clock()), prepare, call_s, samples,
+        cfg.iters, ctx.policy.min_repeats, lambda plan: plan, lambda *a: None)
+    out = [Measurement(metric="allreduce_time", key={"size_bytes": r["size"]},
+                       value=r["time_s"][0], unit="s", statistic="median",
+                       samples=r["time_s"], higher_is_better=False) for r in rows]
+    return ProbeOutput(out, notes=notes)
+
+
+def _ddp_scaling(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                 ) -> ProbeOutput:
+    from benchbench.probes import _training
+    from benchbench.probes.ddp_scaling import run as ddp_scaling
+
+    deadline = clock() + ctx.budget.remaining()
+    counts = ddp_scaling.counts_for(p.gpus, cfg.counts)
+    step_s = p.resnet50_step_s[cfg.precision] * cfg.batch_size / RESNET_BATCH
+    out, notes = [], []
+    for i, n in enumerate(counts):
+        # cuDNN tunes once per rank process: the later counts reuse its choice.
+        clock.advance(p.model_build_s + (p.first_step_s if i == 0 else 0.0)
+                      + max(1, cfg.warmup_steps) * step_s * (1.05 if n > 1 else 1.0))
+        est = step_s * (1.05 if n > 1 else 1.0)
+        clock.advance(est)
+        planned = _training.plan_steps(est, cfg.steps, max(0.0, deadline - clock())
+                                       / (len(counts) - i))
+        if planned is None:
+            notes.append(f"{', '.join(map(str, counts[i:]))} ranks skipped")
+            break
+        clock.advance(planned * est)
+        out += _training.step_measurements({"ranks": n}, [est] * planned,
+                                           float(cfg.batch_size * n), "samples/s", {})
+    return ProbeOutput(out, notes=notes)
+
+
+SIMULATORS: dict[str, Callable[..., ProbeOutput]] = {
+    "matmul": _matmul, "memory_bandwidth": _memory_bandwidth,
+    "host_device_copy": _host_device_copy, "resnet50": _resnet50, "transformer": _transformer,
+    "dataloader": _dataloader, "storage": _storage, "allreduce": _allreduce,
+    "ddp_scaling": _ddp_scaling,
+}
+
+

@@ -1,0 +1,54 @@
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchbench.engine.isolation import Cancelled, Isolator
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "support"))  # workers import isolation_targets
+
+
+@pytest.fixture(scope="module")
+def iso():
+    return Isolator(preload=[])  # no torch: these tests are about process handling
+
+
+def test_result_and_progress_cross_the_process_boundary(iso):
+    seen = []
+    out = iso.call("isolation_targets:echo", [1, 2], on_progress=lambda *a: seen.append(a))
+    assert out.ok and out.value["got"] == [1, 2]
+    assert out.value["pid"] != os.getpid()
+    assert seen == [("half", 1, 2)]
+
+
+def test_exception_gives_one_line_and_traceback(iso):
+    out = iso.call("isolation_targets:boom", None)
+    assert not out.ok
+    assert out.error == "ValueError: bad thing"
+    assert "Traceback" in out.detail
+
+
+def test_segfault_is_contained(iso):
+    out = iso.call("isolation_targets:segfault", None)
+    assert not out.ok and "SIGSEGV" in out.error
+
+
+def test_sigkill_names_the_oom_killer(iso):
+    out = iso.call("isolation_targets:killed", None)
+    assert not out.ok and "SIGKILL" in out.error and "OOM" in out.error
+
+
+def test_hard_timeout_stops_the_worker(iso):
+    t0 = time.monotonic()
+    out = iso.call("isolation_targets:sleepy", 30, timeout_s=0.5)
+    assert not out.ok and "hard time limit" in out.error
+    assert time.monotonic() - t0 < 10
+
+
+def test_cancel_raises_and_stops(iso):
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        iso.call("isolation_targets:sleepy", 30, should_stop=lambda: time.monotonic() - t0 > 0.3)
+    assert time.monotonic() - t0 < 10

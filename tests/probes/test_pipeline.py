@@ -1,0 +1,73 @@
+"""The pipeline probe: AU arithmetic, loader choice, and a tiny end-to-end run on the CPU."""
+
+import pytest
+from helpers import render_md, resolved
+
+from benchbench.analysis import derive as analysis
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.probes.dataset import DatasetConfig
+
+KEY = {"device": "cuda:0", "precision": "amp_bf16", "image_size": 224, "batch_size": 256,
+       "loader": "dali_gpu", "workers": 8}
+
+
+def pipeline_run(total: float, compute: float) -> RunResult:
+    def m(metric, value):
+        return Measurement(metric, KEY, value, "samples/s", "total_over_time", [value], True)
+
+    return RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[
+        ProbeResult("pipeline", "ok", "cpu_dataloading", measurements=[
+            m("total_throughput", total), m("compute_throughput", compute)])])
+
+
+def test_au_arithmetic_and_pass_mark():
+    (row,) = analysis.accelerator_utilisation(pipeline_run(2250.0, 2500.0))
+    assert row["au"] == pytest.approx(0.9) and row["passes"]
+    (row,) = analysis.accelerator_utilisation(pipeline_run(1000.0, 2500.0))
+    assert row["au"] == pytest.approx(0.4) and not row["passes"]
+    text = render_md(pipeline_run(1000.0, 2500.0))
+    assert "**40.0%**" in text and "the device waits for data" in text
+    assert analysis.derive(pipeline_run(1.0, 2.0))["accelerator_utilisation"][0]["au"] == 0.5
+
+
+def test_loader_choice():
+    from benchbench.probes.pipeline.run import choose_loader
+
+    previous = {"dataloader": {"measurements": [
+        {"metric": "throughput", "context": {}},
+        {"metric": "best_throughput", "context": {"loader": "dali_cpu", "workers": 2}}]}}
+    assert choose_loader(resolved("pipeline"), previous, 4)[:2] == ("dali_cpu", 2)
+    assert choose_loader(resolved("pipeline", loader="torchvision", workers=1), previous,
+                         4)[:2] == ("torchvision", 1)
+    loader, workers, why = choose_loader(resolved("pipeline", loader="torchvision"), previous, 4)
+    assert (loader, workers) == ("torchvision", 4)  # dali's best does not carry over
+    assert why.startswith("default")
+    assert choose_loader(resolved("pipeline"), {}, 4)[0] == "torchvision"
+
+
+def test_pipeline_end_to_end_tiny(tmp_path):
+    pytest.importorskip("torch")
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.machine.environment import torch_facts
+    from benchbench.probes import dataset
+    from benchbench.probes.api import ProbeContext, RunInputs
+    from benchbench.probes.pipeline import run as pipeline
+
+    facts = dataset.ensure_synthetic(DatasetConfig(num_images=16, num_classes=2, mean_side=64),
+                                     quick=True, root=tmp_path)
+    ctx = ProbeContext(device="cpu",
+                        policy=RepeatPolicy(min_repeats=2, max_repeats=2, warmup_s=0.0,
+                                           warmup_steps=1),
+                       budget=Budget(60.0), facts=torch_facts(),
+                       inputs=RunInputs(run_dir=str(tmp_path), data_dir=facts["path"],
+                                        dataset=facts))
+    cfg = resolved("pipeline", precisions=("fp32",), batch_size=4, image_size=32, steps=3,
+                         channels_last=False, loader="torchvision", workers=0, warmup_steps=1)
+    out = pipeline.run(ctx, cfg)
+    by = {m.metric: m for m in out.measurements}
+    assert set(by) == {"total_throughput", "compute_throughput", "data_wait", "compute_time"}
+    total, compute = by["total_throughput"], by["compute_throughput"]
+    assert len(total.samples) == 3 and total.key["loader"] == "torchvision"
+    assert 0 < total.value and 0 < compute.value
+    assert by["data_wait"].value > 0  # workers=0 decodes in the training loop
+    assert out.resource in ("cpu_dataloading", "cpu_compute")

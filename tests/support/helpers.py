@@ -1,0 +1,46 @@
+"""Helpers shared by several test modules."""
+
+import argparse
+
+
+def run_args(**kw) -> argparse.Namespace:
+    """The namespace `benchbench run` parses, with every flag at its default unless given."""
+    base = dict(config=None, set=None, only=None, skip=None, device=None, repeats=None, rounds=None,
+                time_budget=None, out=None, quick=False, label=None, data_dir=None,
+                storage_path=None, workload=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def cpu_facts(**extra):
+    """What torch_facts() says on a machine without a GPU (this one's cores)."""
+    from benchbench.machine.environment import usable_cores
+
+    return {"cuda_available": False, "cuda_device_count": 0, "gpus": [],
+            "usable_cores": usable_cores(), **extra}
+
+
+def resolved(probe, device="cpu", quick=True, facts=None, **values):
+    """The probe's config as the runner hands it over: its defaults for the device and --quick,
+    resolved with the machine's facts, under the given values."""
+    from benchbench.probes.catalog import default_registry
+
+    spec = default_registry().get(probe)
+    return spec.resolve(device, quick, cpu_facts() if facts is None else facts, values)
+
+
+def render_md(run, workload=None):
+    """report.md for a run, from its verdict computed once, as `run` and `report` write it."""
+    from benchbench.analysis import verdict
+    from benchbench.doctor.checks import run_checks
+    from benchbench.reports import markdown
+
+    return markdown.render(run, verdict.verdict(run, workload),
+                           run_checks(run.environment, run, None))
+
+
+def verdict_dict(run, workload=None):
+    """The verdict as results.json caches it."""
+    from benchbench.analysis import verdict
+
+    return verdict.verdict(run, workload).to_dict()

@@ -1,0 +1,86 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from benchbench.core import results
+from benchbench.core.results import Measurement, ProbeResult, ResultsError, RunResult
+
+FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
+
+
+def make_run(**extra) -> RunResult:
+    m = Measurement("flops", {"device": "cpu", "dtype": "fp32", "size": 256}, 2.0e11, "FLOP/s",
+                    "median", [1.9e11, 2.0e11, 2.1e11], True, {"calls_per_sample": 10})
+    return RunResult(tool={"name": "benchbench", "version": "0"}, started_at="t0",
+                     environment={"host": {"hostname": "h"}}, config={"quick": True},
+                     argv=["run"], probes=[ProbeResult("matmul", "ok", "cpu_compute",
+                                                       measurements=[m])], **extra)
+
+
+def test_round_trip(tmp_path):
+    run = make_run(label="x", extra={"dataset": {"n": 1}, "not_reserved": 1})
+    path = tmp_path / "results.json"
+    results.save(run, path)
+    back = results.load(path)
+    assert back.to_dict() == run.to_dict()
+    assert back.extra == {"dataset": {"n": 1}}  # only the reserved optional keys survive
+    assert back.probes[0].measurements[0].samples == [1.9e11, 2.0e11, 2.1e11]
+    assert results.load(tmp_path).label == "x"  # a run folder works too
+
+
+def test_unit_status_and_resource_are_closed_sets():
+    with pytest.raises(ValueError, match="unit"):
+        Measurement("x", {}, 1.0, "GB/s", "median", [1.0], True)
+    with pytest.raises(ValueError, match="statistic"):
+        Measurement("x", {}, 1.0, "B/s", "mean", [1.0], True)
+    with pytest.raises(ValueError, match="finite"):
+        Measurement("x", {}, float("inf"), "B/s", "median", [1.0], True)
+    with pytest.raises(ValueError, match="status"):
+        ProbeResult("p", "done", "storage")
+    with pytest.raises(ValueError, match="resource"):
+        ProbeResult("p", "ok", "disk")
+
+
+def test_newer_schema_is_refused(tmp_path):
+    data = make_run().to_dict()
+    data["schema_version"] = results.SCHEMA_VERSION + 1
+    p = tmp_path / "results.json"
+    p.write_text(json.dumps(data))
+    with pytest.raises(ResultsError, match="newer than this benchbench"):
+        results.load(p)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("{not json", "corrupt JSON"),
+    ("[]", "no schema_version"),
+    ('{"schema_version": 1}', "not a valid"),
+])
+def test_corrupt_files_are_refused(tmp_path, text, match):
+    p = tmp_path / "results.json"
+    p.write_text(text)
+    with pytest.raises(ResultsError, match=match):
+        results.load(p)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ResultsError, match="no such file"):
+        results.load(tmp_path / "nope.json")
+
+
+def test_recorded_v1_fixture_loads():
+    run = results.load(FIXTURES / "results_v1_cpu.json")
+    assert run.schema_version == 1
+    names = [p.name for p in run.probes]
+    assert names == ["matmul", "memory_bandwidth", "host_device_copy"]
+    assert run.probe("host_device_copy").status == "skipped"
+    for m in run.probe("matmul").measurements:
+        assert m.unit == "FLOP/s" and m.samples
+
+
+def test_write_atomic_leaves_no_temp_files(tmp_path):
+    p = tmp_path / "a.txt"
+    results.write_atomic(p, "one")
+    results.write_atomic(p, "two")
+    assert p.read_text() == "two"
+    assert [x.name for x in tmp_path.iterdir()] == ["a.txt"]

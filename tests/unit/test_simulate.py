@@ -1,0 +1,120 @@
+"""The probes' own planning at GPU speed, on this CPU machine (benchbench/engine/simulate.py).
+
+Each test runs the planning code a real run uses (run_training, the matmul, copy, loader and
+all-reduce sweeps) against a fake clock charged by a device profile, and asserts what an H200
+or an 8-GPU H100 node would measure, and how long it would take.
+"""
+
+import pytest
+
+pytest.importorskip("torch")
+
+from benchbench.engine import sim_device, simulate  # noqa: E402
+from benchbench.engine.simulate import H100X8, H200  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def h200_default():
+    return simulate.estimate_run(H200, quick=False)
+
+
+@pytest.fixture(scope="module")
+def h200_quick():
+    return simulate.estimate_run(H200, quick=True)
+
+
+@pytest.fixture(scope="module")
+def h100x8_default():
+    return simulate.estimate_run(H100X8, quick=False)
+
+
+def probe(estimate, name):
+    return next(p for p in estimate.probes if p.name == name)
+
+
+def steps(sim):
+    """Timed steps per precision, over every round."""
+    return {m.key["precision"]: len(m.samples) for m in sim.measurements
+            if m.metric == "throughput"}
+
+
+def within_budget(p):
+    """The probe's rounds together within its budget, and each within its share."""
+    return p.duration_s <= p.budget_s and p.longest_round_s <= p.round_budget_s
+
+
+def test_h200_default_resnet50_measures_all_four_precisions(h200_default):
+    resnet = probe(h200_default, "resnet50")
+    got = steps(resnet)
+    assert set(got) == {"amp_bf16", "amp_fp16", "tf32", "fp32"}
+    assert min(got.values()) >= 10, got
+    # in every one of the run's three rounds, so compare knows each one's noise
+    assert all(len(m.context["round_values"]) == 3 for m in resnet.measurements
+               if m.metric == "throughput")
+    # the figures buyers compare come first
+    measured = [m.key["precision"] for m in probe(h200_default, "resnet50").measurements
+                if m.metric == "throughput"]
+    assert measured[:2] == ["amp_bf16", "amp_fp16"]
+
+
+def test_h200_quick_measures_amp_bf16_and_stays_within_every_budget(h200_quick):
+    resnet = probe(h200_quick, "resnet50")
+    assert steps(resnet).get("amp_bf16", 0) >= 2
+    # what did not fit says so
+    assert all("skipped, because" in n for n in resnet.notes)
+    for p in h200_quick.probes:
+        assert within_budget(p), (p.name, p.duration_s, p.budget_s, p.longest_round_s)
+
+
+def test_h200_default_stays_within_every_budget(h200_default):
+    for p in h200_default.probes:
+        assert within_budget(p), (p.name, p.duration_s, p.budget_s, p.longest_round_s)
+
+
+def test_whole_default_run_estimates(h200_default, h100x8_default):
+    print(h200_default.table(), h100x8_default.table(), sep="\n")
+    assert h200_default.total_s <= 10 * 60
+    assert h100x8_default.total_s <= 15 * 60
+
+
+def test_8x_h100_copy_and_matmul_fit_their_budgets(h100x8_default):
+    for name in ("host_device_copy", "matmul"):
+        p = probe(h100x8_default, name)
+        assert within_budget(p), (name, p.duration_s, p.budget_s, p.longest_round_s)
+        assert not p.notes, p.notes  # nothing skipped
+    copies = probe(h100x8_default, "host_device_copy").measurements
+    pinned = {m.key["device"] for m in copies if m.metric == "copy_bandwidth"
+              and m.key["memory"] == "pinned" and m.key["size_bytes"] == 1 << 30}
+    assert pinned == {f"cuda:{i}" for i in range(8)}
+    assert {m.key["direction"] for m in copies if m.metric == "aggregate_bandwidth"} == {
+        "h2d", "d2h"}
+
+
+def test_8x_h100_matmul_compares_every_gpu_at_one_size(h100x8_default):
+    flops = [m for m in probe(h100x8_default, "matmul").measurements if m.metric == "flops"]
+    for dtype in ("bf16", "fp16", "tf32", "fp32"):
+        sizes = {m.key["device"]: m.key["size"] for m in flops if m.key["dtype"] == dtype
+                 and m.key["device"] != "cuda:0"}
+        assert len(sizes) == 7 and len(set(sizes.values())) == 1, (dtype, sizes)
+        best = max((m for m in flops if m.key["dtype"] == dtype and m.key["device"] == "cuda:0"),
+                   key=lambda m: m.value)
+        assert set(sizes.values()) == {best.key["size"]}  # where GPU 0 peaked
+
+
+def test_8x_h100_ddp_scaling_reaches_the_whole_node(h100x8_default):
+    ranks = {m.key["ranks"] for m in probe(h100x8_default, "ddp_scaling").measurements}
+    assert {1, 8} <= ranks
+
+
+def test_calibration_is_not_fooled_by_a_slow_first_call():
+    """A first cuBLAS call that pays for handle creation must be part of the warm-up, not the
+    calibration: with it calibrating, a 1 ms call would be timed one per sample."""
+    from benchbench.core.config import SamplingConfig
+
+    clock = simulate.FakeClock()
+    cfg = SamplingConfig(warmup_steps=1, warmup_s=0.0, min_sample_s=0.02)
+    ctx = simulate.context(H200, False, 10.0, cfg, clock)
+    timed = ctx.time_op(lambda: None, "cuda:0", 1, 0.02,
+                        timer=sim_device._charge(clock, 1e-3, first_s=1.0))
+    assert timed.inner >= 20 and timed.warmup_runs == 1
+    assert all(t == pytest.approx(1e-3) for t in timed.per_call_s)
