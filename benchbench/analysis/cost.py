@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from benchbench.analysis import capacities as cap
+from benchbench.analysis import energy
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core.gpus import gpu_count, run_gpus
 from benchbench.core.results import Measurement, RunResult
@@ -201,6 +202,7 @@ def run_costs(run: RunResult, verdict: Verdict | None, usd_per_hour: float,
     if tps:
         hours = job_tokens / tps / 3600
         token_job = {"tokens": int(job_tokens), "hours": hours, "usd": hours * usd_per_hour}
+    per_kwh, per_kwh_basis = energy.images_per_kwh(run)
     return {
         "usd_per_hour": float(usd_per_hour),
         "usd_per_million_images": usd_per_hour / (ips * 3600) * 1e6 if ips else None,
@@ -208,6 +210,8 @@ def run_costs(run: RunResult, verdict: Verdict | None, usd_per_hour: float,
         "reference_job": ref, "token_job": token_job,
         "images_per_s_per_usd_hour": ips / usd_per_hour if ips else None,
         "tokens_per_s_per_usd_hour": tps / usd_per_hour if tps else None,
+        # measured on one device (analysis/energy), or None with the reason as its basis
+        "images_per_kwh": per_kwh, "images_per_kwh_basis": per_kwh_basis,
         "basis": {"images": t["images_basis"], "tokens": t["tokens_basis"]},
         "representative": t["representative"], "caveats": t["caveats"],
     }
@@ -278,15 +282,44 @@ def _guide_check(saving: float, utilization: float, years: float,
     return text + "; idle hours are not charged for energy."
 
 
-def default_power_watts(run: RunResult) -> tuple[float, str]:
-    """The machine's power under training load, for buy_vs_rent: the GPUs' power limits
-    (training runs close to them) plus a host allowance. (watts, how it was estimated)."""
+def _host_allowance(run: RunResult) -> tuple[float, str]:
     host = run.environment.get("host") or {}
     cores = host.get("cores_physical") or host.get("cores_usable")
     counted = f"{cores} cores" if cores else f"{UNKNOWN_CORES} cores assumed (not recorded)"
     host_w = HOST_BASE_W + CPU_CORE_W * (cores or UNKNOWN_CORES)
-    host_how = (f"a host allowance of {host_w:,.0f} W ({HOST_BASE_W:.0f} W for memory, fans, "
-                f"NICs and drives + {CPU_CORE_W:.0f} W per CPU core × {counted})")
+    return host_w, (f"a host allowance of {host_w:,.0f} W ({HOST_BASE_W:.0f} W for memory, "
+                    f"fans, NICs and drives + {CPU_CORE_W:.0f} W per CPU core × {counted})")
+
+
+def power_under_load(run: RunResult) -> tuple[float, str]:
+    """The machine's power under training load, for buy_vs_rent: (watts, the basis, which says
+    whether it was measured). Measured where the training probes' telemetry measured it
+    (analysis/energy): the trained GPU's watts × the GPUs, plus the CPU packages from RAPL and
+    an allowance for the rest of the host, or the whole host allowance when RAPL was not
+    readable. Else default_power_watts's estimate from the power limits."""
+    load = energy.load_power(run)
+    n, _ = _devices(run)
+    cuda = str(run.config.get("device_resolved") or "cpu") == "cuda"
+    if load is None or (cuda and load["gpu_W"] is None):
+        watts, how = default_power_watts(run)
+        return watts, f"estimated, the run measured no power under load: {how}"
+    if load["cpu_W"] is not None:
+        host_w = load["cpu_W"] + HOST_BASE_W
+        host_how = (f"CPU packages {load['cpu_W']:,.0f} W measured (RAPL) + an allowance of "
+                    f"{HOST_BASE_W:.0f} W for memory, fans, NICs and drives (not measured)")
+    else:
+        host_w, host_how = _host_allowance(run)
+        host_how += " (the CPU was not measurable)"
+    gpu_w = load["gpu_W"] * n if cuda else 0.0
+    gpu_how = f"{load['gpu_W']:,.0f} W per GPU × {n} GPU(s) + " if cuda else ""
+    return gpu_w + host_w, (f"measured under load by {', '.join(load['probes'])}: {gpu_how}"
+                            f"{host_how}. Per probe: {load['basis']}")
+
+
+def default_power_watts(run: RunResult) -> tuple[float, str]:
+    """The machine's power under training load estimated from the GPUs' power limits
+    (training runs close to them) plus a host allowance. (watts, how it was estimated)."""
+    host_w, host_how = _host_allowance(run)
     cuda = str(run.config.get("device_resolved") or "cpu") == "cuda"
     gpus = run_gpus(run.environment) if cuda else []
     if not gpus:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis import scaling
+from benchbench.analysis import scaling, stability
 from benchbench.core.gpus import gpu_for
 from benchbench.core.peaks import PRECISION_DTYPE, gpu_peak, pcie_rate
 from benchbench.core.results import Measurement, RunResult
@@ -179,4 +179,5 @@ def derive(run: RunResult) -> dict[str, Any]:
             "transformer_utilisation": transformer_utilisation(run),
             "accelerator_utilisation": accelerator_utilisation(run),
             "allreduce": scaling.allreduce_vs_link(run),
-            "ddp_scaling": scaling.ddp_scaling(run)}
+            "ddp_scaling": scaling.ddp_scaling(run),
+            "stability": stability.judge_run(run)}

@@ -85,6 +85,11 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
             if lab in other_hw and d.outcome != regression.NOT_TESTED:
                 d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
                             reason="different hardware")
+            evidence = machine_evidence(side, row.probe, base)
+            if d.outcome == regression.REGRESSED and evidence:
+                d = replace(d, reason="; ".join(filter(None, [d.reason, (
+                    "measured while " + "; ".join(evidence) + ": the machine, not the "
+                    "software, is the first suspect")])))
             cell.decision = d
     stopped = [] if base.hardware.startswith("mixed") else [
         x for s in sides if not s.baseline and s.label not in other_hw
@@ -92,6 +97,18 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
     env = environment_diff({s.label: s.runs for s in sides})
     return Comparison(sides, rows, env, threshold_pct, alpha, workload, other_hw,
                       stopped=stopped)
+
+
+def machine_evidence(side: Side, probe: str, base: Side) -> list[str]:
+    """What the telemetry flagged on `side` during `probe` (throttling, clock drops, another
+    tenant's CPU steal) and never on the baseline: a change measured then is the machine's
+    state as much as the software's."""
+    def flags(s: Side) -> list[str]:
+        return [f for r in s.runs
+                for f in ((r.extra.get("telemetry") or {}).get("flags") or {}).get(probe) or []]
+
+    seen = set(flags(base))
+    return list(dict.fromkeys(f for f in flags(side) if f not in seen))
 
 
 def _family_key(row: Row) -> tuple[str, str, str, bool]:

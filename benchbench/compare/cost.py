@@ -123,7 +123,7 @@ def _buy(comp: Comparison, prices: dict[str, tuple[float, str]], side: Side, pur
     if power_watts is not None:
         watts, how = power_watts, "--power-watts"
     else:
-        watts, how = cost.default_power_watts(side.run or side.runs[0])
+        watts, how = cost.power_under_load(side.run or side.runs[0])
     entry.update(power_watts=watts, power_how=how)
     if side.label in prices:
         cloud, against = prices[side.label][0], f"{side.label}'s own price"

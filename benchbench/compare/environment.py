@@ -3,7 +3,7 @@ CUDA, cuDNN, NCCL, torch, CPU, RAM, kernel, and which of them differ; and the ha
 that decides whether a regression may be called between two runs at all.
 
 Reads only the environment snapshot stored in results.json (environment.py's keys: host,
-versions, torch, driver, cuda_driver, gpus, storage).
+virtualisation, versions, torch, driver, cuda_driver, gpus, storage).
 """
 
 from __future__ import annotations
@@ -46,11 +46,39 @@ def _gpu_models(env: dict[str, Any]) -> str | None:
     return ", ".join(f"{n}× {name}" for name, n in names.items())
 
 
+def _virtualisation(env: dict[str, Any]) -> str | None:
+    """'vm (KVM)', 'bare metal', 'unknown'; None for a snapshot that did not record it."""
+    v = env.get("virtualisation")
+    if not isinstance(v, dict):
+        return None
+    return str(v.get("kind")) + (f" ({v['hypervisor']})" if v.get("hypervisor") else "")
+
+
+def _per_gpu(env: dict[str, Any], read: Any) -> str | None:
+    """The distinct values of one GPU fact over the run's GPUs; None when none recorded it."""
+    values = [read(g) for g in run_gpus(env) if "virtualization_mode" in g]
+    return ", ".join(dict.fromkeys(str(v) for v in values)) if values else None
+
+
+def _mig(g: dict[str, Any]) -> str:
+    mig = g.get("mig_mode")
+    if not isinstance(mig, dict):
+        return "unknown"
+    if not mig.get("current"):
+        return "off"
+    slices = g.get("mig_devices")
+    return "on" + (f" ({slices} slices)" if slices is not None else "")
+
+
 # (row name, how to read it from an environment snapshot)
 ENV_FIELDS: list[tuple[str, Any]] = [
     ("GPUs", _gpu_models),
     ("GPU count", gpu_count),
     ("GPU memory", lambda e: next((g.get("memory_total") for g in run_gpus(e)), None)),
+    ("GPU virtualisation", lambda e: _per_gpu(e, lambda g: g.get("virtualization_mode")
+                                              or "unknown")),
+    ("MIG", lambda e: _per_gpu(e, _mig)),
+    ("virtualisation", _virtualisation),
     ("driver", lambda e: e.get("driver")),
     ("CUDA driver", lambda e: e.get("cuda_driver")),
     ("CUDA (torch)", lambda e: (e.get("torch") or {}).get("torch_cuda")),

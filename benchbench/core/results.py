@@ -49,7 +49,7 @@ class ResultsError(Exception):
     """A results file that cannot be read: missing, corrupt, or from a newer benchbench."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measurement:
     """One measured figure and the raw samples it was derived from."""
 
@@ -76,7 +76,7 @@ class Measurement:
             raise ValueError(f"{self.metric!r}: every sample must be a finite number")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ProbeResult:
     """What one probe produced: its status, the config it ran with and its measurements."""
 

@@ -30,6 +30,7 @@ from benchbench.doctor.rules import (
     check_driver_guide,
     check_driver_torch,
     check_ram,
+    check_virtualisation,
     count,
     gpus,
     no_fact,
@@ -327,7 +328,7 @@ def run_checks(env: dict[str, Any], run: RunResult | None = None,
         check_ram(env), check_cpu(env), check_storage(env, run), check_driver_guide(env),
         check_driver_torch(env), check_persistence(env), check_pcie(env, run),
         check_throttling(env, run), check_memory_errors(env), check_processes(env, run),
-        check_network(env),
+        check_virtualisation(env, run), check_network(env),
     ]
     if scenario:
         checks += scenario_checks(scenario, env, run)

@@ -14,7 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis.energy import steal_rows
 from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
+from benchbench.machine.steal import STEAL_FLAG
 
 STATUSES = ("pass", "warn", "fail", "skipped")
 GUIDE = "buyer's guide rule"
@@ -118,6 +121,62 @@ def check_cpu(env: dict[str, Any]) -> Check:
     if cores < 16:
         notes.append("16–32 preferred")
     return Check(name, "pass", measured, threshold, source, None, "; ".join(notes) or None)
+
+
+# The buyer's guide on virtual machines, which check_virtualisation cites.
+PREFER_METAL = ("prefer passthrough or bare-metal instances: cloud instances fluctuate because "
+                "of the virtualisation layer and shared resources")
+_SHARED_GPU = ("vGPU guest", "vGPU host", "vSGA host")
+
+
+def check_virtualisation(env: dict[str, Any], run: RunResult | None) -> Check:
+    """A VM whose neighbours took CPU time during the run, or a GPU shared through vGPU or MIG,
+    warns; bare metal passes; a kind nobody could tell is skipped with the reason."""
+    name = "virtualisation and neighbours"
+    threshold = (f"bare metal or GPU passthrough; CPU steal ≤ {STEAL_FLAG:.0%} in every probe; "
+                 "no vGPU, no MIG slice")
+    v = env.get("virtualisation")
+    if not isinstance(v, dict):
+        return skipped(name, threshold, GUIDE, "the snapshot has no virtualisation facts (taken "
+                       "by an older benchbench)")
+    kind = str(v.get("kind") or "unknown")
+    what = kind + (f" ({v['hypervisor']})" if v.get("hypervisor") else "") + (
+        f", in a {v['container']} container" if v.get("container") else "")
+    shared = [f"GPU {g.get('index')}: " + ("MIG on" if (g.get("mig_mode") or {}).get("current")
+                                           else str(g.get("virtualization_mode")))
+              for g in gpus(env) if g.get("virtualization_mode") in _SHARED_GPU
+              or (g.get("mig_mode") or {}).get("current")]
+    measured = [r for r in steal_rows(run) if r["fraction"] is not None] if run else []
+    stolen = [r for r in measured if r["flagged"]]
+    facts = [what]
+    if measured:
+        top = max(measured, key=lambda r: r["fraction"])
+        facts.append(f"CPU steal up to {fmt.percent(top['fraction'])} (during {top['probe']})")
+    facts += shared
+    if shared or (kind == "vm" and stolen):
+        why = []
+        if stolen:
+            why.append("another tenant took CPU time during " + ", ".join(
+                f"{r['probe']} ({fmt.percent(r['fraction'])})" for r in stolen))
+        if shared:
+            why.append("a GPU is shared (vGPU or MIG): its neighbours share its memory "
+                       "bandwidth or its time")
+        return Check(name, "warn", "; ".join(facts), threshold, GUIDE, PREFER_METAL,
+                     "; ".join(why))
+    if kind == "bare metal":
+        return Check(name, "pass", "; ".join(facts), threshold, GUIDE)
+    if kind == "unknown":
+        return skipped(name, threshold, GUIDE, str(v.get("reason") or "no sign said whether "
+                                                   "a hypervisor is present"))
+    if not measured:
+        missing = ("no run was given to measure CPU steal: `benchbench run`, then "
+                   "`benchbench doctor RUN`" if run is None else
+                   "the run measured no CPU steal (" + next(
+                       (str(r["reason"]) for r in steal_rows(run) if r["reason"]),
+                       "its telemetry has no /proc/stat readings") + ")")
+        return skipped(name, threshold, GUIDE, f"{what}, but {missing}")
+    return Check(name, "pass", "; ".join(facts), threshold, GUIDE, None,
+                 f"a VM, but no probe saw steal above {STEAL_FLAG:.0%}; {PREFER_METAL}")
 
 
 # --- driver and CUDA ---------------------------------------------------------------------------

@@ -273,11 +273,31 @@ def _ddp_scaling(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
     return ProbeOutput(out, notes=notes)
 
 
+def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+               ) -> ProbeOutput:
+    from benchbench.probes.stability import run as stability
+
+    n = 8192
+    per_call_s = 2 * n**3 / (p.matmul_flops[cfg.dtype] * n / (n + 1024))
+
+    def step() -> None:
+        clock.advance(per_call_s)
+
+    clock.advance(cfg.warmup_s or 0.0)
+    seconds = min(cfg.duration_s, 0.85 * ctx.budget.remaining())
+    _, per_call = stability.windows(ctx, step, "cuda:0", seconds, cfg.window_s)
+    rates = [2.0 * n**3 / s for s in per_call]
+    return ProbeOutput([Measurement(
+        metric="sustained_flops", key={"device": "cuda:0", "dtype": cfg.dtype, "size": n},
+        value=rates[len(rates) // 2], unit="FLOP/s", statistic="median", samples=rates,
+        higher_is_better=True)])
+
+
 SIMULATORS: dict[str, Callable[..., ProbeOutput]] = {
     "matmul": _matmul, "memory_bandwidth": _memory_bandwidth,
     "host_device_copy": _host_device_copy, "resnet50": _resnet50, "transformer": _transformer,
     "dataloader": _dataloader, "storage": _storage, "allreduce": _allreduce,
-    "ddp_scaling": _ddp_scaling,
+    "ddp_scaling": _ddp_scaling, "stability": _stability,
 }
 
 

@@ -97,9 +97,14 @@ def simulate_probe(p: DeviceProfile, name: str, quick: bool, budget_s: float,
 
 def _as_result(sim: SimProbe) -> ProbeResult:
     out = sim.output or ProbeOutput([])
-    return ProbeResult(sim.name, "ok" if out.measurements else "skipped", "gpu_compute",
-                       reason="; ".join(out.notes) or None, measurements=out.measurements,
-                       duration_s=sim.duration_s)
+    return ProbeResult(
+        name=sim.name,
+        status="ok" if out.measurements else "skipped",
+        resource="gpu_compute",
+        reason="; ".join(out.notes) or None,
+        measurements=out.measurements,
+        duration_s=sim.duration_s,
+    )
 
 
 def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = None

@@ -1,4 +1,4 @@
-"""A read-only snapshot of the machine: host, GPUs (through NVML), versions, storage.
+"""A read-only snapshot of the machine: host, virtualisation, GPUs (NVML), versions, storage.
 
 Nothing here changes a setting: NVML is only queried and sysfs only read. Units are fixed so
 key names carry none: sizes and memory in bytes, clocks in Hz, power in W, network link rates in
@@ -34,6 +34,7 @@ from benchbench.machine.nvml import (
     pcie_link,
 )
 from benchbench.machine.topology import gpu_topology
+from benchbench.machine.virtualisation import detect, gpu_sharing
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 
@@ -234,6 +235,8 @@ def _gpu_record(nvml: Any, i: int, ncpus: int, own: set[int] | None = None) -> d
     sm_now = best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, clock))
     sm_max = best_effort(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, clock))
     mem_max = best_effort(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, mem_clock))
+    # virtualization_mode (passthrough, vGPU ...), mig_mode and mig_devices; None where unread
+    sharing = {k: v for k, v in gpu_sharing(nvml, [h])[0].items() if k != "index"}
     return {
         "index": i,
         "name": as_text(best_effort(lambda: nvml.nvmlDeviceGetName(h))),
@@ -259,6 +262,7 @@ def _gpu_record(nvml: Any, i: int, ncpus: int, own: set[int] | None = None) -> d
         ],
         "numa_node": numa_node(nvml, h, bus_id),
         "cpu_affinity": cpu_affinity(nvml, h, ncpus),
+        **sharing,
     }
 
 
@@ -354,6 +358,8 @@ def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None
     gpu_info, reason = gpu_snapshot(own={os.getpid(), *(own or ())})
     env: dict[str, Any] = {
         "host": host_snapshot(),
+        # bare metal or a VM (which hypervisor), a container, a gVisor sandbox: files only
+        "virtualisation": best_effort(lambda: detect(environ=os.environ)),
         "versions": package_versions(),
         "driver": gpu_info.get("driver"),
         "cuda_driver": gpu_info.get("cuda_driver"),

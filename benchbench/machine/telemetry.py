@@ -4,8 +4,10 @@ A background thread in the runner's parent process (which never imports torch) r
 and, where NVML works, each GPU's utilisation, clocks, power, temperature and clock-event
 (throttle) reasons. NVML is only queried, never set, and nvidia-smi is never run. Before a
 probe's samples go into results.json they are downsampled to at most MAX_POINTS per series.
-Throttling and clock drops are flagged next to the probe, because they make its numbers wrong.
-The pure work on the series (decoding, downsampling, the flags) is in telemetry_series.
+At the probe's start and end it also reads /proc/stat (CPU steal), the RAPL counters and each
+GPU's NVML energy counter (telemetry_energy). Throttling, clock drops and steal above 2% are
+flagged next to the probe, because they make its numbers wrong. The pure work on the series
+(decoding, downsampling, the flags) is in telemetry_series.
 
 Units are SI: s, Hz, W, degC, B, B/s, and ratios from 0 to 1 for utilisation. The shape of
 run.extra["telemetry"], which the renderers read:
@@ -15,14 +17,17 @@ run.extra["telemetry"], which the renderers read:
                        "disk_read_Bps": [...], "host_memory_used_B": [...],
                        "gpus": {"0": {"util", "mem_util", "sm_clock_Hz", "mem_clock_Hz",
                                       "power_W", "temp_degC", "throttle": [[names], ...]}},
-                       "downsampled_by": 3, "samples": 123}},
+                       "downsampled_by": 3, "samples": 123,
+                       "steal_fraction": 0.041 or None, "steal_reason": None or "…",
+                       "energy": {...}}},  # its shape: telemetry_energy's docstring
      "flags": {name: ["GPU 0 power-capped during 35% of the probe", ...]},
      "source": {"cpu": "psutil", "gpu": "NVML" or "skipped, because ...", "disks": [...]}}
 
 GPUs are keyed by the run's cuda:N index (CUDA_VISIBLE_DEVICES may hide some of the machine's
 GPUs; the hidden ones are not sampled), or by NVML's index where the run saw no GPU.
 
-A series whose every reading failed is left out; a reading that failed once is null.
+A series whose every reading failed is left out; a reading that failed once is null. Energy
+and steal are the first round's, like the series.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Any, Protocol
 
 from benchbench.core.timing import Clock
 from benchbench.machine.nvml import best_effort
+from benchbench.machine.steal import flag as steal_flag
+from benchbench.machine.telemetry_energy import Mark, take_mark, usage
 from benchbench.machine.telemetry_series import (
     MAX_POINTS,
     cpu_flags,
@@ -73,6 +80,7 @@ class ProbeTelemetry:
     source: dict[str, Any]
     flags: list[str] = field(default_factory=list)  # from the raw samples
     interval_s: float = INTERVAL_S
+    usage: dict[str, Any] | None = None  # steal_fraction, steal_reason, energy
 
 
 class Sampler(Protocol):
@@ -101,8 +109,10 @@ class LiveSampler:
                  clock: Clock = time.monotonic, interval_s: float = INTERVAL_S,
                  max_points: int = MAX_POINTS,
                  whole_disk: Callable[[str], bool] = is_whole_disk,
-                 uuids: list[str] | None = None) -> None:
+                 uuids: list[str] | None = None, root: Path = Path("/")) -> None:
         self.cpu, self.nvml = cpu, nvml
+        self.root = root  # where /proc/stat and /sys/class/powercap are read: a test's tree
+        self._marks: list[Mark | None] = [None, None]  # the counters at start and at end
         # The run's GPUs in cuda:N order (CUDA_VISIBLE_DEVICES may hide some): only those are
         # sampled, each under its N. None samples every GPU NVML lists, under NVML's index.
         self.uuids = uuids
@@ -155,6 +165,7 @@ class LiveSampler:
         except Exception as exc:  # a bug here must cost the telemetry, never the probe
             self._failure = f"{type(exc).__name__}: {exc}"
         finally:
+            self._mark(1)
             self._loop_done.set()
             self.close()
 
@@ -170,6 +181,13 @@ class LiveSampler:
             self.source["disks"] = sorted(n for n, ok in self._disks.items() if ok)
         if self.nvml is not None:
             self._open_nvml()
+        self._mark(0)
+
+    def _mark(self, which: int) -> None:
+        """The counters at the start (0) or the end (1), once each, while NVML is open."""
+        if self._marks[which] is None and (which == 0 or self._marks[0] is not None):
+            self._marks[which] = best_effort(lambda: take_mark(
+                self.clock(), self.root, self.nvml, dict(self._handles)))
 
     def _open_nvml(self) -> None:
         nvml = self.nvml
@@ -203,6 +221,7 @@ class LiveSampler:
                               "skipped, because NVML could not list the GPUs")
 
     def close(self) -> None:
+        self._mark(1)
         with self._lock:
             if self._nvml_open:
                 self._nvml_open = False
@@ -290,10 +309,15 @@ class LiveSampler:
         series["gpus"] = {i: {f: shrink(f, c) for f, c in cols.items()}
                           for i, cols in raw["gpus"].items()}
         series["downsampled_by"], series["samples"] = factor, raw["samples"]
+        # Where `t` starts on the clock (time.monotonic unless injected): a probe that stamps
+        # its own samples on that clock lines them up with these (analysis/stability.py).
+        series["t0_monotonic"] = self._t0
         source = dict(self.source)
         if self._failure:
             source["error"] = f"sampling stopped early: {self._failure}"
-        return ProbeTelemetry(series, source, throttle_flags(raw), self.interval_s)
+        used = best_effort(lambda: usage(self._marks[0], self._marks[1], raw,
+                                         str(self.source.get("gpu"))))
+        return ProbeTelemetry(series, source, throttle_flags(raw), self.interval_s, used)
 
 
 def default_sampler(uuids: list[str] | None = None) -> LiveSampler:
@@ -354,8 +378,11 @@ def store(extra: dict[str, Any], name: str, got: ProbeTelemetry,
             if got.source != tel["source"]:
                 series = {**series, "source": got.source}
             if round_no == 1:
-                tel["probes"][name] = series
+                tel["probes"][name] = {**series, **(got.usage or {})}
             flags += cpu_flags(series, resource)
+        stolen = steal_flag(name, (got.usage or {}).get("steal_fraction"))
+        if stolen:
+            flags.append(stolen)
         if round_no > 1:
             flags = [f"round {round_no}: {f}" for f in flags]
         if flags:

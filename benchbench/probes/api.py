@@ -179,6 +179,14 @@ def throughput(metric: str, key: dict[str, Any], timed: Timed, work_per_call: fl
     )
 
 
+def median_of(metric: str, key: dict[str, Any], samples: list[float], unit: str, *,
+              higher_is_better: bool, context: dict[str, Any] | None = None) -> Measurement:
+    """A measurement whose value is the median of its samples, every sample kept."""
+    return Measurement(metric=metric, key=key, value=median(samples), unit=unit,
+                       statistic="median", samples=samples, higher_is_better=higher_is_better,
+                       context=context or {})
+
+
 def peak_of(metric: str, key: dict[str, Any], per_size: list[Measurement],
             size_field: str, unit: str) -> Measurement:
     """The best of several per-size medians: statistic 'max' over those medians."""

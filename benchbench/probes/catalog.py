@@ -19,15 +19,18 @@ from benchbench.probes.matmul.config import SPEC as MATMUL
 from benchbench.probes.memory_bandwidth.config import SPEC as MEMORY_BANDWIDTH
 from benchbench.probes.pipeline.config import SPEC as PIPELINE
 from benchbench.probes.resnet50.config import SPEC as RESNET50
+from benchbench.probes.stability.config import SPEC as STABILITY
 from benchbench.probes.storage.config import SPEC as STORAGE
 from benchbench.probes.transformer.config import SPEC as TRANSFORMER
 
-# The order a run executes them in. pipeline follows dataloader (it reuses the best loader)
-# and storage; the distributed probes run first under torchrun or srun (engine/runner.py).
+# The order a run executes them in. stability follows matmul (it runs matmul's best size);
+# pipeline follows dataloader (it reuses the best loader) and storage; the distributed probes
+# run first under torchrun or srun (engine/runner.py).
 PROBES = (
     MATMUL,
     MEMORY_BANDWIDTH,
     HOST_DEVICE_COPY,
+    STABILITY,
     RESNET50,
     TRANSFORMER,
     DATALOADER,

@@ -12,6 +12,7 @@ from benchbench.compare.align import Row, headline, row_name, short_name
 from benchbench.compare.comparison import Comparison
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.core import units as fmt
+from benchbench.reports import compare_references
 from benchbench.reports.csv import write_table
 from benchbench.reports.plots import resource_name
 from benchbench.reports.verdict import measured_au
@@ -287,12 +288,13 @@ def _cost(comp: Comparison) -> list[str]:
                          _money(k.get("usd_per_million_images")),
                          _money(k.get("usd_per_billion_tokens")),
                          f"{ref['hours']:,.1f} h, {_money(ref['usd'])}" if ref else "—",
-                         f"{tok['hours']:,.1f} h, {_money(tok['usd'])}" if tok else "—"])
+                         f"{tok['hours']:,.1f} h, {_money(tok['usd'])}" if tok else "—",
+                         fmt.figure(k["images_per_kwh"]) if k.get("images_per_kwh") else "—"])
         what = next((e["costs"]["reference_job"]["what"] for e in priced
                      if e["costs"].get("reference_job")), "the reference job")
         out += fmt.table(["side", "price", "$ / 1M images", "$ / 1B tokens",
                           f"reference job ({what})",
-                          f"token job ({c['job_tokens']:,} tokens)"], rows)
+                          f"token job ({c['job_tokens']:,} tokens)", "images / kWh"], rows)
         if c["ranking"]:
             out += ["Cheapest per job first: " + " < ".join(c["ranking"]) + ".", ""]
         if any(not e["costs"].get("representative") for e in priced):
@@ -306,7 +308,8 @@ def _cost(comp: Comparison) -> list[str]:
                    if isinstance(x, (int, float))]
             per_usd = f"{' and '.join(per)} per $/h; " if per else ""
             out.append(f"- **{e['label']}**: {per_usd}images on {k['basis']['images']}; tokens "
-                       f"on {k['basis']['tokens']}.")
+                       f"on {k['basis']['tokens']}; images / kWh: "
+                       f"{k.get('images_per_kwh_basis') or 'not recorded'}.")
             out += [f"  - {cv}" for cv in k.get("caveats") or []]
         out.append("")
     unpriced = [e["label"] for e in c["sides"] if not e["costs"]]
@@ -341,7 +344,8 @@ def _buy_lines(b: dict[str, Any]) -> list[str]:
 
 def render(comp: Comparison) -> str:
     lines = (_header(comp) + _summary(comp) + _decisions(comp) + _headline(comp)
-             + _verdicts(comp) + _environment(comp) + _cost(comp) + _undecided(comp)
+             + _verdicts(comp) + compare_references.section(comp) + _environment(comp)
+             + _cost(comp) + _undecided(comp)
              + _measurements(comp) + _partial(comp))
     return "\n".join(lines).rstrip() + "\n"
 

@@ -24,12 +24,14 @@ from benchbench.reports.verdict import evidence_beyond_table, measured_au
 # "More figures" at the end rather than being dropped.
 FIGURE_SECTIONS = {
     "precision_speedups": "Training throughput",
+    "stability": "Stability",
     "loader_workers": "Data path",
     "allreduce_busbw": "Interconnect and scaling",
 }
 FIGURE_ALT = {
     "capacities": "Each resource's capacity in the workload's samples per second",
     "precision_speedups": "Measured speedup between precisions beside the datasheet's",
+    "stability": "Throughput of one fixed kernel over time, with its drops",
     "allreduce_busbw": "all_reduce bus and algorithm bandwidth against message size",
     "loader_workers": "Data loading throughput against the number of workers",
     "telemetry": "CPU, disk and GPU telemetry over the run, probe by probe",

@@ -10,13 +10,46 @@ from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import UNSTABLE_CV, summarize
 from benchbench.doctor.checks import Check
-from benchbench.reports import datapath, interconnect, training
+from benchbench.reports import datapath, energy, interconnect, training
 from benchbench.reports import doctor as doctor_section
+from benchbench.reports import references as references_section
+from benchbench.reports import stability as stability_section
 from benchbench.reports import verdict as verdict_section
 
 
 def _yes_no(v: Any) -> str:
     return "?" if v is None else ("on" if v else "off")
+
+
+def _virtualisation(v: Any) -> str:
+    """'vm (KVM), container docker; evidence: …', or why it is unknown."""
+    if not isinstance(v, dict):
+        return "not recorded (a snapshot by an older benchbench)"
+    kind = str(v.get("kind") or "unknown")
+    text = kind + (f" ({v['hypervisor']})" if v.get("hypervisor") else "")
+    if kind == "unknown" and v.get("reason"):
+        text += f", because {v['reason']}"
+    text += f", container {v['container']}" if v.get("container") else ", no container seen"
+    text += f", sandbox {v['sandbox']}" if v.get("sandbox") else ""
+    evidence = v.get("evidence") or []
+    return text + (f"; evidence: {', '.join(map(str, evidence))}" if evidence else "")
+
+
+def _sharing(g: dict[str, Any]) -> str:
+    """', GPU virtualisation passthrough, MIG on (3 slices)' for an NVML record, else ''."""
+    if "virtualization_mode" not in g:
+        return ""
+    mig, slices = g.get("mig_mode"), g.get("mig_devices")
+    if not isinstance(mig, dict):
+        mig_text = "MIG unknown (not supported or not readable)"
+    else:
+        mig_text = "MIG " + _yes_no(mig.get("current")) + (
+            f" ({slices} slice{'s' if slices != 1 else ''})" if mig.get("current")
+            and slices is not None else "") + (
+            f", {_yes_no(mig.get('pending'))} after the next reset"
+            if mig.get("pending") != mig.get("current") else "")
+    return (f", GPU virtualisation {g.get('virtualization_mode') or 'unknown'}, "
+            f"{mig_text}")
 
 
 def environment_section(env: dict[str, Any]) -> list[str]:
@@ -30,6 +63,7 @@ def environment_section(env: dict[str, Any]) -> list[str]:
                 f"{host.get('numa_nodes')} NUMA node(s), last-level cache "
                 f"{fmt.iec(host['llc_bytes']) if host.get('llc_bytes') else '?'}"],
         ["RAM", fmt.iec(host.get("memory_total") or 0)],
+        ["Virtualisation", _virtualisation(env.get("virtualisation"))],
     ]
     gpus = env.get("gpus", [])
     if not gpus:
@@ -49,7 +83,7 @@ def environment_section(env: dict[str, Any]) -> list[str]:
                     else " (not visible to this run: CUDA_VISIBLE_DEVICES)")
         rows.append([f"GPU {g.get('index')}{seen}",
                      f"{g.get('name')}, {fmt.iec(g.get('memory_total') or 0)}, {link}, "
-                     f"{extra}{busy}"])
+                     f"{extra}{_sharing(g)}{busy}"])
     links = _gpu_links(env.get("topology"))
     if links:
         rows.append(["GPU links", links])
@@ -161,6 +195,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
         "unless its statistic says otherwise; IQR is the middle half of the samples.", "",
     ]
     out += verdict_section.section(verdict)
+    out += references_section.section(run, checks)
     out += environment_section(run.environment)
     out += doctor_section.section(checks)
     out += ["## Probes", ""] + fmt.table(
@@ -169,8 +204,10 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
           p.reason or ""] for p in run.probes])
     out += training.section(run)
+    out += stability_section.section(run)
     out += datapath.section(run)
     out += interconnect.section(run)
+    out += energy.section(run)
     for pr in run.probes:
         if pr.status == "ok":
             out += _probe_section(run, pr)

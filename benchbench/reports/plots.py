@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchbench.analysis import derive as analysis
+from benchbench.analysis import stability
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
@@ -22,7 +23,8 @@ from benchbench.reports import plots_telemetry
 from benchbench.reports.plot_base import draw_all, figure, finish, png, si_axis, style
 
 # The order in which plots appear, and the names of their files (plots/<name>.png).
-NAMES = ("capacities", "precision_speedups", "allreduce_busbw", "loader_workers", "telemetry")
+NAMES = ("capacities", "precision_speedups", "stability", "allreduce_busbw", "loader_workers",
+         "telemetry")
 RESOURCE_NAMES = {
     "gpu_compute": "GPU compute", "gpu_memory": "GPU memory",
     "host_device_link": "host→device link", "interconnect": "interconnect",
@@ -53,11 +55,42 @@ def make(run: RunResult, verdict: Verdict | None,
     makers: dict[str, Callable[[], bytes | None]] = {
         "capacities": lambda: capacities(verdict),
         "precision_speedups": lambda: precision_speedups(run),
+        "stability": lambda: stability_over_time(run),
         "allreduce_busbw": lambda: allreduce_busbw(run),
         "loader_workers": lambda: loader_workers(run),
         "telemetry": lambda: plots_telemetry.telemetry(run.extra.get("telemetry")),
     }
     return draw_all(makers, NAMES, problems)
+
+
+# --- stability --------------------------------------------------------------------------------
+
+def stability_over_time(run: RunResult) -> bytes | None:
+    """The stability probe's throughput per window over time, its median, and the windows
+    that dropped: red where the telemetry gave a throttle reason or a clock drop."""
+    j = stability.judge_run(run)
+    windows, _ = stability.run_windows(run)
+    if j is None or len(windows) < 2:
+        return None
+    t0 = windows[0][0]
+    ts, vs = [t - t0 for t, _ in windows], [v for _, v in windows]
+    fig = figure(7.6, 2.6)
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.86, bottom=0.2)
+    ax = fig.subplots()
+    ax.plot(ts, vs, color=BAR_COLOUR, linewidth=0.9, label="each window")
+    ax.axhline(j["median_flops"], color="#333", linewidth=0.8, linestyle="--", label="median")
+    for explained in (False, True):
+        drops = [d for d in j["aligned_drops"] if bool(d["throttle"] or d["clock_drop"])
+                 == explained]
+        if drops:
+            ax.scatter([d["t"] - t0 for d in drops], [d["ratio"] * j["median_flops"]
+                                                     for d in drops], s=12, zorder=3,
+                       color=LIMIT_COLOUR if explained else UNKNOWN_COLOUR,
+                       label="throttled" if explained else "dropped, no throttle reason")
+    ax.set_ylim(0, max(vs) * 1.15)
+    si_axis(ax.yaxis, "FLOP/s")
+    return finish(fig, ax, f"Stability: {j['judgement']} ({j['key'].get('dtype')} matmul "
+                  f"n={j['key'].get('size')})", xlabel="seconds into the probe")
 
 
 # --- helpers ----------------------------------------------------------------------------------

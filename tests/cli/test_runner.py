@@ -98,14 +98,29 @@ def test_budgets():
     assert probe_budget(1, 3, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 3)
     assert probe_budget(2, 4, quick=True, time_budget=None) == pytest.approx(QUICK_TOTAL_S / 2)
     assert probe_budget(1, 2, quick=False, time_budget=None) == 60.0  # capped
-    assert probe_budget(1, 10, quick=False, time_budget=None) == pytest.approx(17.0)
-    assert probe_budget(2, 10, quick=False, time_budget=None) == pytest.approx(34.0)
+    assert probe_budget(1, 10, quick=False, time_budget=None) == pytest.approx(19.3)
+    assert probe_budget(2, 10, quick=False, time_budget=None) == pytest.approx(38.6)
     assert probe_budget(1, 3, quick=True, time_budget=7) == 7.0
     # on a GPU: its own totals, and a quarter more per extra GPU for per-GPU probes
-    assert probe_budget(1, 10, quick=False, time_budget=None, device="cuda") == 60.0
-    assert probe_budget(1, 10, quick=True, time_budget=None, device="cuda") == 15.0
+    assert probe_budget(1, 10, quick=False, time_budget=None, device="cuda") == 67.5
+    assert probe_budget(1, 10, quick=True, time_budget=None, device="cuda") == pytest.approx(16.9)
     assert probe_budget(1, 10, quick=False, time_budget=None, device="cuda",
-                        gpus=8) == pytest.approx(60.0 * 2.75)
+                        gpus=8) == pytest.approx(67.5 * 2.75)
+
+
+@pytest.mark.parametrize("quick,device,weights,before,duration", [
+    (True, "cpu", 15, 45.0, 5.0), (False, "cpu", 15, 170.0, 20.0),
+    (True, "cuda", 16, 150.0, 5.0), (False, "cuda", 16, 600.0, 60.0)])
+def test_the_stability_probe_came_with_its_own_share(quick, device, weights, before, duration):
+    """Adding the stability probe (weight 2) grew the totals by its share: it gets at least
+    its duration, and every other probe keeps within 1% what it had before."""
+    share = probe_budget(2, weights + 2, quick=quick, time_budget=None, device=device)
+    assert share >= duration
+    for w in (1, 2):
+        now = probe_budget(w, weights + 2, quick=quick, time_budget=None, device=device)
+        then = min(60.0 * w, before * w / weights) if not quick and device == "cpu" \
+            else before * w / weights
+        assert now == pytest.approx(then, rel=0.01)
     assert hard_limit(10) == 70 and hard_limit(100) == 300
 
 

@@ -652,11 +652,30 @@ def _evil_run(host: str | None = None) -> RunResult:
     run.extra["dataset"] = {"source": "user", "path": evil("dataset path"), "num_images": 3,
                             "num_classes": 1, "mean_file_size": 1000, "median_file_size": 1000}
     run.extra["telemetry"] = {"flags": {"storage": [evil("telemetry flag")]}}
-    bw = Measurement("read_bandwidth", {"job": evil("key value"), "bs": 4096}, 1e9, "B/s",
-                     "total_over_time", [1e9, 1.1e9], True, {"path": evil("storage path")})
+    bw = Measurement(
+        metric="read_bandwidth",
+        key={"job": evil("key value"), "bs": 4096},
+        value=1e9,
+        unit="B/s",
+        statistic="total_over_time",
+        samples=[1e9, 1.1e9],
+        higher_is_better=True,
+        context={"path": evil("storage path")},
+    )
     run.probes = [
-        ProbeResult("host_device_copy", "skipped", "host_device_link", evil("skip reason")),
-        ProbeResult("storage", "ok", "storage", evil("partial reason"), measurements=[bw]),
+        ProbeResult(
+            name="host_device_copy",
+            status="skipped",
+            resource="host_device_link",
+            reason=evil("skip reason"),
+        ),
+        ProbeResult(
+            name="storage",
+            status="ok",
+            resource="storage",
+            reason=evil("partial reason"),
+            measurements=[bw],
+        ),
     ]
     return run
 

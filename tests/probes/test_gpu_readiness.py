@@ -109,7 +109,7 @@ def test_gpus_at_different_sizes_are_not_held_against_each_other():
     from benchbench.analysis import derive as analysis
 
     run = RunResult(tool={}, started_at="t", environment={}, config={}, argv=[], probes=[
-        ProbeResult("matmul", "ok", "gpu_compute", measurements=[
+        ProbeResult(name="matmul", status="ok", resource="gpu_compute", measurements=[
             _peak("cuda:0", 780e12, 8192), _peak("cuda:1", 775e12, 8192),
             _peak("cuda:2", 600e12, 2048)])])
     rows = analysis.gpu_spread(run, "matmul", "peak_flops", "dtype", same="best_size")
@@ -168,9 +168,16 @@ def test_cuda_visible_devices_counts_the_gpus_torch_sees():
                                                 "image_size": 224, "batch_size": 256},
                       value=3000.0, unit="samples/s", statistic="total_over_time",
                       samples=[3000.0], higher_is_better=True, context={"batch": 256})
-    run = RunResult(tool={}, started_at="t", environment=env,
-                    config={"device_resolved": "cuda"}, argv=[],
-                    probes=[ProbeResult("resnet50", "ok", "gpu_compute", measurements=[thr])])
+    run = RunResult(
+        tool={},
+        started_at="t",
+        environment=env,
+        config={"device_resolved": "cuda"},
+        argv=[],
+        probes=[
+            ProbeResult(name="resnet50", status="ok", resource="gpu_compute", measurements=[thr])
+        ],
+    )
     s = capacities.setting(run, "resnet50", 110e3)
     assert s.devices == 1
     assert capacities.compute(run, s).value == 3000.0  # not 8x
@@ -188,8 +195,21 @@ def test_doctor_reads_the_loaded_link_of_the_gpu_that_ran():
                        higher_is_better=True,
                        context={"pcie_gen_current": 5, "pcie_width_current": 16,
                                 "pcie_gen_max": 5, "pcie_width_max": 16})
-    run = RunResult(tool={}, started_at="t", environment=env, config={}, argv=[], probes=[
-        ProbeResult("host_device_copy", "ok", "host_device_link", measurements=[copy])])
+    run = RunResult(
+        tool={},
+        started_at="t",
+        environment=env,
+        config={},
+        argv=[],
+        probes=[
+            ProbeResult(
+                name="host_device_copy",
+                status="ok",
+                resource="host_device_link",
+                measurements=[copy],
+            )
+        ],
+    )
     check = check_pcie(env, run)
     assert "GPU 3: Gen5 x16 of Gen5 x16 under load" in check.measured
     assert "GPU 0: Gen1 x16 of Gen5 x16 at idle" in check.measured

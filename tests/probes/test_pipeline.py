@@ -13,10 +13,18 @@ KEY = {"device": "cuda:0", "precision": "amp_bf16", "image_size": 224, "batch_si
 
 def pipeline_run(total: float, compute: float) -> RunResult:
     def m(metric, value):
-        return Measurement(metric, KEY, value, "samples/s", "total_over_time", [value], True)
+        return Measurement(
+            metric=metric,
+            key=KEY,
+            value=value,
+            unit="samples/s",
+            statistic="total_over_time",
+            samples=[value],
+            higher_is_better=True,
+        )
 
     return RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[
-        ProbeResult("pipeline", "ok", "cpu_dataloading", measurements=[
+        ProbeResult(name="pipeline", status="ok", resource="cpu_dataloading", measurements=[
             m("total_throughput", total), m("compute_throughput", compute)])])
 
 

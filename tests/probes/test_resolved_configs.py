@@ -22,6 +22,7 @@ STAY_UNSET = {
         ("storage", "runtime"),  # planned from the budget left when it starts
         ("storage", "raw_device"),  # read only when named
         ("pipeline", "loader"), ("pipeline", "workers"),  # the dataloader probe's best, this run
+        ("stability", "size"),  # where the matmul probe peaked, this run
     },
     "cpu": {("matmul", "devices"), ("memory_bandwidth", "devices"),  # no GPU to name
             ("host_device_copy", "devices"), ("memory_bandwidth", "gpu_size_bytes")},

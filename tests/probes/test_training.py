@@ -85,23 +85,78 @@ def test_flops_per_token_and_mfu_by_hand():
     assert fpt == 6 * 124e6 + 12 * 12 * 12 * 64 * 1024  # 744e6 + 113.2e6
     key = {"device": "cuda:0", "precision": "amp_bf16", "preset": "gpt2-124m", "seq_len": 1024,
            "batch_size": None}
-    thr = Measurement("throughput", key, 500_000.0, "tokens/s", "total_over_time", [5e5], True,
-                      {"gpu_name": "NVIDIA H100 80GB HBM3"})
-    flops = Measurement("flops_per_token", {"preset": "gpt2-124m", "seq_len": 1024}, fpt,
-                        "count", "median", [fpt], False)
-    mm = Measurement("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, 700e12, "FLOP/s",
-                     "max", [700e12], True)
-    run = RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[
-        ProbeResult("matmul", "ok", "gpu_compute", measurements=[mm]),
-        ProbeResult("transformer", "ok", "gpu_compute", measurements=[flops, thr])])
+    thr = Measurement(
+        metric="throughput",
+        key=key,
+        value=500_000.0,
+        unit="tokens/s",
+        statistic="total_over_time",
+        samples=[5e5],
+        higher_is_better=True,
+        context={"gpu_name": "NVIDIA H100 80GB HBM3"},
+    )
+    flops = Measurement(
+        metric="flops_per_token",
+        key={"preset": "gpt2-124m", "seq_len": 1024},
+        value=fpt,
+        unit="count",
+        statistic="median",
+        samples=[fpt],
+        higher_is_better=False,
+    )
+    mm = Measurement(
+        metric="peak_flops",
+        key={"device": "cuda:0", "dtype": "bf16"},
+        value=700e12,
+        unit="FLOP/s",
+        statistic="max",
+        samples=[700e12],
+        higher_is_better=True,
+    )
+    run = RunResult(
+        tool={},
+        started_at="",
+        environment={},
+        config={},
+        argv=[],
+        probes=[
+            ProbeResult(name="matmul", status="ok", resource="gpu_compute", measurements=[mm]),
+            ProbeResult(
+                name="transformer", status="ok", resource="gpu_compute", measurements=[flops, thr]
+            ),
+        ],
+    )
     (u,) = analysis.transformer_utilisation(run)
     assert u["flops_achieved"] == pytest.approx(5e5 * fpt)
     assert u["mfu"] == pytest.approx(5e5 * fpt / 989.5e12)  # H100 SXM dense bf16
     assert u["mamfu"] == pytest.approx(5e5 * fpt / 700e12)
-    cpu = RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[
-        ProbeResult("transformer", "ok", "cpu_compute", measurements=[flops, Measurement(
-            "throughput", {**key, "device": "cpu"}, 1e3, "tokens/s", "total_over_time", [1e3],
-            True, {})])])
+    cpu = RunResult(
+        tool={},
+        started_at="",
+        environment={},
+        config={},
+        argv=[],
+        probes=[
+            ProbeResult(
+                name="transformer",
+                status="ok",
+                resource="cpu_compute",
+                measurements=[
+                    flops,
+                    Measurement(
+                        metric="throughput",
+                        key={**key, "device": "cpu"},
+                        value=1e3,
+                        unit="tokens/s",
+                        statistic="total_over_time",
+                        samples=[1e3],
+                        higher_is_better=True,
+                        context={},
+                    ),
+                ],
+            )
+        ],
+    )
     (u,) = analysis.transformer_utilisation(cpu)
     assert u["mfu"] is None and u["mfu_reason"] == "no datasheet peak for a CPU"
     assert u["mamfu"] is None and "matmul measured no bf16 ceiling" in u["mamfu_reason"]
@@ -109,13 +164,19 @@ def test_flops_per_token_and_mfu_by_hand():
 
 def test_speedup_table_from_synthetic_measurements():
     def thr(precision, value):
-        return Measurement("throughput", {"device": "cuda:0", "precision": precision,
-                                          "image_size": 224, "batch_size": None}, value,
-                           "samples/s", "total_over_time", [value], True,
-                           {"gpu_name": "NVIDIA H100 80GB HBM3"})
+        return Measurement(
+            metric="throughput",
+            key={"device": "cuda:0", "precision": precision, "image_size": 224, "batch_size": None},
+            value=value,
+            unit="samples/s",
+            statistic="total_over_time",
+            samples=[value],
+            higher_is_better=True,
+            context={"gpu_name": "NVIDIA H100 80GB HBM3"},
+        )
 
     run = RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[
-        ProbeResult("resnet50", "ok", "gpu_compute", measurements=[
+        ProbeResult(name="resnet50", status="ok", resource="gpu_compute", measurements=[
             thr("fp32", 100.0), thr("tf32", 300.0), thr("amp_bf16", 700.0)])])
     rows = {r["ratio"]: r for r in analysis.precision_speedups(run)}
     assert set(rows) == {"tf32/fp32", "amp_bf16/tf32", "amp_bf16/fp32"}  # no fp16 measured

@@ -36,6 +36,10 @@ class NVMLError_NoPermission(NVMLError):  # noqa: N801
     value = 4
 
 
+class NVMLError_NotFound(NVMLError):  # noqa: N801
+    value = 6  # an empty MIG slot answers this
+
+
 # An HGX H100 baseboard: each GPU's 18 links go to the four NVSwitches (5 + 5 + 4 + 4).
 _SWITCHES = ["00000000:C4:00.0", "00000000:C5:00.0", "00000000:C6:00.0", "00000000:C7:00.0"]
 _SWITCH_LINKS = [(_SWITCHES[k], SWITCH) for k in [0] * 5 + [1] * 5 + [2] * 4 + [3] * 4]
@@ -71,6 +75,7 @@ class FakeNvml:
         self.missing = set(missing)
         self.calls = []
         self.looked_up = []
+        self.energy_reads = {}  # uuid -> how many times the energy counter was read
 
     def __getattribute__(self, name):
         if name.startswith(("nvml", "NVML_")):
@@ -183,6 +188,36 @@ class FakeNvml:
     def nvmlDeviceGetRemappedRows(self, h):
         # (correctable rows, uncorrectable rows, remap pending, remap failure)
         return self._answer(h, "remapped_rows", (0, 0, 0, 0))
+
+    # --- energy and sharing: modelled on nvml.h's documented answers, not recorded --------------
+    # "energy_mJ" is a tape (one answer per call, the last repeated) of
+    # nvmlDeviceGetTotalEnergyConsumption: mJ since the driver loaded, Volta and later; None
+    # answers NotSupported. "virt_mode" is an nvmlGpuVirtualizationMode_t (0: none, bare metal
+    # or passthrough; 2: a vGPU guest), "mig_mode" pynvml's [current, pending] list and
+    # "mig_devices" the occupied MIG slots; a GPU without them is an H100 outside MIG.
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        tape = self._answer(h, "energy_mJ", None)
+        n = self.energy_reads.get(h["uuid"], 0)
+        self.energy_reads[h["uuid"]] = n + 1
+        value = tape[min(n, len(tape) - 1)]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def nvmlDeviceGetVirtualizationMode(self, h):
+        return self._answer(h, "virt_mode", 0)
+
+    def nvmlDeviceGetMigMode(self, h):
+        return list(self._answer(h, "mig_mode", (0, 0)))
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h):
+        return self._answer(h, "mig_slots", 7)
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, index):
+        if index not in h.get("mig_devices", ()):
+            raise NVMLError_NotFound("Not Found")
+        return {"parent": h["uuid"], "mig_index": index}
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         return h["procs"]

@@ -34,8 +34,16 @@ def m(metric, key, samples, unit="FLOP/s", statistic="median", hib=True, round_r
     """A measurement of these samples, taken in three rounds that differ by ±round_rel."""
     value = max(samples) if statistic == "max" else sorted(samples)[len(samples) // 2]
     rounds = [value * (1 + round_rel * d) for d in ROUNDS]
-    return Measurement(metric, key, value, unit, statistic, list(samples), hib,
-                       {"round_values": rounds, "rounds": len(rounds)})
+    return Measurement(
+        metric=metric,
+        key=key,
+        value=value,
+        unit=unit,
+        statistic=statistic,
+        samples=list(samples),
+        higher_is_better=hib,
+        context={"round_values": rounds, "rounds": len(rounds)},
+    )
 
 
 def make_run(label="a", factor=1.0, n=10, rel=0.01, cpu="AMD EPYC 9654", gpus=(),
@@ -50,13 +58,13 @@ def make_run(label="a", factor=1.0, n=10, rel=0.01, cpu="AMD EPYC 9654", gpus=()
         mm.append(m("peak_flops", {"device": "cpu", "dtype": "fp32"}, [x.value for x in mm],
                     statistic="max"))
         probes = [
-            ProbeResult("matmul", "ok", "cpu_compute", measurements=mm),
-            ProbeResult("resnet50", "ok", "cpu_compute", measurements=[
+            ProbeResult(name="matmul", status="ok", resource="cpu_compute", measurements=mm),
+            ProbeResult(name="resnet50", status="ok", resource="cpu_compute", measurements=[
                 m("throughput", {"device": "cpu", "precision": "fp32",
                                  "image_size": image_size, "batch_size": 16},
                   spread(20.0 * factor, n, rel), "samples/s", "total_over_time",
                   round_rel=round_rel)]),
-            ProbeResult("memory_bandwidth", "ok", "host_memory", measurements=[
+            ProbeResult(name="memory_bandwidth", status="ok", resource="host_memory", measurements=[
                 m("copy_bandwidth", {"memory": "host", "size_bytes": 256 * 2**20},
                   spread(2e10 * factor, n, rel), "B/s", round_rel=round_rel)]),
         ]
@@ -228,11 +236,13 @@ def test_a_peak_over_sizes_is_not_tested_but_has_its_ratio():
 
 def test_runs_with_different_probes_align_what_matches():
     a, b = make_run("a"), make_run("b")
-    a.probes.append(ProbeResult("storage", "ok", "storage", measurements=[
+    a.probes.append(ProbeResult(name="storage", status="ok", resource="storage", measurements=[
         m("read_bandwidth", {"job": "seq1m", "bs": 2**20, "engine": "io_uring", "iodepth": 32,
                              "numjobs": 1}, spread(1e9), "B/s", "total_over_time")]))
     b.probes = [p for p in b.probes if p.name != "resnet50"]
-    b.probes.append(ProbeResult("resnet50", "skipped", "cpu_compute", reason="no time"))
+    b.probes.append(
+        ProbeResult(name="resnet50", status="skipped", resource="cpu_compute", reason="no time")
+    )
     comp = build(a, b)
     assert {(r.probe, r.metric) for r in comp.partial} == {("storage", "read_bandwidth"),
                                                            ("resnet50", "throughput")}
@@ -246,14 +256,41 @@ def test_incidental_key_fields_are_ignored_and_noted():
     def pipe(loader, workers, size, engine):
         key = {"device": "cpu", "precision": "fp32", "image_size": 224, "batch_size": 16,
                "loader": loader, "workers": workers}
-        return [ProbeResult("pipeline", "ok", "cpu_dataloading", measurements=[
-                    m("total_throughput", key, spread(50.0), "samples/s")]),
-                ProbeResult("memory_bandwidth", "ok", "host_memory", measurements=[
-                    m("copy_bandwidth", {"memory": "host", "size_bytes": size},
-                      spread(2e10), "B/s")]),
-                ProbeResult("storage", "ok", "storage", measurements=[
-                    m("read_bandwidth", {"job": "rand4k", "bs": 4096, "engine": engine,
-                                         "iodepth": 32, "numjobs": 4}, spread(1e8), "B/s")])]
+        return [
+            ProbeResult(
+                name="pipeline",
+                status="ok",
+                resource="cpu_dataloading",
+                measurements=[m("total_throughput", key, spread(50.0), "samples/s")],
+            ),
+            ProbeResult(
+                name="memory_bandwidth",
+                status="ok",
+                resource="host_memory",
+                measurements=[
+                    m("copy_bandwidth", {"memory": "host", "size_bytes": size}, spread(2e10), "B/s")
+                ],
+            ),
+            ProbeResult(
+                name="storage",
+                status="ok",
+                resource="storage",
+                measurements=[
+                    m(
+                        "read_bandwidth",
+                        {
+                            "job": "rand4k",
+                            "bs": 4096,
+                            "engine": engine,
+                            "iodepth": 32,
+                            "numjobs": 4,
+                        },
+                        spread(1e8),
+                        "B/s",
+                    )
+                ],
+            ),
+        ]
 
     a = make_run("a", probes=pipe("torchvision", 4, GiB, "io_uring"))
     b = make_run("b", probes=pipe("dali_cpu", 8, 256 * 2**20, "libaio"))
@@ -274,7 +311,7 @@ def test_incidental_key_fields_are_ignored_and_noted():
 
 def test_two_measurements_of_one_run_that_differ_only_incidentally_stay_apart():
     key = {"job": "rand4k", "bs": 4096, "iodepth": 32, "numjobs": 4}
-    probes = [ProbeResult("storage", "ok", "storage", measurements=[
+    probes = [ProbeResult(name="storage", status="ok", resource="storage", measurements=[
         m("read_bandwidth", {**key, "engine": "io_uring"}, spread(1e8), "B/s"),
         m("read_bandwidth", {**key, "engine": "psync"}, spread(5e7), "B/s")])]
     comp = build(make_run("a", probes=probes), make_run("b", probes=probes))
@@ -487,7 +524,9 @@ def test_allreduce_curves_are_drawn(tmp_path, capsys):
               for i, s in enumerate((2**20, 2**24, 2**28))]
         ms.append(m("peak_busbw", {"backend": "nccl", "dtype": "fp32", "world_size": 8,
                                    "nodes": 1}, [x.value for x in ms], "B/s", "max"))
-        return [ProbeResult("allreduce", "ok", "interconnect", measurements=ms)]
+        return [
+            ProbeResult(name="allreduce", status="ok", resource="interconnect", measurements=ms)
+        ]
 
     a = save(tmp_path, "a", make_run("a", probes=ar(1.0)))
     b = save(tmp_path, "b", make_run("b", probes=ar(0.7)))
@@ -564,7 +603,7 @@ def test_a_probe_that_stopped_measuring_is_a_regression(tmp_path, capsys):
     probe, with its reason, not an "only in some runs" footnote."""
     a = make_run("before")
     b = make_run("after")
-    b.probes[1] = ProbeResult("resnet50", "skipped", "cpu_compute",
+    b.probes[1] = ProbeResult(name="resnet50", status="skipped", resource="cpu_compute",
                               reason="fp32 skipped, because one warm step takes ~9 s, beyond "
                                      "its time budget")
     code, out, _ = run_cli(capsys, "compare", save(tmp_path, "a", a), save(tmp_path, "b", b))
@@ -601,3 +640,20 @@ def test_pooling_catches_a_small_drop_one_pair_cannot_claim(tmp_path, capsys):
     assert code == 3 and "resnet50 throughput" in out.split("## Regressions")[1]
     code, out, _ = run_cli(capsys, "compare", before[0], after[0])
     assert code == 0 and "## Inconclusive" in out
+
+
+def test_a_drop_measured_while_the_machine_was_flagged_says_so():
+    """A slowdown seen while telemetry flagged throttling or another tenant's CPU steal on the
+    candidate (and never on the baseline) names the machine as the first suspect."""
+    base = [make_run("a", started=f"2026-11-30T0{i}:00:00+00:00") for i in range(3)]
+    slow = [make_run("b", factor=0.5, started=f"2026-11-30T0{i}:30:00+00:00") for i in range(3)]
+    flag = "another tenant took 4.1% of this VM's CPU time while matmul ran"
+    for r in slow:
+        r.extra["telemetry"] = {"flags": {"matmul": [flag]}}
+    comp = build(*slow, baseline=base)
+    cells = [c for row in comp.rows if row.probe == "matmul" for c in row.cells.values()
+             if c.decision and c.decision.outcome == regression.REGRESSED]
+    assert cells and all(f"measured while {flag}" in c.decision.reason for c in cells)
+    others = [c for row in comp.rows if row.probe == "resnet50" for c in row.cells.values()
+              if c.decision and c.decision.outcome == regression.REGRESSED]
+    assert others and not any("measured while" in c.decision.reason for c in others)

@@ -22,7 +22,16 @@ GiB = 2**30
 
 
 def m(metric, key, value, unit="samples/s", context=None):
-    return Measurement(metric, key, value, unit, "median", [value], True, context or {})
+    return Measurement(
+        metric=metric,
+        key=key,
+        value=value,
+        unit=unit,
+        statistic="median",
+        samples=[value],
+        higher_is_better=True,
+        context=context or {},
+    )
 
 
 def r50(precision, size, value):
@@ -53,13 +62,25 @@ def make_run(resnet=None, transformer=None, pipeline=None, gpus=8, device="cuda"
         transformer = [tf("fp32", 100_000.0), tf("amp_bf16", 250_000.0)]
     probes = []
     if resnet:
-        probes.append(ProbeResult("resnet50", "ok", "gpu_compute", measurements=resnet))
+        probes.append(
+            ProbeResult(name="resnet50", status="ok", resource="gpu_compute", measurements=resnet)
+        )
     if transformer:
-        probes.append(ProbeResult("transformer", "ok", "gpu_compute", measurements=transformer))
+        probes.append(
+            ProbeResult(
+                name="transformer", status="ok", resource="gpu_compute", measurements=transformer
+            )
+        )
     if pipeline:
-        probes.append(ProbeResult("pipeline", "ok", "cpu_dataloading", measurements=pipeline))
+        probes.append(
+            ProbeResult(
+                name="pipeline", status="ok", resource="cpu_dataloading", measurements=pipeline
+            )
+        )
     for name in skipped:
-        probes.append(ProbeResult(name, "skipped", "gpu_compute", reason="no CUDA GPU"))
+        probes.append(
+            ProbeResult(name=name, status="skipped", resource="gpu_compute", reason="no CUDA GPU")
+        )
     env = {"host": {"cores_physical": 64, "cores_usable": 128},
            "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "power_limit": 700.0}
                     for i in range(gpus)]}
@@ -163,9 +184,21 @@ def test_input_bound_takes_the_pipeline_when_it_is_lower():
 
 def test_input_bound_with_the_real_verdict():
     run = make_run()
-    run.probes.append(ProbeResult("dataloader", "ok", "cpu_dataloading", measurements=[
-        m("best_throughput", {"batch_size": 64}, 9_000.0, context={"loader": "dali",
-                                                                   "workers": 8})]))
+    run.probes.append(
+        ProbeResult(
+            name="dataloader",
+            status="ok",
+            resource="cpu_dataloading",
+            measurements=[
+                m(
+                    "best_throughput",
+                    {"batch_size": 64},
+                    9_000.0,
+                    context={"loader": "dali", "workers": 8},
+                )
+            ],
+        )
+    )
     v = verdict.verdict(run)
     # the loader feeds 9,000 images/s, compute would take 24,000
     assert v.main.limiting_resource == "cpu_dataloading"

@@ -52,7 +52,16 @@ def check(env, name, run=None, scenario=None):
 
 
 def m(metric, key, value, unit, context=None):
-    return Measurement(metric, key, value, unit, "median", [value], True, context or {})
+    return Measurement(
+        metric=metric,
+        key=key,
+        value=value,
+        unit=unit,
+        statistic="median",
+        samples=[value],
+        higher_is_better=True,
+        context=context or {},
+    )
 
 
 def run_of(env, probes=(), **extra):
@@ -167,15 +176,37 @@ def _snap_gpu(i):
 # --- storage: the measured need wins over the guide's 3 GB/s ----------------------------------
 
 def _storage_run(env, bw, img_s=None, mean=114_660, status="ok"):
-    probes = [ProbeResult("storage", status, "storage", None if status == "ok" else "no space",
-                          measurements=[m("read_bandwidth", {"job": "seq1m", "bs": 1 << 20},
-                                          bw, "B/s", {"path": "/data", "device": "/dev/nvme0n1",
-                                                      "engine": "libaio"})]
-                          if status == "ok" else [])]
+    probes = [
+        ProbeResult(
+            name="storage",
+            status=status,
+            resource="storage",
+            reason=None if status == "ok" else "no space",
+            measurements=[
+                m(
+                    "read_bandwidth",
+                    {"job": "seq1m", "bs": 1 << 20},
+                    bw,
+                    "B/s",
+                    {"path": "/data", "device": "/dev/nvme0n1", "engine": "libaio"},
+                )
+            ]
+            if status == "ok"
+            else [],
+        )
+    ]
     if img_s:
-        probes.append(ProbeResult("resnet50", "ok", "gpu_compute", measurements=[
-            m("throughput", {"device": "cuda:0", "precision": p}, v, "samples/s")
-            for p, v in (("amp_bf16", img_s), ("fp32", img_s / 3))]))
+        probes.append(
+            ProbeResult(
+                name="resnet50",
+                status="ok",
+                resource="gpu_compute",
+                measurements=[
+                    m("throughput", {"device": "cuda:0", "precision": p}, v, "samples/s")
+                    for p, v in (("amp_bf16", img_s), ("fp32", img_s / 3))
+                ],
+            )
+        )
     return run_of(env, probes, dataset={"mean_file_size": mean})
 
 
@@ -267,9 +298,26 @@ def test_persistence_mode_is_reported_never_set():
 def _copy_run(env, gen):
     ctx = {"pcie_gen_current": gen, "pcie_width_current": 16, "pcie_gen_max": 5,
            "pcie_width_max": 16}
-    return run_of(env, [ProbeResult("host_device_copy", "ok", "host_device_link", measurements=[
-        m("peak_bandwidth", {"device": f"cuda:{i}", "direction": "h2d", "memory": "pinned"},
-          50e9, "B/s", ctx) for i in (0, 1)])])
+    return run_of(
+        env,
+        [
+            ProbeResult(
+                name="host_device_copy",
+                status="ok",
+                resource="host_device_link",
+                measurements=[
+                    m(
+                        "peak_bandwidth",
+                        {"device": f"cuda:{i}", "direction": "h2d", "memory": "pinned"},
+                        50e9,
+                        "B/s",
+                        ctx,
+                    )
+                    for i in (0, 1)
+                ],
+            )
+        ],
+    )
 
 
 def test_pcie_link_idle_warns_and_under_load_decides():
@@ -393,8 +441,19 @@ def test_scenario_unknown_gpu_uses_the_measured_peak_or_skips():
     env = env_of(FakeNvml(gpus=[_gpu(name="NVIDIA Mystery X")]))
     c = check(env, "cv: GPU bf16 compute", None, "cv")
     assert c.status == "skipped" and "NVIDIA Mystery X" in c.detail
-    run = run_of(env, [ProbeResult("matmul", "ok", "gpu_compute", measurements=[
-        m("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, 400e12, "FLOP/s")])])
+    run = run_of(
+        env,
+        [
+            ProbeResult(
+                name="matmul",
+                status="ok",
+                resource="gpu_compute",
+                measurements=[
+                    m("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, 400e12, "FLOP/s")
+                ],
+            )
+        ],
+    )
     c = check(env, "cv: GPU bf16 compute", run, "cv")
     assert c.status == "pass" and "measured matmul peak" in c.measured
     with pytest.raises(ValueError, match="choose from cv"):

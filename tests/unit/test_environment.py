@@ -80,3 +80,29 @@ def test_cudnn_version_format():
     assert environment.cudnn_version(8902) == "8.9.2"
     assert environment.cudnn_version(90100) == "9.1.0"
     assert environment.cudnn_version(None) is None
+
+
+def test_gpu_snapshot_records_how_each_gpu_is_shared():
+    from fake_nvml import _gpu
+
+    nvml = FakeNvml(gpus=[
+        _gpu(),  # the recorded H100 outside MIG
+        _gpu(virt_mode=1, mig_mode=(1, 1), mig_devices=[0, 1, 2]),  # passthrough, 3 slices
+        _gpu(virt_mode=2, mig_mode=None, mig_slots=None),  # a vGPU guest: MIG unsupported
+    ])
+    a, b, c = environment.gpu_snapshot(nvml)[0]["gpus"]
+    assert (a["virtualization_mode"], a["mig_mode"], a["mig_devices"]) == (
+        "none (bare metal or passthrough)", {"current": False, "pending": False}, 0)
+    assert (b["virtualization_mode"], b["mig_mode"], b["mig_devices"]) == (
+        "passthrough", {"current": True, "pending": True}, 3)
+    assert (c["virtualization_mode"], c["mig_mode"], c["mig_devices"]) == (
+        "vGPU guest", None, None)
+    assert "index" in a and a["index"] == 0  # the sharing record's own index is not merged
+
+
+def test_snapshot_records_the_virtualisation(tmp_path):
+    env = environment.snapshot(tmp_path, {"cuda_available": False, "gpus": []})
+    virt = env["virtualisation"]
+    assert virt["kind"] in ("bare metal", "vm", "unknown")
+    assert (virt["reason"] is None) == (virt["kind"] != "unknown")
+    assert all(isinstance(e, str) for e in virt["evidence"])

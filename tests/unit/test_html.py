@@ -25,9 +25,16 @@ EVIL = "<script>alert(1)</script>"
 
 
 def m(metric, key, value, unit, samples=None, statistic="median", **context):
-    return Measurement(metric, key, value, unit, statistic, samples or [value * 0.98, value,
-                                                                        value * 1.01], True,
-                       context)
+    return Measurement(
+        metric=metric,
+        key=key,
+        value=value,
+        unit=unit,
+        statistic=statistic,
+        samples=samples or [value * 0.98, value, value * 1.01],
+        higher_is_better=True,
+        context=context,
+    )
 
 
 def verdict(**over):
@@ -69,12 +76,12 @@ def full_run() -> RunResult:
     """Every plot's data: training at two precisions, all-reduce by size, loaders by workers,
     telemetry."""
     gpu = {"gpu_name": "NVIDIA H100 80GB HBM3"}
-    train = ProbeResult("resnet50", "ok", "gpu_compute", measurements=[
+    train = ProbeResult(name="resnet50", status="ok", resource="gpu_compute", measurements=[
         m("throughput", {"device": "cuda:0", "precision": p, "image_size": 224}, v,
           "samples/s", **gpu) for p, v in (("fp32", 900.0), ("tf32", 1500.0),
                                           ("amp_bf16", 3000.0))])
     sizes = [1 << s for s in range(10, 28, 2)]
-    ar = ProbeResult("allreduce", "ok", "interconnect",
+    ar = ProbeResult(name="allreduce", status="ok", resource="interconnect",
                      params={"backend": "nccl", "world_size": 8}, measurements=[
                          m(metric, {"backend": "nccl", "world_size": 8, "size_bytes": s},
                            f * (1e-5 + s / 3e11) if unit == "s" else s / (1e-5 + s / 3e11) * f,
@@ -82,14 +89,33 @@ def full_run() -> RunResult:
                          for s in sizes for metric, f, unit in (
                              ("allreduce_time", 1.0, "s"), ("algbw", 1.0, "B/s"),
                              ("busbw", 1.75, "B/s"))])
-    dl = ProbeResult("dataloader", "ok", "cpu_dataloading", params={"usable_cores": 8},
-                     measurements=[m("throughput", {"loader": ld, "workers": w,
-                                                    "batch_size": 64}, r * (w + 1), "samples/s")
-                                   for ld, r in (("torchvision", 150.0), ("dali_cpu", 300.0))
-                                   for w in (0, 2, 4, 8)])
+    dl = ProbeResult(
+        name="dataloader",
+        status="ok",
+        resource="cpu_dataloading",
+        params={"usable_cores": 8},
+        measurements=[
+            m(
+                "throughput",
+                {"loader": ld, "workers": w, "batch_size": 64},
+                r * (w + 1),
+                "samples/s",
+            )
+            for ld, r in (("torchvision", 150.0), ("dali_cpu", 300.0))
+            for w in (0, 2, 4, 8)
+        ],
+    )
+    rates = [7.0e14 * (0.8 if i % 17 == 5 else 1.0) for i in range(60)]
+    steady = ProbeResult(name="stability", status="ok", resource="gpu_compute", measurements=[
+        Measurement(metric="sustained_flops", key={"device": "cuda:0", "dtype": "bf16",
+                                                   "size": 8192},
+                    value=7.0e14, unit="FLOP/s", statistic="median", samples=rates,
+                    higher_is_better=True,
+                    context={"window_s": 0.1, "seconds": 6.0,
+                             "window_starts_s": [0.1 * i for i in range(60)]})])
     return RunResult(tool={"name": "benchbench", "version": "0.1.0"}, started_at="2026-11-30",
                      environment={"host": {"hostname": "gpu-node"}}, config={}, argv=[],
-                     probes=[train, ar, dl], extra={"telemetry": telemetry()})
+                     probes=[train, steady, ar, dl], extra={"telemetry": telemetry()})
 
 
 def test_make_draws_every_plot_whose_data_exists():
@@ -137,7 +163,7 @@ def evil_run() -> RunResult:
     run.environment["host"]["hostname"] = "<b>host</b>"
     run.environment["gpus"] = [{"index": 0, "name": "<img src=x onerror=alert(2)>",
                                 "memory_total": 1 << 30}]
-    run.probes.append(ProbeResult("storage", "skipped", "storage",
+    run.probes.append(ProbeResult(name="storage", status="skipped", resource="storage",
                                   reason=f"path /data/{EVIL} is missing"))
     return run
 

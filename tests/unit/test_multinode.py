@@ -85,7 +85,7 @@ def test_a_rank_that_refused_its_input_stops_the_others_with_its_message():
 
 
 def _probe(name, status, **kw):
-    return ProbeResult(name, status, "interconnect", **kw)
+    return ProbeResult(name=name, status=status, resource="interconnect", **kw)
 
 
 def _run(probes, environment=None):
@@ -122,9 +122,19 @@ def test_rank_zero_merges_every_rank_and_the_other_nodes():
 
 
 def _ddp_run(throughputs, context=None):
-    ms = [Measurement("throughput", {"ranks": n, "precision": "amp_bf16"}, t, "samples/s",
-                      "total_over_time", [t], True, context or {})
-          for n, t in throughputs.items()]
+    ms = [
+        Measurement(
+            metric="throughput",
+            key={"ranks": n, "precision": "amp_bf16"},
+            value=t,
+            unit="samples/s",
+            statistic="total_over_time",
+            samples=[t],
+            higher_is_better=True,
+            context=context or {},
+        )
+        for n, t in throughputs.items()
+    ]
     return _run([_probe("ddp_scaling", "ok", measurements=ms)])
 
 
@@ -150,8 +160,18 @@ def test_cpu_ddp_is_not_read_as_an_interconnect_limit():
 def _allreduce_run(busbw, world=2, nodes=1, backend="nccl", nccl=None, topology=None):
     ctx = {"nccl": nccl or {}}
     key = {"backend": backend, "dtype": "fp32", "world_size": world, "nodes": nodes}
-    ms = [Measurement("peak_busbw", key, busbw, "B/s", "max", [busbw], True,
-                      {**ctx, "best_size_bytes": 1024**3})]
+    ms = [
+        Measurement(
+            metric="peak_busbw",
+            key=key,
+            value=busbw,
+            unit="B/s",
+            statistic="max",
+            samples=[busbw],
+            higher_is_better=True,
+            context={**ctx, "best_size_bytes": 1024**3},
+        )
+    ]
     pr = _probe("allreduce", "ok", measurements=ms,
                 params={"backend": backend, "world_size": world})
     return _run([pr], {"host": {"hostname": "n0"}, "topology": topology})

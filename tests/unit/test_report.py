@@ -8,7 +8,16 @@ from benchbench.core.results import Measurement, ProbeResult, RunResult
 
 
 def m(metric, key, value, unit, samples=None, statistic="median", **context):
-    return Measurement(metric, key, value, unit, statistic, samples or [value] * 3, True, context)
+    return Measurement(
+        metric=metric,
+        key=key,
+        value=value,
+        unit=unit,
+        statistic=statistic,
+        samples=samples or [value] * 3,
+        higher_is_better=True,
+        context=context,
+    )
 
 
 def gpu_run() -> RunResult:
@@ -16,26 +25,47 @@ def gpu_run() -> RunResult:
              "pcie_gen_current": 5, "pcie_width_current": 16, "pcie_gen_max": 5,
              "pcie_width_max": 16, "persistence_mode": False, "ecc_current": True,
              "power_limit": 700.0, "other_processes": []} for i in range(2)]
-    matmul = ProbeResult("matmul", "ok", "gpu_compute", measurements=[
+    matmul = ProbeResult(name="matmul", status="ok", resource="gpu_compute", measurements=[
         m("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, 742e12, "FLOP/s", [700e12, 742e12],
           "max", best_size=8192),
         m("peak_flops", {"device": "cuda:1", "dtype": "bf16"}, 690e12, "FLOP/s", [650e12, 690e12],
           "max", best_size=8192),
     ])
-    mem = ProbeResult("memory_bandwidth", "ok", "gpu_memory", measurements=[
+    mem = ProbeResult(name="memory_bandwidth", status="ok", resource="gpu_memory", measurements=[
         m("copy_bandwidth", {"memory": "cuda:0", "size_bytes": 2 << 30}, 2.9e12, "B/s",
           [2.9e12, 2.2e12, 3.1e12, 2.5e12]),
         m("copy_bandwidth", {"memory": "host", "size_bytes": 1 << 30}, 80e9, "B/s"),
     ])
-    h2d = ProbeResult("host_device_copy", "ok", "host_device_link", measurements=[
-        m("copy_bandwidth", {"device": "cuda:0", "direction": "h2d", "memory": "pinned",
-                             "size_bytes": 1 << 30}, 55e9, "B/s", pcie_gen_current=5,
-          pcie_width_current=16, pcie_gen_max=5, pcie_width_max=16),
-        m("copy_bandwidth", {"device": "cuda:1", "direction": "h2d", "memory": "pinned",
-                             "size_bytes": 1 << 30}, 25e9, "B/s", pcie_gen_current=4,
-          pcie_width_current=16, pcie_gen_max=5, pcie_width_max=16),
-    ])
-    skipped = ProbeResult("storage", "skipped", "storage", reason="fio is not installed")
+    h2d = ProbeResult(
+        name="host_device_copy",
+        status="ok",
+        resource="host_device_link",
+        measurements=[
+            m(
+                "copy_bandwidth",
+                {"device": "cuda:0", "direction": "h2d", "memory": "pinned", "size_bytes": 1 << 30},
+                55e9,
+                "B/s",
+                pcie_gen_current=5,
+                pcie_width_current=16,
+                pcie_gen_max=5,
+                pcie_width_max=16,
+            ),
+            m(
+                "copy_bandwidth",
+                {"device": "cuda:1", "direction": "h2d", "memory": "pinned", "size_bytes": 1 << 30},
+                25e9,
+                "B/s",
+                pcie_gen_current=4,
+                pcie_width_current=16,
+                pcie_gen_max=5,
+                pcie_width_max=16,
+            ),
+        ],
+    )
+    skipped = ProbeResult(
+        name="storage", status="skipped", resource="storage", reason="fio is not installed"
+    )
     return RunResult(tool={"name": "benchbench", "version": "0.1.0"}, started_at="2026-11-30",
                      environment={"host": {"hostname": "gpu-node"}, "gpus": gpus},
                      config={"device_resolved": "cuda"}, argv=[],

@@ -10,12 +10,25 @@ FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
 
 
 def make_run(**extra) -> RunResult:
-    m = Measurement("flops", {"device": "cpu", "dtype": "fp32", "size": 256}, 2.0e11, "FLOP/s",
-                    "median", [1.9e11, 2.0e11, 2.1e11], True, {"calls_per_sample": 10})
-    return RunResult(tool={"name": "benchbench", "version": "0"}, started_at="t0",
-                     environment={"host": {"hostname": "h"}}, config={"quick": True},
-                     argv=["run"], probes=[ProbeResult("matmul", "ok", "cpu_compute",
-                                                       measurements=[m])], **extra)
+    m = Measurement(
+        metric="flops",
+        key={"device": "cpu", "dtype": "fp32", "size": 256},
+        value=2.0e11,
+        unit="FLOP/s",
+        statistic="median",
+        samples=[1.9e11, 2.0e11, 2.1e11],
+        higher_is_better=True,
+        context={"calls_per_sample": 10},
+    )
+    return RunResult(
+        tool={"name": "benchbench", "version": "0"},
+        started_at="t0",
+        environment={"host": {"hostname": "h"}},
+        config={"quick": True},
+        argv=["run"],
+        probes=[ProbeResult(name="matmul", status="ok", resource="cpu_compute", measurements=[m])],
+        **extra,
+    )
 
 
 def test_round_trip(tmp_path):
@@ -31,15 +44,39 @@ def test_round_trip(tmp_path):
 
 def test_unit_status_and_resource_are_closed_sets():
     with pytest.raises(ValueError, match="unit"):
-        Measurement("x", {}, 1.0, "GB/s", "median", [1.0], True)
+        Measurement(
+            metric="x",
+            key={},
+            value=1.0,
+            unit="GB/s",
+            statistic="median",
+            samples=[1.0],
+            higher_is_better=True,
+        )
     with pytest.raises(ValueError, match="statistic"):
-        Measurement("x", {}, 1.0, "B/s", "mean", [1.0], True)
+        Measurement(
+            metric="x",
+            key={},
+            value=1.0,
+            unit="B/s",
+            statistic="mean",
+            samples=[1.0],
+            higher_is_better=True,
+        )
     with pytest.raises(ValueError, match="finite"):
-        Measurement("x", {}, float("inf"), "B/s", "median", [1.0], True)
+        Measurement(
+            metric="x",
+            key={},
+            value=float("inf"),
+            unit="B/s",
+            statistic="median",
+            samples=[1.0],
+            higher_is_better=True,
+        )
     with pytest.raises(ValueError, match="status"):
-        ProbeResult("p", "done", "storage")
+        ProbeResult(name="p", status="done", resource="storage")
     with pytest.raises(ValueError, match="resource"):
-        ProbeResult("p", "ok", "disk")
+        ProbeResult(name="p", status="ok", resource="disk")
 
 
 def test_newer_schema_is_refused(tmp_path):

@@ -15,8 +15,14 @@ def meas(value, samples, statistic="median", metric="flops", **context):
 
 
 def result(*ms, status="ok", reason=None, duration=1.0):
-    return ProbeResult("matmul", status, "cpu_compute", reason=reason, measurements=list(ms),
-                       duration_s=duration)
+    return ProbeResult(
+        name="matmul",
+        status=status,
+        resource="cpu_compute",
+        reason=reason,
+        measurements=list(ms),
+        duration_s=duration,
+    )
 
 
 def test_rounds_lie_apart_with_the_other_probes_between():

@@ -232,6 +232,7 @@ def test_sampler_records_the_documented_shape(clock):
         },
         "downsampled_by": 1,
         "samples": 3,
+        "t0_monotonic": 100.0,  # where `t` starts on the sampler's clock
     }
     assert got.source == {"cpu": "psutil", "gpu": "NVML", "disks": ["nvme0n1"]}
     assert got.flags == ["GPU 0 power-capped during 33% of the probe",
@@ -290,7 +291,8 @@ def test_without_pynvml_the_default_sampler_says_why(monkeypatch):
 def test_failing_psutil_calls_drop_their_series(clock):
     clock.now = 0.0  # a clock may start at zero: times still count from the start
     got = run_samples(LiveSampler(BrokenPsutil(), None, clock=clock), clock, 2)
-    assert got.series == {"t": [0.1, 0.2], "gpus": {}, "downsampled_by": 1, "samples": 2}
+    assert got.series == {"t": [0.1, 0.2], "gpus": {}, "downsampled_by": 1, "samples": 2,
+                          "t0_monotonic": 0.0}
 
 
 def test_whole_disks_are_those_sysfs_lists(tmp_path):

@@ -9,12 +9,27 @@ GiB = 2**30
 
 
 def m(metric, key, value, unit, context=None, statistic="median"):
-    return Measurement(metric, key, value, unit, statistic, [value], True, context or {})
+    return Measurement(
+        metric=metric,
+        key=key,
+        value=value,
+        unit=unit,
+        statistic=statistic,
+        samples=[value],
+        higher_is_better=True,
+        context=context or {},
+    )
 
 
 def probe(name, *ms, status="ok", reason=None, resource="gpu_compute", params=None):
-    return ProbeResult(name, status, resource, reason=reason, measurements=list(ms),
-                       params=params or {})
+    return ProbeResult(
+        name=name,
+        status=status,
+        resource=resource,
+        reason=reason,
+        measurements=list(ms),
+        params=params or {},
+    )
 
 
 def gpu_run(compute=2500.0, loader=6000.0, cold_files=20000.0, rand_Bps=5e9, h2d=50e9,
@@ -276,14 +291,32 @@ def _cpu_run(resnet=None, pipeline=None, loader_px=224):
     if pipeline is not None:
         total, compute = pipeline
         pkey = {**key, "loader": "torchvision", "workers": 2}
-        probes.append(probe("pipeline",
-                            Measurement("total_throughput", pkey, total, "samples/s",
-                                        "total_over_time", [total * f for f in (.99, 1, 1.01)],
-                                        True, {}),
-                            Measurement("compute_throughput", pkey, compute, "samples/s",
-                                        "total_over_time",
-                                        [compute * f for f in (.99, 1, 1.01)], True,
-                                        {"batch": 8}), resource="cpu_compute"))
+        probes.append(
+            probe(
+                "pipeline",
+                Measurement(
+                    metric="total_throughput",
+                    key=pkey,
+                    value=total,
+                    unit="samples/s",
+                    statistic="total_over_time",
+                    samples=[total * f for f in (0.99, 1, 1.01)],
+                    higher_is_better=True,
+                    context={},
+                ),
+                Measurement(
+                    metric="compute_throughput",
+                    key=pkey,
+                    value=compute,
+                    unit="samples/s",
+                    statistic="total_over_time",
+                    samples=[compute * f for f in (0.99, 1, 1.01)],
+                    higher_is_better=True,
+                    context={"batch": 8},
+                ),
+                resource="cpu_compute",
+            )
+        )
     return RunResult(tool={}, started_at="t", environment={"host": {"memory_total": 8 * GiB}},
                      config={"device_resolved": "cpu"}, argv=[], probes=probes)
 

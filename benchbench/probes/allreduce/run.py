@@ -20,11 +20,17 @@ import torch
 import torch.distributed as dist
 
 from benchbench.core.results import Measurement
-from benchbench.core.stats import median
 from benchbench.core.units import iec
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes.allreduce.config import CPU_RANKS, AllreduceConfig
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, peak_of, resolved
+from benchbench.probes.api import (
+    ProbeContext,
+    ProbeOutput,
+    ProbeSkipped,
+    median_of,
+    peak_of,
+    resolved,
+)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -197,13 +203,13 @@ def _measurements(rows: list[dict[str, Any]], key: dict[str, Any], n: int,
         times = row["time_s"]
         ctx = {**context, "iters_per_sample": row["iters"]}
         algbw = [row["bytes"] / t for t in times]
-        out.append(Measurement("allreduce_time", k, median(times), "s", "median", times,
-                               False, ctx))
-        out.append(Measurement("algbw", k, median(algbw), "B/s", "median", algbw, True, ctx))
+        out.append(median_of("allreduce_time", k, times, "s", higher_is_better=False,
+                             context=ctx))
+        out.append(median_of("algbw", k, algbw, "B/s", higher_is_better=True, context=ctx))
         if n > 1:
             bus = [a * bus_factor(n) for a in algbw]
-            busbw.append(Measurement("busbw", k, median(bus), "B/s", "median", bus, True,
-                                     {**ctx, "bus_factor": bus_factor(n)}))
+            busbw.append(median_of("busbw", k, bus, "B/s", higher_is_better=True,
+                                   context={**ctx, "bus_factor": bus_factor(n)}))
     out += busbw
     if busbw:
         out.append(peak_of("peak_busbw", key, busbw, "size_bytes", "B/s"))

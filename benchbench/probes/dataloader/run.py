@@ -198,10 +198,26 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
                "images": sum(sizes), "cores_used": used, "threads": threads,
                "corrupt_files": seen_corrupt}
     return [
-        Measurement("throughput", key, value, "samples/s", "total_over_time", rates, True,
-                    context),
-        Measurement("throughput_per_core", key, value / used, "samples/s", "total_over_time",
-                    [r / used for r in rates], True, context),
+        Measurement(
+            metric="throughput",
+            key=key,
+            value=value,
+            unit="samples/s",
+            statistic="total_over_time",
+            samples=rates,
+            higher_is_better=True,
+            context=context,
+        ),
+        Measurement(
+            metric="throughput_per_core",
+            key=key,
+            value=value / used,
+            unit="samples/s",
+            statistic="total_over_time",
+            samples=[r / used for r in rates],
+            higher_is_better=True,
+            context=context,
+        ),
     ]
 
 
@@ -209,10 +225,19 @@ def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:
     rates = [m for m in measured if m.metric == "throughput"]
     best = max(rates, key=lambda m: m.value)
     return Measurement(
-        "best_throughput", {"batch_size": cfg.batch_size, "image_size": cfg.image_size},
-        best.value, "samples/s", "max", [m.value for m in rates], True,
-        {"loader": best.key["loader"], "workers": best.key["workers"],
-         "configurations": [f"{m.key['loader']}/{m.key['workers']}" for m in rates]})
+        metric="best_throughput",
+        key={"batch_size": cfg.batch_size, "image_size": cfg.image_size},
+        value=best.value,
+        unit="samples/s",
+        statistic="max",
+        samples=[m.value for m in rates],
+        higher_is_better=True,
+        context={
+            "loader": best.key["loader"],
+            "workers": best.key["workers"],
+            "configurations": [f"{m.key['loader']}/{m.key['workers']}" for m in rates],
+        },
+    )
 
 
 def _warm_page_cache(ctx: ProbeContext, data_dir: str, notes: list[str]) -> int:

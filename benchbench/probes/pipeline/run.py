@@ -15,8 +15,6 @@ from typing import Any
 import torch
 
 from benchbench.analysis.derive import AU_PASS
-from benchbench.core.results import Measurement
-from benchbench.core.stats import median
 from benchbench.probes._devices import apply_tf32
 from benchbench.probes._loaders import build_loader
 from benchbench.probes._training import (
@@ -28,7 +26,7 @@ from benchbench.probes._training import (
     usable_precisions,
     warm_up,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, median_of, resolved
 from benchbench.probes.dataset import loader_samples
 from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
 from benchbench.probes.pipeline.config import PipelineConfig
@@ -138,10 +136,10 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     measurements = [
         dataclasses.replace(total, metric="total_throughput"),
         dataclasses.replace(compute, metric="compute_throughput"),
-        Measurement("data_wait", key, median(waits), "s", "median", waits, False,
-                    {**context, "mean": sum(waits) / n}),
-        Measurement("compute_time", key, median(computes), "s", "median", computes, False,
-                    {**context, "mean": sum(computes) / n}),
+        median_of("data_wait", key, waits, "s", higher_is_better=False,
+                  context={**context, "mean": sum(waits) / n}),
+        median_of("compute_time", key, computes, "s", higher_is_better=False,
+                  context={**context, "mean": sum(computes) / n}),
     ]
     if corrupt:
         notes.append(f"{corrupt} image file(s) that fail to decode were skipped and counted")

@@ -126,10 +126,26 @@ def measurements(read: DatasetRead, context: dict[str, Any]) -> list[Measurement
     ctx = {**context, "files_read": read.files, "bytes_read": read.io_bytes,
            "seconds": read.seconds, "stopped_by": read.stopped_by}
     return [
-        Measurement("dataset_read_rate", key, read.files / read.seconds, "files/s",
-                    "total_over_time", [n / s for n, _, s in timed], True, ctx),
-        Measurement("dataset_read_bandwidth", key, read.io_bytes / read.seconds, "B/s",
-                    "total_over_time", [b / s for _, b, s in timed], True, ctx),
+        Measurement(
+            metric="dataset_read_rate",
+            key=key,
+            value=read.files / read.seconds,
+            unit="files/s",
+            statistic="total_over_time",
+            samples=[n / s for n, _, s in timed],
+            higher_is_better=True,
+            context=ctx,
+        ),
+        Measurement(
+            metric="dataset_read_bandwidth",
+            key=key,
+            value=read.io_bytes / read.seconds,
+            unit="B/s",
+            statistic="total_over_time",
+            samples=[b / s for _, b, s in timed],
+            higher_is_better=True,
+            context=ctx,
+        ),
     ]
 
 

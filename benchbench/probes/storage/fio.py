@@ -168,17 +168,43 @@ def read_measurements(runs: list[ReadRun], key: dict[str, Any],
     """Bandwidth and IOPS as totals over time, latency percentiles as medians over runs."""
     seconds = sum(r.seconds for r in runs)
     found = [
-        Measurement("read_bandwidth", key, sum(r.io_bytes for r in runs) / seconds, "B/s",
-                    "total_over_time", [r.io_bytes / r.seconds for r in runs], True, context),
-        Measurement("read_iops", key, sum(r.ios for r in runs) / seconds, "ops/s",
-                    "total_over_time", [r.ios / r.seconds for r in runs], True, context),
+        Measurement(
+            metric="read_bandwidth",
+            key=key,
+            value=sum(r.io_bytes for r in runs) / seconds,
+            unit="B/s",
+            statistic="total_over_time",
+            samples=[r.io_bytes / r.seconds for r in runs],
+            higher_is_better=True,
+            context=context,
+        ),
+        Measurement(
+            metric="read_iops",
+            key=key,
+            value=sum(r.ios for r in runs) / seconds,
+            unit="ops/s",
+            statistic="total_over_time",
+            samples=[r.ios / r.seconds for r in runs],
+            higher_is_better=True,
+            context=context,
+        ),
     ]
     for metric, values in (("read_latency_p50", [r.lat_p50_s for r in runs]),
                            ("read_latency_p99", [r.lat_p99_s for r in runs])):
         known = [v for v in values if v is not None]
         if known and len(known) == len(values):
-            found.append(Measurement(metric, key, median(known), "s", "median", known, False,
-                                     context))
+            found.append(
+                Measurement(
+                    metric=metric,
+                    key=key,
+                    value=median(known),
+                    unit="s",
+                    statistic="median",
+                    samples=known,
+                    higher_is_better=False,
+                    context=context,
+                )
+            )
     return found
 
 

@@ -43,8 +43,16 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     fpt = transformer_flops_per_token(n_params, dims["n_layers"], dims["n_heads"], head_dim, seq)
     shape = {"n_params": n_params, "n_layers": dims["n_layers"], "d_model": dims["d_model"],
              "n_heads": dims["n_heads"], "head_dim": head_dim, "vocab_size": dims["vocab_size"]}
-    flops = Measurement("flops_per_token", {"preset": cfg.preset, "seq_len": seq}, fpt, "count",
-                        "median", [fpt], False, {**shape, "formula": "6N + 12*L*H*Q*T"})
+    flops = Measurement(
+        metric="flops_per_token",
+        key={"preset": cfg.preset, "seq_len": seq},
+        value=fpt,
+        unit="count",
+        statistic="median",
+        samples=[fpt],
+        higher_is_better=False,
+        context={**shape, "formula": "6N + 12*L*H*Q*T"},
+    )
 
     context: dict[str, Any] = {**shape, "compile": cfg.compile,
                                "threads": torch.get_num_threads()}

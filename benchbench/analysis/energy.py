@@ -1,0 +1,184 @@
+"""What the run's probes cost in energy: J, average watts under load, J per image or token,
+images (tokens) per kWh; and the CPU steal each probe saw.
+
+Pure functions over a RunResult. The joules are the telemetry's, per probe
+(run.extra["telemetry"]["probes"][name]["energy"], see benchbench.machine.telemetry_energy);
+the throughput is the training probes'. Telemetry covers a probe's first round with all its
+precisions, not one precision, so a training probe's J per image is its average watts under
+load divided by its best throughput, and each row says so. Nothing is estimated: a figure that
+cannot be computed is None and the row says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.analysis import capacities as cap
+from benchbench.core.results import Measurement, RunResult
+from benchbench.machine.energy import average_watts, per_sample_energy, samples_per_kwh
+from benchbench.machine.steal import STEAL_FLAG
+
+# The training probes, what one unit of their throughput is, and its plural.
+TRAINING = {"resnet50": ("image", "images"), "transformer": ("token", "tokens")}
+
+
+def _telemetry_probes(run: RunResult) -> dict[str, Any]:
+    tel = run.extra.get("telemetry")
+    probes = tel.get("probes") if isinstance(tel, dict) else None
+    return probes if isinstance(probes, dict) else {}
+
+
+def probe_energy(run: RunResult, name: str) -> dict[str, Any] | None:
+    """The probe's stored energy record, or None when its telemetry has none."""
+    energy = (_telemetry_probes(run).get(name) or {}).get("energy")
+    return energy if isinstance(energy, dict) else None
+
+
+def steal_rows(run: RunResult) -> list[dict[str, Any]]:
+    """Per probe with telemetry, in run order: {"probe", "fraction" (0..1 or None), "reason",
+    "flagged" (above STEAL_FLAG)}."""
+    out = []
+    for name, entry in _telemetry_probes(run).items():
+        if not isinstance(entry, dict) or "steal_fraction" not in entry:
+            continue
+        f = entry.get("steal_fraction")
+        out.append({"probe": name, "fraction": f, "reason": entry.get("steal_reason"),
+                    "flagged": f is not None and f > STEAL_FLAG})
+    return out
+
+
+def _gpu_watts(energy: dict[str, Any]) -> dict[str, float]:
+    """Average W per GPU over the seconds its joules cover."""
+    seconds = energy.get("gpu_seconds") or {}
+    out = {}
+    for i, j in (energy.get("gpu_J") or {}).items():
+        w = average_watts(j, float(seconds.get(i) or energy.get("seconds") or 0))
+        if w is not None:
+            out[str(i)] = w
+    return out
+
+
+def _cpu_watts(energy: dict[str, Any]) -> float | None:
+    return average_watts(energy.get("cpu_J"), float(energy.get("seconds") or 0))
+
+
+def _load(energy: dict[str, Any], device: str) -> tuple[float | None, float | None, str]:
+    """(W of the device that trained, W of the CPU packages or None, the basis or the reason
+    there is none). On a GPU it is that GPU (+ the CPU when RAPL was readable); on a CPU, the
+    CPU packages alone."""
+    cpu_w = _cpu_watts(energy)
+    cpu_text = (f"CPU packages {cpu_w:,.0f} W (RAPL)" if cpu_w is not None
+                else f"CPU {energy.get('cpu_source') or 'not measurable here'}")
+    if device.startswith("cuda"):
+        index = device.partition(":")[2] or "0"
+        gpu_w = _gpu_watts(energy).get(index)
+        if gpu_w is None:
+            return None, cpu_w, (f"skipped, because GPU {index}'s energy was not measured "
+                                 f"({energy.get('gpu_source')})")
+        how = energy.get("gpu_source") or "?"
+        return gpu_w, cpu_w, f"GPU {index} {gpu_w:,.0f} W ({how}) + {cpu_text}"
+    if cpu_w is None:
+        return None, None, (f"skipped, because the CPU energy is "
+                            f"{energy.get('cpu_source') or 'not measurable here'}")
+    return None, cpu_w, cpu_text
+
+
+def _best(run: RunResult, probe: str) -> Measurement | None:
+    return max(cap.metric(cap.ok_probe(run, probe), "throughput"), key=lambda m: m.value,
+               default=None)
+
+
+def energy_rows(run: RunResult) -> list[dict[str, Any]]:
+    """One row per probe whose telemetry recorded energy, in run order:
+
+    {"probe", "seconds", "gpu_J" (all GPUs), "gpu_source", "cpu_J", "cpu_source", "joules"
+    (what was measured of GPUs + CPU, or None), "watts" (their average)} and, for a training
+    probe with a throughput, "per" ("image"/"token"), "precision", "throughput", "unit",
+    "load_watts", "per_sample_J", "per_kWh", "basis" (how, or "skipped, because …")."""
+    rows = []
+    for name in _telemetry_probes(run):
+        energy = probe_energy(run, name)
+        if energy is None:
+            continue
+        gpu_j = sum(float(j) for j in (energy.get("gpu_J") or {}).values()) \
+            if energy.get("gpu_J") else None
+        cpu_j = energy.get("cpu_J")
+        parts = [j for j in (gpu_j, cpu_j) if j is not None]
+        gpu_w = _gpu_watts(energy)
+        cpu_w = _cpu_watts(energy)
+        watts = sum(gpu_w.values()) + (cpu_w or 0.0) if gpu_w or cpu_w is not None else None
+        row: dict[str, Any] = {
+            "probe": name, "seconds": energy.get("seconds"), "gpu_J": gpu_j,
+            "gpu_source": energy.get("gpu_source"), "cpu_J": cpu_j,
+            "cpu_source": energy.get("cpu_source"), "joules": sum(parts) if parts else None,
+            "watts": watts}
+        best = _best(run, name) if name in TRAINING else None
+        if best is not None:
+            row.update(_training_row(name, best, energy))
+        elif name in TRAINING:
+            row["basis"] = (f"no energy per {TRAINING[name][0]}, because "
+                            f"{cap.why_missing(run, name)}")
+        rows.append(row)
+    return rows
+
+
+def _training_row(name: str, best: Measurement, energy: dict[str, Any]) -> dict[str, Any]:
+    one, many = TRAINING[name]
+    device = str(best.key.get("device") or "cpu")
+    gpu_w, cpu_w, how = _load(energy, device)
+    load = None if how.startswith("skipped") else (gpu_w or 0.0) + (cpu_w or 0.0)
+    rate = f"{best.value:,.0f} {many}/s" if best.value >= 100 else f"{best.value:.3g} {many}/s"
+    basis = how if load is None else (
+        f"{load:,.0f} W under load ({how}), averaged over the probe's first round and all its "
+        f"precisions, ÷ its best throughput, {best.key.get('precision')} at {rate}")
+    return {"per": one, "precision": best.key.get("precision"), "throughput": best.value,
+            "unit": best.unit, "load_watts": load,
+            "per_sample_J": per_sample_energy(load, best.value) if load else None,
+            "per_kWh": samples_per_kwh(best.value, load), "basis": basis}
+
+
+def load_power(run: RunResult) -> dict[str, Any] | None:
+    """The power one training device drew under load, from the training probes' energy:
+    {"gpu_W": the trained GPU's mean W or None (a CPU run), "cpu_W": the CPU packages' mean W
+    or None, "probes": [...], "basis": text}; None when no training probe measured it."""
+    gpu, cpu, probes, how = [], [], [], []
+    for name in TRAINING:
+        best, energy = _best(run, name), probe_energy(run, name)
+        if best is None or energy is None:
+            continue
+        gpu_w, cpu_w, basis = _load(energy, str(best.key.get("device") or "cpu"))
+        if basis.startswith("skipped"):
+            continue
+        probes.append(name)
+        how.append(f"{name}: {basis}")
+        if gpu_w is not None:
+            gpu.append(gpu_w)
+        if cpu_w is not None:
+            cpu.append(cpu_w)
+    if not probes:
+        return None
+    return {"gpu_W": sum(gpu) / len(gpu) if gpu else None,
+            "cpu_W": sum(cpu) / len(cpu) if cpu else None,
+            "probes": probes, "basis": "; ".join(how)}
+
+
+def measured_watts(run: RunResult) -> float | None:
+    """Average GPU + CPU watts under load across the training probes (the GPU that trained
+    and the CPU packages where RAPL was readable); None when not measured."""
+    load = load_power(run)
+    if load is None:
+        return None
+    return (load["gpu_W"] or 0.0) + (load["cpu_W"] or 0.0)
+
+
+def images_per_kwh(run: RunResult) -> tuple[float | None, str]:
+    """(ResNet50 images per kWh on one device at its best throughput, the basis), or
+    (None, why not)."""
+    row = next((r for r in energy_rows(run) if r["probe"] == "resnet50"), None)
+    if row is None:
+        why = ("the resnet50 probe has no energy telemetry"
+               if cap.ok_probe(run, "resnet50") else cap.why_missing(run, "resnet50"))
+        return None, f"skipped, because {why}"
+    if row.get("per_kWh") is None:
+        return None, row.get("basis") or "skipped, because resnet50 measured no throughput"
+    return row["per_kWh"], row["basis"]

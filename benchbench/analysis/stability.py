@@ -1,0 +1,321 @@
+"""Judges a probe's throughput over time: stable, throttling, noisy, or too short to tell.
+
+Pure functions over ~100 ms throughput windows and the telemetry series the sampler stores per
+probe (shape in machine/telemetry.py's docstring; run_windows puts the windows on its `t`).
+A median hides a GPU that spent a fifth of the run power-capped, so the judgement looks at the
+slow windows and asks the telemetry what the hardware said at those moments. Units: s,
+units/s, Hz, W, degC, and ratios from 0 to 1.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Any
+
+from benchbench.core.results import Measurement, RunResult
+
+MIN_WINDOWS = 10  # fewer cannot give a 1st percentile or a first/last 10%
+# "stable": a spread well inside the 5% at which benchbench.stats flags a probe, no slow tail,
+# and no trend across the run.
+STABLE_CV = 0.02
+STABLE_WORST = 0.90
+STABLE_DRIFT = 0.03
+DROP = 0.90  # a window under this share of the median throughput is a drop
+CLOCK_DROP = 0.90  # an SM clock under this share of the probe's median clock is a drop...
+BUSY_UTIL = 0.5  # ...while the GPU was busy: an input-starved GPU lowers its clock on purpose
+EXPLAINED = 0.5  # "throttling" once at least this share of the drops coincide with it
+MAX_ALIGNED = 20
+DEFAULT_WINDOW_S = 0.1
+
+# Throttle names as benchbench.telemetry_series decodes them ("power cap", "hw thermal
+# slowdown", ...), or NVML's own spellings ("sw_power_cap"); underscores are read as spaces.
+_THROTTLING = ("power", "thermal", "slowdown", "brake")
+_NOT_THROTTLING = ("idle", "applications", "display", "sync boost")
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+def _clean(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    ok = [(float(t), float(v)) for t, v in windows
+          if t is not None and v is not None and math.isfinite(t) and math.isfinite(v)]
+    return sorted(ok)
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(windows: list[tuple[float, float]]) -> dict[str, Any]:
+    """{"median": units/s, "cv": ratio, "worst_1pct_ratio": ratio, "drift": ratio,
+    "drops": int, "n_windows": int}; a value that cannot be computed is None."""
+    values = [v for _, v in _clean(windows)]
+    n = len(values)
+    out: dict[str, Any] = {"median": None, "cv": None, "worst_1pct_ratio": None,
+                           "drift": None, "drops": 0, "n_windows": n}
+    if not n:
+        return out
+    med = statistics.median(values)
+    mean = statistics.fmean(values)
+    out["median"] = med
+    if n < 2:
+        out["cv"] = 0.0
+    elif mean > 0:
+        out["cv"] = statistics.stdev(values) / mean
+    if med > 0:
+        out["worst_1pct_ratio"] = _percentile(sorted(values), 0.01) / med
+        out["drops"] = sum(v < DROP * med for v in values)
+    k = max(1, n // 10)
+    first = statistics.median(values[:k])
+    if first > 0:
+        out["drift"] = statistics.median(values[-k:]) / first - 1
+    return out
+
+
+def _window_width(windows: list[tuple[float, float]]) -> float:
+    steps = [b[0] - a[0] for a, b in zip(windows, windows[1:], strict=False) if b[0] > a[0]]
+    return statistics.median(steps) if steps else DEFAULT_WINDOW_S
+
+
+# --- alignment with telemetry ----------------------------------------------------------------
+
+def _is_throttling(name: str) -> bool:
+    low = name.lower().replace("_", " ")
+    return any(w in low for w in _THROTTLING) and not any(w in low for w in _NOT_THROTTLING)
+
+
+def _at(series: list[Any] | None, i: int) -> Any:
+    return series[i] if series is not None and i < len(series) else None
+
+
+class _Telemetry:
+    """The stored series, indexed for looking up what each GPU did around a moment."""
+
+    def __init__(self, telemetry: dict[str, Any] | None):
+        telemetry = telemetry or {}
+        self.t = list(telemetry.get("t") or [])  # Nones kept: indices must match the series
+        self.gpus = {g: s for g, s in sorted((telemetry.get("gpus") or {}).items(),
+                                             key=lambda kv: (len(str(kv[0])), str(kv[0])))}
+        self.cpu_util = telemetry.get("cpu_util")
+        self.median_clock: dict[str, float | None] = {}
+        for g, s in self.gpus.items():
+            clocks = [c for c in s.get("sm_clock_Hz") or [] if c is not None]
+            self.median_clock[g] = statistics.median(clocks) if clocks else None
+        # Stored series are downsampled (one point may stand for a second or more), so a drop
+        # is matched against the points within one telemetry step as well as one window.
+        known = [x for x in self.t if x is not None]
+        steps = [b - a for a, b in zip(known, known[1:], strict=False) if b > a]
+        self.step = statistics.median(steps) if steps else 0.0
+
+    def span(self, start: float, width: float) -> list[int]:
+        pad = max(width, self.step)
+        return [i for i, x in enumerate(self.t)
+                if x is not None and start - pad <= x <= start + width + pad]
+
+    def gpu_at(self, g: str, idx: list[int]) -> dict[str, Any]:
+        """What GPU g reported in the samples idx: throttling reasons, and the sample with the
+        lowest SM clock (its clock, power and temperature), and whether that was a busy drop."""
+        s = self.gpus[g]
+        reasons: list[str] = []
+        for i in idx:
+            for name in _at(s.get("throttle"), i) or []:
+                if _is_throttling(name) and name not in reasons:
+                    reasons.append(name)
+        clocked = [i for i in idx if _at(s.get("sm_clock_Hz"), i) is not None]
+        low = min(clocked, key=lambda i: s["sm_clock_Hz"][i]) if clocked else (
+            idx[0] if idx else None)
+        med = self.median_clock[g]
+        drop = any(med is not None and med > 0 and s["sm_clock_Hz"][i] < CLOCK_DROP * med
+                   and (_at(s.get("util"), i) is None or s["util"][i] > BUSY_UTIL)
+                   for i in clocked)
+        out: dict[str, Any] = {"gpu": g, "throttle": reasons, "clock_drop": drop}
+        for key in ("sm_clock_Hz", "power_W", "temp_degC"):
+            out[key] = _at(s.get(key), low) if low is not None else None
+        return out
+
+
+def _align(t: float, ratio: float, width: float, tel: _Telemetry) -> dict[str, Any]:
+    idx = tel.span(t, width)
+    per_gpu = [tel.gpu_at(g, idx) for g in tel.gpus]
+    # Show the GPU that explains the drop: a throttle reason first, then the deepest clock drop.
+    shown = min(per_gpu, default=None, key=lambda r: (
+        not r["throttle"], not r["clock_drop"],
+        (r["sm_clock_Hz"] or math.inf) / (tel.median_clock[r["gpu"]] or 1)))
+    util = [u for u in (_at(tel.cpu_util, i) for i in idx) if u is not None]
+    out: dict[str, Any] = {"t": t, "ratio": ratio, "gpu": None, "throttle": [], "clock_drop": False,
+           "sm_clock_Hz": None, "power_W": None, "temp_degC": None,
+           "cpu_util": max(util) if util else None}
+    if shown:
+        out.update(shown)
+    out["_per_gpu"] = per_gpu
+    return out
+
+
+def _explained(record: dict[str, Any]) -> bool:
+    return any(r["throttle"] or r["clock_drop"] for r in record["_per_gpu"])
+
+
+def _mhz(hz: float | None) -> str:
+    return "unknown" if hz is None else f"{hz / 1e6:,.0f} MHz"
+
+
+def _causes(records: list[dict[str, Any]], tel: _Telemetry, share: str) -> list[str]:
+    """One sentence per (GPU, cause), most frequent first: "7 of 9 drops coincide with ...";
+    `share` is that sentence's start, with {k} and {n} to fill in."""
+    counts: Counter[tuple[str, str]] = Counter()
+    clocks: dict[tuple[str, str], list[float]] = {}
+    for rec in records:
+        for r in rec["_per_gpu"]:
+            causes = list(r["throttle"]) or (["an SM clock drop"] if r["clock_drop"] else [])
+            for cause in causes:
+                counts[(r["gpu"], cause)] += 1
+                if r["sm_clock_Hz"] is not None:
+                    clocks.setdefault((r["gpu"], cause), []).append(r["sm_clock_Hz"])
+    sentences = []
+    for (g, cause), k in counts.most_common():
+        seen = clocks.get((g, cause))
+        clock = (f" (SM clock {_mhz(statistics.median(seen))} vs median "
+                 f"{_mhz(tel.median_clock[g])})") if seen else ""
+        start = share.format(k=k, n=len(records))
+        sentences.append(f"{start} coincide with {cause} on GPU {g}{clock}")
+    return sentences
+
+
+def _pct(x: float | None, sign: bool = False) -> str:
+    return "n/a" if x is None else f"{x:+.1%}" if sign else f"{x:.1%}"
+
+
+# --- the judgement ---------------------------------------------------------------------------
+
+def judge(windows: list[tuple[float, float]],
+          telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"judgement": "stable" | "throttling" | "noisy" | "too short", "evidence": [sentences],
+    "aligned_drops": [{"t": s, "ratio", "gpu", "throttle": [names], "clock_drop": bool,
+    "sm_clock_Hz", "power_W", "temp_degC", "cpu_util"}, ...] (worst first, at most 20),
+    "summary": summarize(windows), "reason": str | None}; reason completes "skipped,
+    because …" when the judgement is "too short"."""
+    clean = _clean(windows)
+    s = summarize(clean)
+    n, med = s["n_windows"], s["median"]
+    out: dict[str, Any] = {"judgement": "too short", "evidence": [], "aligned_drops": [],
+                           "summary": s, "reason": None}
+    if n < MIN_WINDOWS:
+        out["reason"] = (f"only {n} throughput window{' was' if n == 1 else 's were'} "
+                         f"recorded, and judging stability needs at least {MIN_WINDOWS}")
+        return out
+    width = _window_width(clean)
+    evidence = [f"CV {_pct(s['cv'])} over {n} windows of {width * 1e3:.0f} ms; worst 1% at "
+                f"{_pct(s['worst_1pct_ratio'])} of the median; drift {_pct(s['drift'], True)}"]
+    out["evidence"] = evidence
+    if not med or med <= 0:
+        out["judgement"] = "noisy"
+        evidence.append("the median window throughput was 0")
+        return out
+
+    tel = _Telemetry(telemetry)
+    drops = [_align(t, v / med, width, tel) for t, v in clean if v < DROP * med]
+    drops.sort(key=lambda r: r["ratio"])
+    out["aligned_drops"] = [{k: v for k, v in r.items() if k != "_per_gpu"}
+                            for r in drops[:MAX_ALIGNED]]
+    stable = (s["cv"] is not None and s["cv"] <= STABLE_CV
+              and s["worst_1pct_ratio"] is not None and s["worst_1pct_ratio"] >= STABLE_WORST
+              and s["drift"] is not None and abs(s["drift"]) <= STABLE_DRIFT)
+    if stable:
+        out["judgement"] = "stable"
+        return out
+
+    explained = [r for r in drops if _explained(r)]
+    if drops and len(explained) / len(drops) >= EXPLAINED:
+        out["judgement"] = "throttling"
+        evidence += _causes(drops, tel, "{k} of {n} drops")
+    elif slide := _slide(clean, s, med, width, tel):
+        out["judgement"] = "throttling"
+        evidence += slide
+    else:
+        out["judgement"] = "noisy"
+        if s["drift"] is not None and abs(s["drift"]) > STABLE_DRIFT:
+            evidence.append(f"throughput moved {_pct(s['drift'], True)} from the first 10% of "
+                            "windows to the last")
+        evidence += _causes(drops, tel, "{k} of {n} drops")  # too few to be the cause
+    unexplained = len(drops) - len(explained)
+    if unexplained:
+        if not tel.t:
+            why = ("; no telemetry was recorded for this probe, so throttling cannot be told "
+                   "apart from another tenant or process")
+        elif not tel.gpus:
+            why = ("; the telemetry has no GPU and a CPU reports no throttle reasons, so "
+                   "another tenant or process is the likely cause")
+        else:
+            why = (" with no throttle reason or clock drop in the telemetry: another tenant or "
+                   "process is the likely cause")
+        evidence.append(f"{unexplained} window{'s' if unexplained != 1 else ''} more than "
+                        f"{1 - DROP:.0%} below the median{why}")
+        evidence += _cpu_context(drops, tel)
+    elif not drops and out["judgement"] == "noisy":
+        evidence.append(f"no window fell more than {1 - DROP:.0%} below the median: the "
+                        "spread is many small swings")
+    return out
+
+
+def _slide(clean: list[tuple[float, float]], s: dict[str, Any], med: float, width: float,
+           tel: _Telemetry) -> list[str]:
+    """Thermal throttling often shows as a slide rather than as drops: when throughput fell
+    across the run, ask the telemetry about the last 10% of the windows."""
+    if s["drift"] is None or s["drift"] >= -STABLE_DRIFT or not tel.gpus:
+        return []
+    tail = [_align(t, v / med, width, tel) for t, v in clean[-max(1, len(clean) // 10):]]
+    if sum(_explained(r) for r in tail) / len(tail) < EXPLAINED:
+        return []
+    return ([f"throughput slid {_pct(s['drift'], True)} from the first 10% of windows to the "
+             "last"] + _causes(tail, tel, "{k} of the last {n} windows"))
+
+
+def _cpu_context(drops: list[dict[str, Any]], tel: _Telemetry) -> list[str]:
+    overall = [u for u in tel.cpu_util or [] if u is not None]
+    during = [r["cpu_util"] for r in drops if r["cpu_util"] is not None]
+    if not overall or not during:
+        return []
+    # Each drop's peak, not its mean: a competing process shows as a burst.
+    return [f"host CPU utilisation around the drops peaked at {statistics.fmean(during):.0%} "
+            f"(mean over the drops) vs {statistics.fmean(overall):.0%} over the probe"]
+
+
+# --- a run's stability probe -----------------------------------------------------------------
+
+def _sustained(run: RunResult) -> Measurement | None:
+    pr = run.probe("stability")
+    if pr is None or pr.status != "ok":
+        return None
+    return next((m for m in pr.measurements if m.metric == "sustained_flops"), None)
+
+
+def run_windows(run: RunResult) -> tuple[list[tuple[float, float]], dict[str, Any] | None]:
+    """The stability probe's windows as (s on its telemetry's time axis, FLOP/s), and that
+    telemetry; ([], None) when the probe did not measure. Without a shared clock origin the
+    windows start at 0, which lines them up only roughly (the worker's start-up differs)."""
+    m = _sustained(run)
+    if m is None:
+        return [], None
+    tel = ((run.extra.get("telemetry") or {}).get("probes") or {}).get("stability")
+    t0, tel_t0 = m.context.get("t0_monotonic"), (tel or {}).get("t0_monotonic")
+    offset = t0 - tel_t0 if isinstance(t0, (int, float)) and isinstance(tel_t0, (int, float)) \
+        else 0.0
+    starts = m.context.get("window_starts_s") or []
+    return [(offset + t, v) for t, v in zip(starts, m.samples, strict=False)], tel
+
+
+def judge_run(run: RunResult) -> dict[str, Any] | None:
+    """The judgement of the run's stability probe (see judge), with what it ran; None when
+    the probe did not measure."""
+    m = _sustained(run)
+    windows, tel = run_windows(run)
+    if m is None or not windows:
+        return None
+    return {**judge(windows, tel), "key": m.key, "median_flops": m.value,
+            "seconds": m.context.get("seconds"), "window_s": m.context.get("window_s"),
+            "aligned": tel is not None and "t0_monotonic" in tel}

@@ -1,0 +1,131 @@
+"""Probe `stability`: one fixed kernel, back to back, for `duration_s`, in ~100 ms windows.
+
+A median hides a GPU that spent a fifth of the run power-capped, or a VM whose neighbour woke
+up. This probe keeps every window's throughput (FLOP/s) with its start time on the monotonic
+clock that the run's telemetry also uses, so the analysis (analysis/stability.py) can line the
+slow windows up with the clocks, power, temperature and throttle reasons of the same moments
+and judge: stable, throttling or noisy.
+
+The kernel is the matmul the matmul probe found best (its peak size in the dtype), so the
+figure is the sustained version of that ceiling. Each window ends with a device sync: on a GPU
+that costs one launch gap (microseconds) per 100 ms.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from benchbench.analysis.stability import summarize
+from benchbench.core.results import Measurement
+from benchbench.core.stats import median
+from benchbench.probes._devices import apply_tf32, usable_on
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
+from benchbench.probes.stability.config import StabilityConfig
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+FALLBACK_SIZE = {"cuda": 8192, "cpu": 512}
+
+
+def chosen_size(cfg: StabilityConfig, previous: dict[str, Any], device: str, dtype: str
+                ) -> tuple[int, str]:
+    """(n, why): the config's size, else where the matmul probe peaked in this dtype on the
+    first device, else a size that fills the device."""
+    if cfg.size:
+        return cfg.size, "config"
+    for m in (previous.get("matmul") or {}).get("measurements", []):
+        if m["metric"] == "peak_flops" and m["key"].get("dtype") == dtype and \
+                str(m["key"].get("device")) in ("cpu", "cuda:0"):
+            return int(m["context"]["best_size"]), "the matmul probe's best size"
+    return FALLBACK_SIZE["cuda" if device.startswith("cuda") else "cpu"], "default"
+
+
+def windows(ctx: ProbeContext, step: Callable[[], Any], dev: str, seconds: float,
+            window_s: float) -> tuple[list[float], list[float]]:
+    """(window start times on the monotonic clock, seconds per call in each window): calls
+    back to back, a sync closing each window, until `seconds` have passed."""
+    calls, spent = 1, 0.0
+    while calls < 1 << 20:  # calls per window, from a batch of calls long enough to time
+        ctx.meter.sync(dev)
+        t = ctx.clock()
+        for _ in range(calls):
+            step()
+        ctx.meter.sync(dev)
+        spent = ctx.clock() - t
+        if spent >= window_s / 4:
+            break
+        calls *= 2
+    calls = max(1, round(calls * window_s / max(spent, 1e-9)))
+    origin_mono, origin = time.monotonic(), ctx.clock()
+    starts, per_call_s = [], []
+    while ctx.clock() - origin < seconds:
+        t0 = ctx.clock()
+        for _ in range(calls):
+            step()
+        ctx.meter.sync(dev)
+        t1 = ctx.clock()
+        starts.append(origin_mono + (t0 - origin))
+        per_call_s.append((t1 - t0) / calls)
+        ctx.progress(f"{len(starts)} windows", min(int(t1 - origin), int(seconds)),
+                     int(seconds) or 1)
+    return starts, per_call_s
+
+
+def run(ctx: ProbeContext, cfg: StabilityConfig) -> ProbeOutput:
+    dev = "cuda:0" if ctx.device == "cuda" else "cpu"
+    notes: list[str] = []
+    wanted = resolved(cfg.dtype, "dtype")
+    if not usable_on(dev, (wanted,), ("fp32", "bf16"), ("bf16",),
+                     "the CPU path measures fp32 and bf16", notes, ctx.facts):
+        raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
+    n, why = chosen_size(cfg, ctx.inputs.previous, dev, wanted)
+    apply_tf32(False)
+
+    # Set-up: random operands (never zeros), the output preallocated.
+    dtype = TORCH_DTYPES[wanted]
+    gen = torch.Generator(device=dev).manual_seed(n)
+    a, b = (torch.randn(n, n, device=dev, dtype=dtype, generator=gen) for _ in range(2))
+    c = torch.empty(n, n, device=dev, dtype=dtype)
+
+    def step() -> None:
+        torch.mm(a, b, out=c)
+
+    # Warm-up: clocks ramp and caches fill before the first window counts.
+    ctx.progress("warm-up", 0, 1)
+    deadline = ctx.clock() + (cfg.warmup_s or 0.0)
+    for i in range(10**9):
+        step()
+        if i + 1 >= cfg.warmup_steps and ctx.clock() >= deadline:
+            break
+    ctx.meter.sync(dev)
+
+    # The timed windows, within the budget that is left.
+    duration = resolved(cfg.duration_s, "duration_s")
+    seconds = min(duration, 0.85 * ctx.budget.remaining())
+    if seconds < 10 * cfg.window_s:
+        why = ("duration_s" if seconds == duration else
+               f"the {ctx.budget.remaining():.1f} s left of the time budget")
+        raise ProbeSkipped(f"{seconds:.2g} s ({why}) is too little for ten {cfg.window_s:g} s "
+                           "windows")
+    if seconds < duration:
+        notes.append(f"ran {seconds:.1f} s of the {duration:g} s asked, because the time "
+                     "budget ran short")
+    starts, per_call_s = windows(ctx, step, dev, seconds, cfg.window_s)
+
+    # Measurements: every window's FLOP/s kept, with its start for the analysis.
+    flops = 2.0 * n**3
+    rates = [flops / s for s in per_call_s]
+    shape = summarize([(t - starts[0], r) for t, r in zip(starts, rates, strict=True)])
+    key = {"device": dev, "dtype": wanted, "size": n}
+    context: dict[str, Any] = {
+        "window_s": cfg.window_s, "seconds": round(seconds, 3), "size_chosen_by": why,
+        "t0_monotonic": starts[0], "window_starts_s": [round(t - starts[0], 4) for t in starts],
+        **{k: shape[k] for k in ("cv", "worst_1pct_ratio", "drift", "drops", "n_windows")}}
+    if dev != "cpu":
+        context["gpu_name"] = torch.cuda.get_device_name(dev)
+    m = Measurement(metric="sustained_flops", key=key, value=median(rates), unit="FLOP/s",
+                    statistic="median", samples=rates, higher_is_better=True, context=context)
+    return ProbeOutput([m], notes=notes, params={"size": n, "seconds": round(seconds, 3)})

@@ -1,0 +1,54 @@
+"""The "Published references" section of report.md: the health line, then each headline figure
+against what healthy machines of its GPU model measured in a published source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchbench.analysis import reference_check as refs
+from benchbench.core import units as fmt
+from benchbench.core.results import RunResult
+from benchbench.doctor.checks import Check
+
+
+def figure_name(f: refs.Figure) -> str:
+    where = f"slowest of {f.of_gpus} GPUs: {f.device}" if f.of_gpus > 1 else f.device
+    return f"{f.name} ({where})"
+
+
+def _source(h: refs.Held) -> str:
+    s = h.reference.source
+    who = f"[{s.get('publisher')}]({s['url']})" if s.get("url") else str(s.get("publisher"))
+    return f"{who}, {s.get('date')}"
+
+
+def _lines(r: refs.Row) -> list[list[str]]:
+    """One table line per comparable reference; else one for the closest, or none."""
+    f = r.figure
+    head = [figure_name(f), refs.show(f.value, f.unit)]
+    if r.matched:
+        return [head + [refs.published(h.reference), refs.describe(h.reference, False),
+                        _source(h), refs.share(h, f.value)] for h in r.matched]
+    if r.held:
+        h = min(r.held, key=lambda h: len(h.differs))
+        return [head + [refs.published(h.reference), refs.describe(h.reference, False),
+                        _source(h), "conditions differ: " + "; ".join(h.differs)]]
+    return [head + ["—", "—", "—", r.text]]
+
+
+def section(run: RunResult, checks: Sequence[Check]) -> list[str]:
+    rows = refs.rows(run)
+    if not rows:
+        return []
+    h = refs.health(run, checks)
+    out = ["## Published references", "", h.line, ""]
+    if h.causes:
+        out += [f"- {c}" for c in h.causes] + [""]
+    out += ["What healthy machines of the same GPU model measured in a published source, not a "
+            "datasheet ceiling: the share is measured / published high – measured / published "
+            "low. A figure is held against a reference only when the compared conditions "
+            "(precision, batch, image size, GPUs, copy counting and method, NCCL algorithm) "
+            "agree; docs/references.md gives each row's source and caveats.", ""]
+    table = [line for r in rows for line in _lines(r)]
+    return out + fmt.table(["figure", "measured", "published", "conditions", "source",
+                            "% of published, or why not"], table)
