@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.analysis import capacities as cap
+from benchbench.analysis import reference_check
 from benchbench.analysis.config import (
     IMAGENET_MEAN_FILE_BYTES,
     IMAGENET_SAMPLES,
@@ -328,4 +329,5 @@ def verdict(run: RunResult, workload: str | None = None) -> Verdict:
     says otherwise), with every workload's beside it."""
     acfg = analysis_config(run, workload)
     per = {w: workload_verdict(run, w, acfg) for w in WORKLOADS}
-    return Verdict(per[acfg.workload], per)
+    health = reference_check.health(run)  # the doctor's evidence is added by its report
+    return Verdict(per[acfg.workload], per, health.line, list(health.causes))

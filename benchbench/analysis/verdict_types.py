@@ -7,7 +7,7 @@ results.json caches under "verdict" (a cache: report and compare recompute it).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchbench.analysis.capacities import Capacity
@@ -138,6 +138,10 @@ class Verdict:
 
     main: WorkloadVerdict
     per_workload: dict[str, WorkloadVerdict]
+    # Is this a healthy machine of its GPU model: the headline figures against published
+    # references (analysis/reference_check.health), with the causes the run's evidence shows.
+    health: str | None = None
+    health_causes: list[str] = field(default_factory=list)
 
     def others(self) -> list[WorkloadVerdict]:
         """The workloads other than the primary one, in order."""
@@ -149,8 +153,10 @@ class Verdict:
         per = {w: WorkloadVerdict.from_dict({"workload": w, **v})
                for w, v in (d.get("per_workload") or {}).items()}
         return cls(main, {main.workload: main, **{w: v for w, v in per.items()
-                                                   if w != main.workload}})
+                                                   if w != main.workload}},
+                   d.get("health"), list(d.get("health_causes") or []))
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.main.to_dict(),
-                "per_workload": {w: v.to_dict() for w, v in self.per_workload.items()}}
+                "per_workload": {w: v.to_dict() for w, v in self.per_workload.items()},
+                "health": self.health, "health_causes": list(self.health_causes)}

@@ -41,9 +41,9 @@ def section(run: RunResult, checks: Sequence[Check]) -> list[str]:
     if not rows:
         return []
     h = refs.health(run, checks)
-    out = ["## Published references", "", h.line, ""]
-    if h.causes:
-        out += [f"- {c}" for c in h.causes] + [""]
+    out = ["## Published references", ""]
+    if h.flagged:  # the verdict opens with the health line; here with the doctor's evidence too
+        out += [h.line, ""] + [f"- {c}" for c in h.causes] + [""]
     out += ["What healthy machines of the same GPU model measured in a published source, not a "
             "datasheet ceiling: the share is measured / published high – measured / published "
             "low. A figure is held against a reference only when the compared conditions "

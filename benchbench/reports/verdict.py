@@ -43,6 +43,9 @@ def section(verdict: Verdict) -> list[str]:
             lead += f", measured by the real pipeline at {measured_au(v)}"
         lead += "."
     out = [head, "", lead, ""]
+    if verdict.health:
+        out += [verdict.health, ""] + [f"- {c}" for c in verdict.health_causes] + (
+            [""] if verdict.health_causes else [])
     ds = v.dataset
     out += [f"The verdict judges {ds.name}: {ds.samples:,} images, "
             f"{ds.bytes / 1e9:,.3g} GB ({ds.basis}).", ""]

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import render_md
+from helpers import render_md, verdict_dict
 
 from benchbench.analysis import reference_check as rc
 from benchbench.analysis import references as refs
@@ -265,6 +265,20 @@ def test_report_opens_with_the_health_line_after_the_verdict():
             "amp_fp16, batch not stated, 1 GPU, synthetic data | [Lambda](https://github.com/"
             in section)
     assert "| 54–57% |" in section
+
+
+def test_the_verdict_carries_the_health_line():
+    """The verdict itself says whether this is a healthy machine of its model (its own
+    evidence; the references section adds the doctor's), and a healthy-or-unjudged run's
+    references section does not repeat it."""
+    md = render_md(unhealthy())
+    verdict = md[md.index("## Verdict"):md.index("## Published references")]
+    assert "⚠ Health: 2 of 3 headline figures" in verdict
+    assert "- GPU 0 is in MIG mode: the run measured a slice, not the whole GPU" in verdict
+    assert verdict_dict(unhealthy())["health"].startswith("⚠ Health: 2 of 3")
+    fine = render_md(run_of(resnet(2700.0), matmul(790e12)))
+    assert fine.count("Health: ") == 1
+    assert fine.index("Health: ") < fine.index("## Published references")
 
 
 def test_compare_shows_each_side_against_its_reference():
