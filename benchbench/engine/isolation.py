@@ -36,12 +36,12 @@ class Cancelled(Exception):
     """The parent stopped waiting: interrupted by a signal."""
 
 
-def die_with_parent() -> None:
-    """Linux: get SIGTERM when the forkserver (our parent) exits, which it does when the
-    benchbench process dies, so a worker never outlives a crashed or killed run."""
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Linux: get `signum` when our parent exits (for a worker, the forkserver, which exits
+    when the benchbench process dies), so a child never outlives a crashed or killed run."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        libc.prctl(1, signum)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 

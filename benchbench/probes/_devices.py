@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from benchbench.probes._config import capability as facts_capability
 from benchbench.probes.api import ProbeContext, ProbeSkipped
 
 
@@ -86,12 +87,9 @@ def apply_tf32(enabled: bool) -> None:
 def capability(facts: dict[str, Any], dev: str) -> tuple[int, int]:
     """The compute capability of 'cuda:N' from the device facts torch gathered (so that the
     simulator can plan for a GPU it does not have); torch itself when the facts lack it."""
-    index = int(dev.split(":")[1]) if ":" in dev else 0
-    gpus = facts.get("gpus") or []
-    text = gpus[index].get("capability") if index < len(gpus) else None
-    if text:
-        major, _, minor = str(text).partition(".")
-        return int(major), int(minor or 0)
+    known = facts_capability(facts, int(dev.split(":")[1]) if ":" in dev else 0)
+    if known is not None:
+        return known
     import torch
 
     return torch.cuda.get_device_capability(dev)

@@ -22,9 +22,8 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
-from benchbench.core.stats import median
 from benchbench.probes._devices import apply_tf32, is_oom, usable_on
-from benchbench.probes.api import ProbeContext
+from benchbench.probes.api import ProbeContext, median_of, total_over_time
 
 Step = Callable[[], None]
 CPU_PRECISIONS = ("fp32", "amp_bf16")
@@ -199,12 +198,9 @@ def step_measurements(key: dict[str, Any], times: list[float], work_per_step: fl
     """throughput (total work / total time, per-step rates as samples) and step_time."""
     total = sum(times)
     return [
-        Measurement(metric="throughput", key=key, value=work_per_step * len(times) / total,
-                    unit=unit, statistic="total_over_time",
-                    samples=[work_per_step / t for t in times], higher_is_better=True,
-                    context=context),
-        Measurement(metric="step_time", key=key, value=median(times), unit="s",
-                    statistic="median", samples=times, higher_is_better=False, context=context),
+        total_over_time("throughput", key, work_per_step * len(times) / total,
+                        [work_per_step / t for t in times], unit, context),
+        median_of("step_time", key, times, "s", higher_is_better=False, context=context),
     ]
 
 

@@ -187,6 +187,15 @@ def median_of(metric: str, key: dict[str, Any], samples: list[float], unit: str,
                        context=context or {})
 
 
+def total_over_time(metric: str, key: dict[str, Any], value: float, samples: list[float],
+                    unit: str, context: dict[str, Any] | None = None) -> Measurement:
+    """A rate whose value is its total work over its total time (each sample a part's own
+    rate), every sample kept: higher is better."""
+    return Measurement(metric=metric, key=key, value=value, unit=unit,
+                       statistic="total_over_time", samples=samples, higher_is_better=True,
+                       context=context or {})
+
+
 def peak_of(metric: str, key: dict[str, Any], per_size: list[Measurement],
             size_field: str, unit: str) -> Measurement:
     """The best of several per-size medians: statistic 'max' over those medians."""

@@ -30,7 +30,7 @@ import psutil
 
 from benchbench.core.results import Measurement
 from benchbench.probes._loaders import LoaderError, build_loader, unavailable
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved, total_over_time
 from benchbench.probes.dataloader.config import DataloaderConfig
 from benchbench.probes.dataset import IMAGE_EXTENSIONS, Samples, loader_samples
 
@@ -198,26 +198,9 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
                "images": sum(sizes), "cores_used": used, "threads": threads,
                "corrupt_files": seen_corrupt}
     return [
-        Measurement(
-            metric="throughput",
-            key=key,
-            value=value,
-            unit="samples/s",
-            statistic="total_over_time",
-            samples=rates,
-            higher_is_better=True,
-            context=context,
-        ),
-        Measurement(
-            metric="throughput_per_core",
-            key=key,
-            value=value / used,
-            unit="samples/s",
-            statistic="total_over_time",
-            samples=[r / used for r in rates],
-            higher_is_better=True,
-            context=context,
-        ),
+        total_over_time("throughput", key, value, rates, "samples/s", context),
+        total_over_time("throughput_per_core", key, value / used, [r / used for r in rates],
+                        "samples/s", context),
     ]
 
 

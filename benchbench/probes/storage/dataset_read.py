@@ -18,7 +18,7 @@ from typing import Any
 
 from benchbench.core.results import Measurement
 from benchbench.machine.environment import storage_snapshot
-from benchbench.probes.api import ProbeContext, ProbeOutput
+from benchbench.probes.api import ProbeContext, ProbeOutput, total_over_time
 
 CACHE_BYPASS = "posix_fadvise(DONTNEED)"
 # Filesystems whose storage is RAM: neither O_DIRECT nor DONTNEED reaches a disk there.
@@ -126,26 +126,10 @@ def measurements(read: DatasetRead, context: dict[str, Any]) -> list[Measurement
     ctx = {**context, "files_read": read.files, "bytes_read": read.io_bytes,
            "seconds": read.seconds, "stopped_by": read.stopped_by}
     return [
-        Measurement(
-            metric="dataset_read_rate",
-            key=key,
-            value=read.files / read.seconds,
-            unit="files/s",
-            statistic="total_over_time",
-            samples=[n / s for n, _, s in timed],
-            higher_is_better=True,
-            context=ctx,
-        ),
-        Measurement(
-            metric="dataset_read_bandwidth",
-            key=key,
-            value=read.io_bytes / read.seconds,
-            unit="B/s",
-            statistic="total_over_time",
-            samples=[b / s for _, b, s in timed],
-            higher_is_better=True,
-            context=ctx,
-        ),
+        total_over_time("dataset_read_rate", key, read.files / read.seconds,
+                        [n / s for n, _, s in timed], "files/s", ctx),
+        total_over_time("dataset_read_bandwidth", key, read.io_bytes / read.seconds,
+                        [b / s for _, b, s in timed], "B/s", ctx),
     ]
 
 

@@ -9,21 +9,21 @@ write, whatever the file is.
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchbench.core.results import Measurement
-from benchbench.core.stats import median
+from benchbench.engine.isolation import die_with_parent
+from benchbench.probes.api import median_of, total_over_time
 
 KiB, MiB = 1024, 1024**2
 # job name -> (fio rw, block size). 128 KiB is about one ImageNet JPEG (~110 KB).
@@ -168,59 +168,29 @@ def read_measurements(runs: list[ReadRun], key: dict[str, Any],
     """Bandwidth and IOPS as totals over time, latency percentiles as medians over runs."""
     seconds = sum(r.seconds for r in runs)
     found = [
-        Measurement(
-            metric="read_bandwidth",
-            key=key,
-            value=sum(r.io_bytes for r in runs) / seconds,
-            unit="B/s",
-            statistic="total_over_time",
-            samples=[r.io_bytes / r.seconds for r in runs],
-            higher_is_better=True,
-            context=context,
-        ),
-        Measurement(
-            metric="read_iops",
-            key=key,
-            value=sum(r.ios for r in runs) / seconds,
-            unit="ops/s",
-            statistic="total_over_time",
-            samples=[r.ios / r.seconds for r in runs],
-            higher_is_better=True,
-            context=context,
-        ),
+        total_over_time("read_bandwidth", key, sum(r.io_bytes for r in runs) / seconds,
+                        [r.io_bytes / r.seconds for r in runs], "B/s", context),
+        total_over_time("read_iops", key, sum(r.ios for r in runs) / seconds,
+                        [r.ios / r.seconds for r in runs], "ops/s", context),
     ]
     for metric, values in (("read_latency_p50", [r.lat_p50_s for r in runs]),
                            ("read_latency_p99", [r.lat_p99_s for r in runs])):
         known = [v for v in values if v is not None]
         if known and len(known) == len(values):
-            found.append(
-                Measurement(
-                    metric=metric,
-                    key=key,
-                    value=median(known),
-                    unit="s",
-                    statistic="median",
-                    samples=known,
-                    higher_is_better=False,
-                    context=context,
-                )
-            )
+            found.append(median_of(metric, key, known, "s", higher_is_better=False,
+                                   context=context))
     return found
-
-
-def _die_with_parent() -> None:
-    # Runs in the child before exec. When the worker dies without unwinding (SIGKILL, the OOM
-    # killer), Linux sends fio SIGKILL too (PR_SET_PDEATHSIG = 1), so no orphan keeps reading.
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)
 
 
 def _call(args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     # Stop fio (and anything it started) when this worker is being stopped (SIGTERM raises
     # here) or the timeout passes; a session of its own keeps our signals to ourselves.
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+                            # Runs in the child before exec: when the worker dies without
+                            # unwinding (SIGKILL, the OOM killer), fio gets SIGKILL too, so no
+                            # orphan keeps reading.
+                            start_new_session=True,
+                            preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except BaseException:
