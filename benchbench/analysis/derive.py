@@ -167,7 +167,9 @@ def accelerator_utilisation(run: RunResult) -> list[dict[str, Any]]:
             continue
         au = m.value / c.value
         rows.append({"key": m.key, "total_ips": m.value, "compute_ips": c.value, "au": au,
-                     "passes": au >= AU_PASS})
+                     "passes": au >= AU_PASS, "steps": len(m.samples),
+                     "compute_steps": len(c.samples),
+                     "few_steps": bool(m.context.get("few_steps"))})
     return rows
 
 

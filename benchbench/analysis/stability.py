@@ -23,9 +23,13 @@ STABLE_CV = 0.02
 STABLE_WORST = 0.90
 STABLE_DRIFT = 0.03
 DROP = 0.90  # a window under this share of the median throughput is a drop
-CLOCK_DROP = 0.90  # an SM clock under this share of the probe's median clock is a drop...
+CLOCK_DROP = 0.90  # an SM clock under this share of the GPU's busy median clock is a drop...
 BUSY_UTIL = 0.5  # ...while the GPU was busy: an input-starved GPU lowers its clock on purpose
 EXPLAINED = 0.5  # "throttling" once at least this share of the drops coincide with it
+# A throttle reason explains drops only when it is active more often in the drop windows than
+# in the others: one-sided Fisher's exact test at this level. An H100 or H200 under dense bf16
+# load reports the power cap nearly all the time, so its being active in a drop says nothing.
+REASON_P = 0.05
 MAX_ALIGNED = 20
 DEFAULT_WINDOW_S = 0.1
 
@@ -102,10 +106,14 @@ class _Telemetry:
         self.gpus = {g: s for g, s in sorted((telemetry.get("gpus") or {}).items(),
                                              key=lambda kv: (len(str(kv[0])), str(kv[0])))}
         self.cpu_util = telemetry.get("cpu_util")
+        # The median SM clock while busy: a boost peak at the start, or idle samples, would
+        # make every loaded sample look like a drop, or hide one.
         self.median_clock: dict[str, float | None] = {}
         for g, s in self.gpus.items():
-            clocks = [c for c in s.get("sm_clock_Hz") or [] if c is not None]
-            self.median_clock[g] = statistics.median(clocks) if clocks else None
+            clocks = s.get("sm_clock_Hz") or []
+            busy = [c for i, c in enumerate(clocks) if c is not None
+                    and (_at(s.get("util"), i) is None or s["util"][i] > BUSY_UTIL)]
+            self.median_clock[g] = statistics.median(busy) if busy else None
         # Stored series are downsampled (one point may stand for a second or more), so a drop
         # is matched against the points within one telemetry step as well as one window.
         known = [x for x in self.t if x is not None]
@@ -140,24 +148,63 @@ class _Telemetry:
 
 
 def _align(t: float, ratio: float, width: float, tel: _Telemetry) -> dict[str, Any]:
+    """What each GPU and the host reported around one window; `_explain` then says which GPU
+    and reasons explain it."""
     idx = tel.span(t, width)
-    per_gpu = [tel.gpu_at(g, idx) for g in tel.gpus]
-    # Show the GPU that explains the drop: a throttle reason first, then the deepest clock drop.
-    shown = min(per_gpu, default=None, key=lambda r: (
-        not r["throttle"], not r["clock_drop"],
-        (r["sm_clock_Hz"] or math.inf) / (tel.median_clock[r["gpu"]] or 1)))
     util = [u for u in (_at(tel.cpu_util, i) for i in idx) if u is not None]
-    out: dict[str, Any] = {"t": t, "ratio": ratio, "gpu": None, "throttle": [], "clock_drop": False,
-           "sm_clock_Hz": None, "power_W": None, "temp_degC": None,
-           "cpu_util": max(util) if util else None}
-    if shown:
-        out.update(shown)
-    out["_per_gpu"] = per_gpu
-    return out
+    return {"t": t, "ratio": ratio, "gpu": None, "throttle": [], "explains": [],
+            "clock_drop": False, "sm_clock_Hz": None, "power_W": None, "temp_degC": None,
+            "cpu_util": max(util) if util else None,
+            "_per_gpu": [tel.gpu_at(g, idx) for g in tel.gpus]}
+
+
+def _active(record: dict[str, Any], gpu: str, reason: str) -> bool:
+    return any(r["gpu"] == gpu and reason in r["throttle"] for r in record["_per_gpu"])
+
+
+def _over_represented(group: list[dict[str, Any]], rest: list[dict[str, Any]]
+                      ) -> tuple[set[tuple[str, str]], list[str]]:
+    """The (GPU, reason) pairs active more often in `group` (the drop windows) than in `rest`
+    (the others), by a one-sided Fisher's exact test at REASON_P; and a sentence for each
+    reason seen in the group that is not: it was active as often elsewhere."""
+    from scipy.stats import fisher_exact
+
+    seen = sorted({(r["gpu"], n) for rec in group for r in rec["_per_gpu"]
+                   for n in r["throttle"]})
+    explaining, common = set(), []
+    for g, reason in seen:
+        a = sum(_active(rec, g, reason) for rec in group)
+        c = sum(_active(rec, g, reason) for rec in rest)
+        if not rest:
+            explaining.add((g, reason))
+            continue
+        p = fisher_exact([[a, len(group) - a], [c, len(rest) - c]],
+                         alternative="greater").pvalue
+        if a / len(group) > c / len(rest) and p < REASON_P:
+            explaining.add((g, reason))
+        else:
+            common.append(f"{reason} on GPU {g} was active around {c / len(rest):.0%} of the "
+                          f"other windows as well as {a / len(group):.0%} of these: it explains "
+                          "none of them")
+    return explaining, common
+
+
+def _explain(records: list[dict[str, Any]], explaining: set[tuple[str, str]],
+             tel: _Telemetry) -> None:
+    """Per GPU, the throttle reasons that explain (`explains`, of those active); and the GPU
+    each record shows: an explaining reason first, then the deepest clock drop."""
+    for rec in records:
+        for r in rec["_per_gpu"]:
+            r["explains"] = [n for n in r["throttle"] if (r["gpu"], n) in explaining]
+        shown = min(rec["_per_gpu"], default=None, key=lambda r: (
+            not r["explains"], not r["clock_drop"],
+            (r["sm_clock_Hz"] or math.inf) / (tel.median_clock[r["gpu"]] or 1)))
+        if shown:
+            rec.update(shown)
 
 
 def _explained(record: dict[str, Any]) -> bool:
-    return any(r["throttle"] or r["clock_drop"] for r in record["_per_gpu"])
+    return any(r["explains"] or r["clock_drop"] for r in record["_per_gpu"])
 
 
 def _mhz(hz: float | None) -> str:
@@ -171,7 +218,8 @@ def _causes(records: list[dict[str, Any]], tel: _Telemetry, share: str) -> list[
     clocks: dict[tuple[str, str], list[float]] = {}
     for rec in records:
         for r in rec["_per_gpu"]:
-            causes = list(r["throttle"]) or (["an SM clock drop"] if r["clock_drop"] else [])
+            causes = list(r["explains"]) or (
+                ["an SM clock drop"] if r["clock_drop"] else [])
             for cause in causes:
                 counts[(r["gpu"], cause)] += 1
                 if r["sm_clock_Hz"] is not None:
@@ -195,8 +243,10 @@ def _pct(x: float | None, sign: bool = False) -> str:
 def judge(windows: list[tuple[float, float]],
           telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"judgement": "stable" | "throttling" | "noisy" | "too short", "evidence": [sentences],
-    "aligned_drops": [{"t": s, "ratio", "gpu", "throttle": [names], "clock_drop": bool,
-    "sm_clock_Hz", "power_W", "temp_degC", "cpu_util"}, ...] (worst first, at most 20),
+    "aligned_drops": [{"t": s, "ratio", "gpu", "throttle": [names active], "explains":
+    [those of them active more often in drops than elsewhere], "clock_drop": bool (under 90%
+    of the busy median), "sm_clock_Hz", "power_W", "temp_degC", "cpu_util"}, ...] (worst
+    first, at most 20),
     "summary": summarize(windows), "reason": str | None}; reason completes "skipped,
     because …" when the judgement is "too short"."""
     clean = _clean(windows)
@@ -218,7 +268,10 @@ def judge(windows: list[tuple[float, float]],
         return out
 
     tel = _Telemetry(telemetry)
-    drops = [_align(t, v / med, width, tel) for t, v in clean if v < DROP * med]
+    aligned = [_align(t, v / med, width, tel) for t, v in clean]
+    drops = [r for r in aligned if r["ratio"] < DROP]
+    explaining, common = _over_represented(drops, [r for r in aligned if r["ratio"] >= DROP])
+    _explain(aligned, explaining, tel)
     drops.sort(key=lambda r: r["ratio"])
     out["aligned_drops"] = [{k: v for k, v in r.items() if k != "_per_gpu"}
                             for r in drops[:MAX_ALIGNED]]
@@ -233,7 +286,7 @@ def judge(windows: list[tuple[float, float]],
     if drops and len(explained) / len(drops) >= EXPLAINED:
         out["judgement"] = "throttling"
         evidence += _causes(drops, tel, "{k} of {n} drops")
-    elif slide := _slide(clean, s, med, width, tel):
+    elif slide := _slide(aligned, s, tel):
         out["judgement"] = "throttling"
         evidence += slide
     else:
@@ -242,6 +295,8 @@ def judge(windows: list[tuple[float, float]],
             evidence.append(f"throughput moved {_pct(s['drift'], True)} from the first 10% of "
                             "windows to the last")
         evidence += _causes(drops, tel, "{k} of {n} drops")  # too few to be the cause
+    if out["judgement"] == "noisy" or len(explained) < len(drops):
+        evidence += common
     unexplained = len(drops) - len(explained)
     if unexplained:
         if not tel.t:
@@ -262,13 +317,15 @@ def judge(windows: list[tuple[float, float]],
     return out
 
 
-def _slide(clean: list[tuple[float, float]], s: dict[str, Any], med: float, width: float,
-           tel: _Telemetry) -> list[str]:
+def _slide(aligned: list[dict[str, Any]], s: dict[str, Any], tel: _Telemetry) -> list[str]:
     """Thermal throttling often shows as a slide rather than as drops: when throughput fell
-    across the run, ask the telemetry about the last 10% of the windows."""
+    across the run, ask the telemetry about the last 10% of the windows, against the rest."""
     if s["drift"] is None or s["drift"] >= -STABLE_DRIFT or not tel.gpus:
         return []
-    tail = [_align(t, v / med, width, tel) for t, v in clean[-max(1, len(clean) // 10):]]
+    k = max(1, len(aligned) // 10)
+    tail = [dict(r, _per_gpu=[dict(g) for g in r["_per_gpu"]]) for r in aligned[-k:]]
+    explaining, _ = _over_represented(tail, aligned[:-k])
+    _explain(tail, explaining, tel)
     if sum(_explained(r) for r in tail) / len(tail) < EXPLAINED:
         return []
     return ([f"throughput slid {_pct(s['drift'], True)} from the first 10% of windows to the "

@@ -1,10 +1,17 @@
-"""The simulated device: a fake clock, a device profile (H200, an 8x H100 node), a Meter that
-charges the profile's times to the clock, and the context a probe gets on it. See simulate.py.
+"""The simulated device: a fake clock, a device queue, a device profile (H200, an 8x H100 node),
+a Meter that charges the profile's times to them, and the context a probe gets on it. See
+simulate.py.
+
+The device queues work as CUDA does: a host call returns once its launch is paid (the host
+waits only when the queue is full), the device runs the calls in order, an event is stamped
+when the device reaches it, and a synchronize waits for everything queued. A probe whose host
+loop outruns the device, and only syncs at the end, shows here as it would on the GPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +36,45 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += max(0.0, seconds)
+
+
+# CUDA's launch queue holds about a thousand kernels before a launch blocks the host; a launch
+# costs the host a few microseconds.
+QUEUE_DEPTH = 1024
+LAUNCH_S = 5e-6
+
+
+class SimQueue:
+    """One device's stream on the fake clock (the host's)."""
+
+    def __init__(self, clock: FakeClock, depth: int = QUEUE_DEPTH) -> None:
+        self.clock, self.depth = clock, depth
+        self.busy_until = clock()
+        self._queued: deque[tuple[float, int]] = deque()  # (when the call ends, its kernels)
+        self._kernels = 0
+
+    def launch(self, device_s: float, kernels: int = 1, host_s: float | None = None) -> None:
+        """Queue `device_s` of device work made of `kernels` kernels; the host pays its launch
+        (`host_s`, or LAUNCH_S a kernel) and waits first while the queue has no room."""
+        while self._queued and self._queued[0][0] <= self.clock():
+            self._kernels -= self._queued.popleft()[1]
+        while self._queued and self._kernels + kernels > self.depth:
+            end, k = self._queued.popleft()
+            self.clock.now = max(self.clock.now, end)
+            self._kernels -= k
+        self.busy_until = max(self.busy_until, self.clock()) + device_s
+        self._queued.append((self.busy_until, kernels))
+        self._kernels += kernels
+        self.clock.advance(LAUNCH_S * kernels if host_s is None else host_s)
+
+    def event(self) -> float:
+        """When the device reaches a point recorded now: after all that is queued."""
+        return max(self.busy_until, self.clock())
+
+    def sync(self) -> None:
+        self.clock.now = max(self.clock.now, self.busy_until)
+        self._queued.clear()
+        self._kernels = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +109,10 @@ class DeviceProfile:
     rank_start_s: float = 8.0  # spawned ranks: import torch, rendezvous, NCCL communicators
     model_build_s: float = 0.5
     first_call_s: float = 0.3  # cuBLAS handle creation and lazy kernel loading
+    # A training step in eager PyTorch: hundreds of kernels (ResNet50's forward, backward and
+    # optimizer; GPT's), launched in this much host time.
+    step_kernels: int = 600
+    step_host_s: float = 0.01
     dataset_s: float = 0.0  # generating the synthetic set (0: already in the cache)
     report_s: float = 5.0  # results.json, report.md/.html, plots
 
@@ -92,16 +142,28 @@ GPT_TOKENS = 16 * 1024
 
 
 class SimMeter(Meter):
-    """A Meter whose every wait and step is the fake clock's."""
+    """A Meter whose device is a SimQueue on the fake clock: events and syncs as on CUDA."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
+        self.queue = SimQueue(clock)
+
+    def timer_for(self, device: str) -> Timer:
+        return _charge(self.queue, 0.0)
 
     def sync(self, device: str) -> None:
-        return None
+        self.queue.sync()
+
+    def event(self, device: str) -> float:
+        return self.queue.event()
 
     def step_times(self, step: Callable[[], Any], n: int, device: str) -> list[float]:
-        return self.clock_step_times(step, n)
+        marks = [self.queue.event()]
+        for _ in range(n):
+            step()
+            marks.append(self.queue.event())
+        self.queue.sync()
+        return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
     def reset_peak_memory(self, device: str) -> None:
         return None
@@ -110,14 +172,18 @@ class SimMeter(Meter):
         return None
 
 
-def _charge(clock: FakeClock, per_call_s: float, first_s: float = 0.0) -> Timer:
-    """A timer that charges per_call_s a call, and first_s more on its very first call."""
+def _charge(queue: SimQueue, per_call_s: float, first_s: float = 0.0) -> Timer:
+    """A CUDA-event timer whose every call queues per_call_s of device work (first_s more on
+    its very first call): events around the calls, then a sync, as meter.cuda_timer does."""
     pending = [first_s]
 
     def timed(fn: Callable[[], Any], inner: int) -> float:
-        spent = per_call_s * inner + pending.pop() if pending else per_call_s * inner
-        clock.advance(spent)
-        return spent
+        start = queue.event()
+        for i in range(inner):
+            queue.launch(per_call_s + (pending.pop() if pending and i == 0 else 0.0))
+        end = queue.event()
+        queue.sync()
+        return end - start
 
     return timed
 

@@ -3,6 +3,7 @@ call and step charged to the fake clock at the profile's speed. See simulate.py.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,9 +13,17 @@ from benchbench.engine.sim_device import (
     RESNET_BATCH,
     DeviceProfile,
     FakeClock,
+    SimMeter,
+    SimQueue,
     _charge,
 )
 from benchbench.probes.api import ProbeContext, ProbeOutput, throughput
+
+
+def _queue(ctx: ProbeContext) -> SimQueue:
+    """The simulated device's queue, which the context's SimMeter times."""
+    assert isinstance(ctx.meter, SimMeter)
+    return ctx.meter.queue
 
 
 def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
@@ -31,7 +40,7 @@ def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> 
         first = 0.0 if dev in started else p.first_call_s
         started.add(dev)
         timed = ctx.time_op(lambda: None, dev, left, cfg.min_sample_s,
-                            timer=_charge(clock, 2 * n**3 / rate, first), warm=warm)
+                            timer=_charge(_queue(ctx), 2 * n**3 / rate, first), warm=warm)
         return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
                           "FLOP/s", {"gpu_name": p.gpu_name})
 
@@ -50,7 +59,7 @@ def _memory_bandwidth(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
         rate = p.host_memory_bandwidth if host else p.memory_bandwidth
         clock.advance(item.size / (1e9 if host else 5e10))  # random fill, pre-touch
         timed = ctx.time_op(lambda: None, item.device, left, cfg.min_sample_s,
-                            timer=_charge(clock, 2 * item.size / rate))
+                            timer=_charge(_queue(ctx), 2 * item.size / rate))
         return throughput("copy_bandwidth", {"memory": "host" if host else item.device,
                                              "size_bytes": item.size}, timed, 2.0 * item.size,
                           "B/s")
@@ -81,7 +90,7 @@ def _host_device_copy(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
             rate = p.h2d_pinned if item.memory == "pinned" else p.h2d_pageable
             per_call = 10e-6 + item.size / rate
         timed = ctx.time_op(lambda: None, devs[0], left, cfg.min_sample_s,
-                            timer=_charge(clock, per_call), warm=warm)
+                            timer=_charge(_queue(ctx), per_call), warm=warm)
         metric = "aggregate_bandwidth" if item.device == "all" else "copy_bandwidth"
         key = {"device": item.device, "direction": item.direction, "memory": item.memory,
                "size_bytes": item.size}
@@ -91,12 +100,17 @@ def _host_device_copy(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
     return ProbeOutput(hdc.with_peaks(measured, {}), notes=notes)
 
 
-def _steps(clock: FakeClock, p: DeviceProfile, step_s: float, first_s: float) -> Callable[[], None]:
-    clock.advance(p.model_build_s)
+def _steps(ctx: ProbeContext, p: DeviceProfile, step_s: float, first_s: float
+           ) -> Callable[[], None]:
+    """A built model's training step: each call queues one step of device work (its first
+    call first_s more), launched in the profile's host time per step."""
+    queue = _queue(ctx)
+    queue.clock.advance(p.model_build_s)
     pending = [first_s]
 
     def step() -> None:
-        clock.advance(step_s + (pending.pop() if pending else 0.0))
+        queue.launch(step_s + (pending.pop() if pending else 0.0), p.step_kernels,
+                     p.step_host_s)
 
     return step
 
@@ -109,7 +123,7 @@ def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -
 
     def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
         scale = batch / RESNET_BATCH * (cfg.image_size / 224) ** 2
-        return _steps(clock, p, p.resnet50_step_s[precision.name] * scale, p.first_step_s)
+        return _steps(ctx, p, p.resnet50_step_s[precision.name] * scale, p.first_step_s)
 
     out, notes = _training.run_training(ctx, job, build)
     return ProbeOutput(out, notes=notes)
@@ -127,24 +141,35 @@ def _transformer(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
     def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
         scale = batch * cfg.seq_len / GPT_TOKENS * size
-        return _steps(clock, p, p.gpt_step_s[precision.name] * scale, p.gpt_first_step_s)
+        return _steps(ctx, p, p.gpt_step_s[precision.name] * scale, p.gpt_first_step_s)
 
     out, notes = _training.run_training(ctx, job, build)
     return ProbeOutput(out, notes=notes)
 
 
 class _SimLoader:
-    """A loader that yields empty batches at the profiled decode rate."""
+    """A loader that yields empty batches at the profiled decode rate. Its workers decode in
+    the background: batch k is ready one interval after batch k-1, but no earlier than one
+    interval after a slot of its buffer (parallel + prefetch batches) was freed; taking a
+    batch waits until it is ready."""
 
-    def __init__(self, clock: FakeClock, batch: int, rate: float, start_s: float) -> None:
+    def __init__(self, clock: FakeClock, batch: int, rate: float, start_s: float,
+                 parallel: int = 1, prefetch: int = 0) -> None:
         self.clock, self.batch, self.rate = clock, batch, rate
         self.output_device, self.threads, self.corrupt = "cpu", 1, 0
+        self.parallel, self.prefetch = parallel, prefetch
         self.corrupt_files: dict[str, str] = {}
         clock.advance(start_s)
 
     def stream(self) -> Iterator[tuple[list[int], list[int]]]:
+        interval, room = self.batch / self.rate, self.parallel + self.prefetch
+        taken: deque[float] = deque(maxlen=room)
+        ready = self.clock()
         while True:
-            self.clock.advance(self.batch / self.rate)
+            freed = taken[0] if len(taken) == room else ready
+            ready = max(ready, freed) + interval
+            self.clock.now = max(self.clock.now, ready)
+            taken.append(self.clock())
             yield [0] * self.batch, [0] * self.batch
 
     def __enter__(self) -> _SimLoader:
@@ -152,6 +177,16 @@ class _SimLoader:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _sim_loader(p: DeviceProfile, clock: FakeClock, kind: str, batch: int, w: int,
+                rate: float | None = None) -> _SimLoader:
+    # As the real loaders say: torchvision's workers each make a batch, DALI's share one.
+    parallel, prefetch = (max(1, w), 2 * w) if kind == "torchvision" else (1, 3)
+    loader = _SimLoader(clock, batch, rate or _loader_rate(p, kind, w), 0.5 + 0.05 * w,
+                        parallel, prefetch)
+    loader.threads = max(1, w)
+    return loader
 
 
 def _loader_rate(p: DeviceProfile, kind: str, workers: int) -> float:
@@ -170,9 +205,7 @@ def _dataloader(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
     def make(kind: str, data_dir: str, batch: int, w: int, image: int, device: str
              ) -> _SimLoader:
-        loader = _SimLoader(clock, batch, _loader_rate(p, kind, w), 0.5 + 0.05 * w)
-        loader.threads = max(1, w)
-        return loader
+        return _sim_loader(p, clock, kind, batch, w)
 
     notes: list[str] = []
     measured, _ = dataloader.sweep(ctx, cfg, plan, "/simulated", "cuda:0", p.cores,
@@ -197,25 +230,43 @@ def _storage(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) ->
     return ProbeOutput([], notes=notes)
 
 
+class _SimTrainer:
+    """ResNet50 on the simulated device: a batch's copy and a step each queue device work."""
+
+    def __init__(self, ctx: ProbeContext, p: DeviceProfile, step_s: float, batch: int,
+                 image: int) -> None:
+        self.queue, self.p = _queue(ctx), p
+        self.copy_s = batch * 3 * image * image * 4 / p.h2d_pinned  # fp32 images, pinned
+        self.step_fn = _steps(ctx, p, step_s, p.first_step_s)
+
+    def set_batch(self, x: Any, y: Any) -> None:
+        self.queue.launch(self.copy_s)
+
+    def set_synthetic_batch(self, batch: int, image: int) -> None:
+        return None
+
+    def step(self, precision: Any) -> Callable[[], None]:
+        return self.step_fn
+
+
 def _pipeline(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock,
               loader_rate: float) -> ProbeOutput:
     from benchbench.probes import _training
+    from benchbench.probes.pipeline import run as pipeline
 
-    batch = cfg.batch_size
+    batch, image = cfg.batch_size, cfg.image_size
     name = _training.precision_order("cuda:0", _training.usable_precisions(
         "cuda:0", cfg.precisions, [], ctx.facts))[0]
-    step_s = p.resnet50_step_s[name] * batch / RESNET_BATCH
-    step = _steps(clock, p, step_s, p.first_step_s)
-    warm = _training.warm_up(step, ctx, "cuda:0", ctx.budget.remaining() / 2)
-    n = _training.plan_steps(warm.step_s, cfg.steps, ctx.budget.remaining() / 2)
-    if n is None:
-        return ProbeOutput([], notes=["compute skipped: one step beyond the budget"])
-    compute = ctx.meter.step_times(step, n, "cuda:0")
-    clock.advance(1.0)  # the loader's workers start
-    real = max(step_s, batch / loader_rate)
-    clock.advance(real * (max(1, ctx.policy.warmup_steps) + n))
-    key = {"device": "cuda:0", "precision": name, "batch_size": batch}
-    return ProbeOutput(_training.step_measurements(key, compute, batch, "samples/s", {}))
+    kind, workers, _ = pipeline.choose_loader(cfg, {}, p.cores)
+    step_s = p.resnet50_step_s[name] * batch / RESNET_BATCH * (image / 224) ** 2
+    job = pipeline.Job("cuda:0", _training.PRECISIONS[name], batch, image, cfg.steps)
+    halves = pipeline.measure(
+        ctx, job, lambda: _sim_loader(p, clock, kind, batch, workers, loader_rate),
+        lambda: _SimTrainer(ctx, p, step_s, batch, image))
+    key = {"device": "cuda:0", "precision": name, "batch_size": batch, "loader": kind,
+           "workers": workers}
+    return ProbeOutput(pipeline.measurements_of(halves, key, batch, halves.context),
+                       notes=halves.notes)
 
 
 def _allreduce(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
@@ -277,20 +328,22 @@ def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                ) -> ProbeOutput:
     from benchbench.probes.stability import run as stability
 
-    n = 8192
+    n = cfg.size or stability.FALLBACK_SIZE["cuda"]
     per_call_s = 2 * n**3 / (p.matmul_flops[cfg.dtype] * n / (n + 1024))
+    queue = _queue(ctx)
 
     def step() -> None:
-        clock.advance(per_call_s)
+        queue.launch(per_call_s)
 
-    clock.advance(cfg.warmup_s or 0.0)
-    seconds = min(cfg.duration_s, 0.85 * ctx.budget.remaining())
+    notes: list[str] = []
+    stability.warm_up(ctx, step, "cuda:0", cfg.warmup_s or 0.0, cfg.warmup_steps)
+    seconds = stability.timed_seconds(ctx, cfg, notes)
     _, per_call = stability.windows(ctx, step, "cuda:0", seconds, cfg.window_s)
     rates = [2.0 * n**3 / s for s in per_call]
     return ProbeOutput([Measurement(
         metric="sustained_flops", key={"device": "cuda:0", "dtype": cfg.dtype, "size": n},
         value=rates[len(rates) // 2], unit="FLOP/s", statistic="median", samples=rates,
-        higher_is_better=True)])
+        higher_is_better=True, context={"seconds": seconds})], notes=notes)
 
 
 SIMULATORS: dict[str, Callable[..., ProbeOutput]] = {

@@ -8,13 +8,14 @@ in benchbench.machine.telemetry's docstring). Utilisation is a ratio from 0 to 1
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 # 300 points draw a readable line and keep results.json small: a 128-core host adds ~40k
 # per-core numbers per probe at this bound.
 MAX_POINTS = 300
 FLAG_SHARE = 0.05  # a reason active in fewer samples than this is a blip, not throttling
-CLOCK_DROP = 0.9  # SM clock under this share of the probe's own peak counts as a drop...
+CLOCK_DROP = 0.9  # SM clock under this share of its busy median in the probe is a drop...
 BUSY_UTIL = 0.5  # ...only while the GPU is this busy: an idle GPU lowers its clocks on purpose
 CPU_PEGGED = 0.95
 # Probes that are meant to load the host CPU; for any other, a pegged CPU is worth a flag.
@@ -96,7 +97,9 @@ def round_series(values: list[Any], digits: int) -> list[Any]:
 
 def throttle_flags(probe: dict[str, Any]) -> list[str]:
     """Facts that make a probe's numbers suspect: a throttle reason active in at least 5% of
-    the samples, and an SM clock under 90% of the probe's own peak while the GPU was busy.
+    the samples, and an SM clock under 90% of its median while the GPU was busy. The busy
+    median, not the peak: an H100 or H200 boosts to ~1980 MHz for a moment and then holds
+    ~1750 under dense load, and against the peak every compute probe would be flagged.
 
     Works on raw series (the sampler calls it before downsampling, so shares are exact) and
     on stored ones, where a reason counts for its whole bucket."""
@@ -109,13 +112,13 @@ def throttle_flags(probe: dict[str, Any]) -> list[str]:
                 what = _PHRASE.get(reason, f"clocks limited by {reason}")
                 flags.append(f"GPU {gpu} {what} during {share:.0%} of the probe")
         clocks, util = s.get("sm_clock_Hz", []), s.get("util", [])
-        peak = max((c for c in clocks if c is not None), default=None)
         busy = [c for c, u in zip(clocks, util, strict=False)  # util may be unreadable: []
                 if c is not None and u is not None and u > BUSY_UTIL]
-        low = [c for c in busy if peak and c < CLOCK_DROP * peak]
-        if peak and busy and len(low) / len(busy) >= FLAG_SHARE:
-            flags.append(f"GPU {gpu} SM clock fell to {min(low) / peak:.0%} of its peak of "
-                         f"{peak / 1e6:.0f} MHz in this probe, and stayed under "
+        med = statistics.median(busy) if busy else None
+        low = [c for c in busy if med and c < CLOCK_DROP * med]
+        if med and len(low) / len(busy) >= FLAG_SHARE:
+            flags.append(f"GPU {gpu} SM clock fell to {min(low) / med:.0%} of its busy median "
+                         f"of {med / 1e6:.0f} MHz in this probe, and stayed under "
                          f"{CLOCK_DROP:.0%} of it in {len(low) / len(busy):.0%} of the busy "
                          f"samples")
     return flags

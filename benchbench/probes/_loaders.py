@@ -97,6 +97,13 @@ class Loader:
     batch_size: int
     workers: int
     threads: int  # CPU processes or threads decoding: what "per core" figures divide by
+    # How batches arrive, for timing a steady state: `parallel` are made at once (one per
+    # worker process; DALI's threads share one batch), and up to `prefetch` more can be ready
+    # before they are asked for. After parallel + prefetch batches every worker has delivered
+    # and whatever start-up queued has drained; a multiple of `parallel` then spans whole
+    # rounds of the workers.
+    parallel: int
+    prefetch: int
     output_device: str  # where the images arrive: "cpu", or "cuda:N" for dali_gpu
     images: int  # files in one pass over the dataset
 
@@ -139,7 +146,8 @@ def build_loader(kind: str, data: Samples | str, batch_size: int, workers: int,
     if not samples.files:
         raise LoaderError(f"{samples.root} holds no image file a decoder recognises")
     if kind == "torchvision":
-        return _TorchvisionLoader(samples, batch_size, workers, image_size, device, seed)
+        return _TorchvisionLoader(_Files(samples, _transform(image_size)), batch_size, workers,
+                                  device, seed)
     return _DaliLoader(kind, samples, batch_size, workers, image_size, device, seed)
 
 
@@ -210,26 +218,41 @@ def _worker_context() -> Any:
     return process_context(fallback=server)
 
 
+# DataLoader's own default: each worker holds this many batches' indices at a time.
+PREFETCH_FACTOR = 2
+
+
+def _transform(image_size: int) -> Any:
+    return transforms.Compose([
+        transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+
+
 class _TorchvisionLoader(Loader):
-    def __init__(self, samples: Samples, batch_size: int, workers: int, image_size: int,
-                 device: str, seed: int) -> None:
+    """A DataLoader over any map-style dataset whose items are (image, label), or
+    (None, path, reason) for a file that failed: the files of an ImageFolder here, or an
+    emulated dataset (probes/emulated.py) whose items cost a known wall time."""
+
+    def __init__(self, dataset: torch.utils.data.Dataset[tuple[Any, ...]], batch_size: int,
+                 workers: int, device: str, seed: int) -> None:
         super().__init__()
         self.kind, self.batch_size, self.workers = "torchvision", batch_size, workers
         self.threads = max(1, workers)  # workers=0 decodes in the main process: one core
+        # Worker i makes batches i, i + W, ...: W at once, and each holds PREFETCH_FACTOR
+        # batches' indices, so that many can be done before they are asked for.
+        self.parallel = max(1, workers)
+        self.prefetch = PREFETCH_FACTOR * workers
         self.output_device = "cpu"
-        transform = transforms.Compose([
-            transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
-            transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-        dataset = _Files(samples, transform)
-        self.images = len(dataset)
+        self.images = len(dataset)  # type: ignore[arg-type]
         if workers > 0 and multiprocessing.current_process().daemon:
             # multiprocessing refuses children to a daemonic process: say so, not assert.
             raise LoaderError("DataLoader workers cannot start in a daemonic process; the "
                               "probe must run in a non-daemonic one")
         self._loader = torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, sampler=_Cycle(len(dataset), seed),
+            dataset, batch_size=batch_size, sampler=_Cycle(self.images, seed),
             num_workers=workers, collate_fn=_collate, pin_memory=device.startswith("cuda"),
             persistent_workers=workers > 0,
+            prefetch_factor=PREFETCH_FACTOR if workers > 0 else None,
             multiprocessing_context=_worker_context() if workers > 0 else None)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -252,6 +275,9 @@ class _TorchvisionLoader(Loader):
 
 # --- DALI ---------------------------------------------------------------------------------------
 
+_DALI_QUEUE_DEPTH = 2  # DALI's default, stated so that Loader.prefetch follows it
+
+
 class _DaliLoader(Loader):
     def __init__(self, kind: str, samples: Samples, batch_size: int, workers: int,
                  image_size: int, device: str, seed: int) -> None:
@@ -261,6 +287,9 @@ class _DaliLoader(Loader):
             0 if gpu else None)
         self.kind, self.batch_size, self.workers = kind, batch_size, workers
         self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
+        # Its threads share each batch; the pipeline runs PREFETCH_QUEUE_DEPTH batches ahead,
+        # and the iterator takes one more when it is built.
+        self.parallel, self.prefetch = 1, _DALI_QUEUE_DEPTH + 1
         self.output_device = f"cuda:{self._device_id}" if gpu else "cpu"
         self._files, self._labels = list(samples.files), list(samples.labels)
         self._image_size, self._seed = image_size, seed
@@ -281,6 +310,7 @@ class _DaliLoader(Loader):
                                     self._labels)
 
         @pipeline_def(batch_size=self.batch_size, num_threads=self.threads,
+                      prefetch_queue_depth=_DALI_QUEUE_DEPTH,
                       # None (no GPU) is valid; DALI's stub says int.
                       device_id=self._device_id,  # type: ignore[arg-type]
                       seed=self._seed)

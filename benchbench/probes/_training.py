@@ -188,8 +188,10 @@ def warm_up(step: Step, ctx: ProbeContext, dev: str, share_s: float) -> WarmUp:
     while (done < ctx.policy.warmup_steps or ctx.clock() - t0 < ctx.policy.warmup_s) and \
             ctx.clock() - t0 < share_s / 2:
         step()
+        # A GPU step returns once queued: without a sync the clock read above runs ahead of
+        # the device, and the warm-up overruns its share by what is still queued.
+        meter.sync(dev)
         done += 1
-    meter.sync(dev)
     return WarmUp(first, done, meter.timed_once(step, dev))
 
 

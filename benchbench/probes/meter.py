@@ -92,6 +92,25 @@ class Meter:
             events[-1].synchronize()
             return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)]
 
+    def event(self, device: str) -> Any:
+        """A point on the device's queue, recorded now: a CUDA event on a GPU (it completes
+        when the work queued before it has run), the clock's reading on the host. Read two
+        with `elapsed` once the device is synchronized."""
+        if not device.startswith("cuda"):
+            return self.clock()
+        import torch
+
+        with torch.cuda.device(device):
+            mark = torch.cuda.Event(enable_timing=True)
+            mark.record()
+        return mark
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two events of `event` (the device synchronized after `end`)."""
+        if isinstance(start, float):
+            return end - start
+        return float(start.elapsed_time(end)) / 1e3  # ms -> s
+
     def clock_step_times(self, step: Callable[[], Any], n: int) -> list[float]:
         """Seconds per step on the host clock: for work that returns when it is done."""
         out = []

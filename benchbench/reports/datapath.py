@@ -25,14 +25,17 @@ def section(run: RunResult) -> list[str]:
                 "(files in the page cache).", ""]
     rows = analysis.accelerator_utilisation(run)
     if rows:
-        out += fmt.table(["loader", "workers", "total_ips", "compute_ips", "AU", ""], [
+        out += fmt.table(["loader", "workers", "total_ips", "compute_ips", "timed steps", "AU",
+                          ""], [
             [str(r["key"]["loader"]), str(r["key"]["workers"]),
              fmt.value(r["total_ips"], "samples/s"), fmt.value(r["compute_ips"], "samples/s"),
+             f"{r['steps']} + {r['compute_steps']}" + (" (few steps)" if r["few_steps"] else ""),
              f"**{fmt.percent(r['au'])}**",
              "passes" if r["passes"] else
              f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data"]
             for r in rows])
         out += ["AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "
                 "the real loader feeding the real training step, against synthetic data on the "
-                "device, same batch, size and precision.", ""]
+                "device, same batch, size and precision; timed steps on loader batches + on "
+                "synthetic data, in steady state (the prefetched batches discarded).", ""]
     return ["## Data path", "", *out] if out else []

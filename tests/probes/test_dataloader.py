@@ -200,7 +200,8 @@ def test_both_loaders_count_the_same_files_of_an_odd_folder(odd_dir):
 
 def test_probe_measures_every_loader_and_worker_count(tiny):
     c, seen = ctx(tiny)
-    cfg = resolved("dataloader", batch_size=4, image_size=32, workers=(0, 1), batches=2)
+    cfg = resolved("dataloader", batch_size=4, image_size=32, workers=(0, 1), batches=2,
+                   min_seconds=0)
     out = dataloader.run(c, cfg)
     wanted = {("torchvision", 0), ("torchvision", 1)}
     if dali_available() is None:
@@ -212,9 +213,11 @@ def test_probe_measures_every_loader_and_worker_count(tiny):
     for m in rates:
         assert m.unit == "samples/s" and m.statistic == "total_over_time"
         assert m.key["batch_size"] == 4 and m.key["image_size"] == 32
-        assert len(m.samples) == 2 and m.context["images"] == 8
-        # total images over total time: the batch times are 4 / each sample
-        assert m.value == pytest.approx(8 / sum(4 / s for s in m.samples))
+        # One batch a round (workers 0 and 1, DALI), and never fewer than three rounds.
+        assert m.context["batches_per_round"] == 1 and m.context["rounds"] == 3
+        assert len(m.samples) == 3 and m.context["images"] == 12
+        # total images over total time: the round times are 4 / each sample
+        assert m.value == pytest.approx(12 / sum(4 / s for s in m.samples))
         core = per_core[(m.key["loader"], m.key["workers"])]
         assert core.value == pytest.approx(m.value / m.context["cores_used"])
     (best,) = [m for m in out.measurements if m.metric == "best_throughput"]

@@ -68,7 +68,7 @@ def test_warm_up_stops_at_half_the_share():
 
     ctx = simulate.context(simulate.H200, False, 100.0,
                            ProbeConfig(warmup_steps=10, warmup_s=0.0), clock)
-    step = sim_probes._steps(clock, simulate.H200, 1.0, 0.0)
+    step = sim_probes._steps(ctx, simulate.H200, 1.0, 0.0)
     warm = _training.warm_up(step, ctx, "cuda:0", share_s=4.0)
     assert warm.steps == 2 and warm.step_s == pytest.approx(1.0)
 
@@ -258,7 +258,7 @@ def test_peak_memory_is_reset_inside_each_attempt():
     def build(batch, precision):
         if batch > 64:
             raise RuntimeError("CUDA out of memory")
-        return sim_probes._steps(clock, simulate.H200, 0.01, 0.0)
+        return sim_probes._steps(ctx, simulate.H200, 0.01, 0.0)
 
     job = _training.TrainingJob(dev="cuda:0", precisions=("amp_bf16",), batch_size=256,
                                 default_batch=256, batch_cap=1024, steps=5,

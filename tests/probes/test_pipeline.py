@@ -79,3 +79,76 @@ def test_pipeline_end_to_end_tiny(tmp_path):
     assert 0 < total.value and 0 < compute.value
     assert by["data_wait"].value > 0  # workers=0 decodes in the training loop
     assert out.resource in ("cpu_dataloading", "cpu_compute")
+
+
+def _previous(step_s: float, loader_ips: float) -> dict:
+    """What an earlier resnet50 and dataloader probe of the run left for the pipeline."""
+    return {"resnet50": {"measurements": [
+                {"metric": "step_time", "key": {"precision": "fp32", "image_size": 32},
+                 "value": step_s, "context": {"batch": 4, "first_step_s": 0.5}}]},
+            "dataloader": {"measurements": [
+                {"metric": "throughput", "key": {"loader": "torchvision", "workers": 2},
+                 "value": loader_ips, "context": {}},
+                {"metric": "best_throughput", "key": {},
+                 "value": loader_ips, "context": {"loader": "torchvision", "workers": 2}}]}}
+
+
+def test_pipeline_that_cannot_afford_three_steps_says_so_before_starting_the_loader(
+        monkeypatch):
+    """Seen: a loader of 6000 px JPEGs spent 28 s of a quick run before the probe skipped.
+    From the run's own figures it decides at once, and never starts the loader."""
+    pytest.importorskip("torch")
+    from helpers import cpu_facts
+
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
+    from benchbench.probes.pipeline import run as pipeline
+
+    started = []
+    monkeypatch.setattr(pipeline, "build_loader", lambda *a: started.append(a))
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1),
+                       budget=Budget(20.0), facts=cpu_facts(),
+                       inputs=RunInputs(data_dir="/nonexistent",
+                                        previous=_previous(0.05, loader_ips=1.0)))
+    cfg = resolved("pipeline", precisions=("fp32",), batch_size=4, image_size=32)
+    with pytest.raises(ProbeSkipped, match=r"three timed steps of each half would take ~\d+.*"
+                                           r"torchvision batch every ~4 s.*before starting"):
+        pipeline.run(ctx, cfg)
+    assert started == []
+    # The same figures with a loader that keeps up: no objection.
+    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 4, 32, 5)
+    assert pipeline.preflight(job, _previous(0.05, 400.0), "torchvision", 2, 20.0) is None
+    assert pipeline.preflight(job, {}, "torchvision", 2, 0.1) is None  # nothing known yet
+
+
+def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
+    pytest.importorskip("torch")
+    from helpers import cpu_facts
+
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes.api import ProbeContext
+    from benchbench.probes.emulated import SleepTrainer, sleep_loader
+    from benchbench.probes.pipeline import run as pipeline
+
+    # A 0.3 s step and 1 s of budget: no half affords its 20 steps, or even three.
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1,
+                                                         warmup_s=0.0, warmup_steps=1),
+                       budget=Budget(1.0), facts=cpu_facts())
+    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 2, 32, 20)
+    halves = pipeline.measure(ctx, job, lambda: sleep_loader(0.001, 2, 0),
+                              lambda: SleepTrainer(0.3))
+    assert len(halves.walls) == len(halves.compute_times) == pipeline.FEW_STEPS
+    assert halves.context["few_steps"]
+    assert any(n.startswith("few steps: 3 timed on loader batches") for n in halves.notes)
+    by = {m.metric: m for m in pipeline.measurements_of(halves, {}, 2, halves.context)}
+    assert len(by["total_throughput"].samples) == 3  # the spread is kept
+    assert by["compute_throughput"].value == pytest.approx(2 / 0.3, rel=0.1)
+
+
+def test_the_report_labels_an_au_from_few_steps():
+    run = pipeline_run(1000.0, 2500.0)
+    total = run.probes[0].measurements[0]
+    total.context["few_steps"] = True
+    text = render_md(run)
+    assert "1 + 1 (few steps)" in text
+    assert "(few steps)" not in render_md(pipeline_run(1000.0, 2500.0))

@@ -2,6 +2,7 @@
 NVML answers, its stop latency, and the runner storing one series per probe that ran."""
 
 import json
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -170,8 +171,8 @@ def test_throttle_and_clock_drop_flags_carry_their_numbers():
     assert flags == [
         "GPU 0 power-capped during 36% of the probe",  # 14 of the 39 readable samples
         "GPU 0 clocks limited by hw thermal slowdown during 5% of the probe",
-        "GPU 0 SM clock fell to 62% of its peak of 1980 MHz in this probe, and stayed under "
-        "90% of it in 10% of the busy samples",
+        "GPU 0 SM clock fell to 62% of its busy median of 1980 MHz in this probe, and stayed "
+        "under 90% of it in 10% of the busy samples",
     ]
 
 
@@ -461,3 +462,19 @@ def test_an_interrupted_probe_keeps_what_was_sampled(tmp_path):
     assert runner.execute() == EXIT_INTERRUPTED
     assert log == ["start", "call matmul", "stop"]
     assert "matmul" in results.load(tmp_path).extra["telemetry"]["probes"]
+
+
+def test_an_h100_holding_its_sustained_clock_after_the_boost_is_not_flagged():
+    """Against the 1980 MHz boost peak every sample at the sustained ~1755 MHz read as a drop;
+    against the busy median only a real fall does."""
+    from h100_like import stability_run
+
+    _, tel = stability_run([], cause="neighbour")
+    flags = throttle_flags(tel)
+    assert not any("SM clock fell" in f for f in flags), flags
+    assert any(f.startswith("GPU 0 power-capped during 9") for f in flags)  # a fact, kept
+    _, braked = stability_run(list(range(100, 230)), cause="brake")  # 13 s of 60 braked
+    (fell,) = [f for f in throttle_flags(braked) if "SM clock fell" in f]
+    # 22% of the samples braked to 1200 MHz: the median of the busy ones stays near 1755.
+    assert re.match(r"GPU 0 SM clock fell to 6\d% of its busy median of 17[2-6]\d MHz in this "
+                    r"probe, and stayed under 90% of it in 22% of the busy samples", fell), fell

@@ -21,8 +21,11 @@ class DataloaderConfig(ProbeConfig):
         None, "worker counts to sweep; auto: 0, 1, 2, 4 … up to the usable cores (the usable "
               "cores only with --quick)")
     batch_size: int = doc_field(64, "images per batch")
-    batches: int | None = doc_field(None, "timed batches per configuration; auto: 20 (5 with "
-                                          "--quick)")
+    batches: int | None = doc_field(None, "timed batches per configuration, at least: rounded up "
+                                          "to whole rounds of the workers and never under three "
+                                          "rounds; auto: 20 (5 with --quick)")
+    min_seconds: float | None = doc_field(None, "timed seconds per configuration, at least "
+                                                "(within the budget); auto: 2 (1 with --quick)")
     image_size: int = doc_field(224, "RandomResizedCrop output side")
 
     def validate(self) -> None:
@@ -32,6 +35,8 @@ class DataloaderConfig(ProbeConfig):
             raise ConfigError("workers must be a non-empty list of counts >= 0")
         if self.batch_size < 1 or (self.batches is not None and self.batches < 1):
             raise ConfigError("batch_size and batches must be at least 1")
+        if self.min_seconds is not None and self.min_seconds < 0:
+            raise ConfigError("min_seconds must be >= 0")
         if self.image_size < 8:
             raise ConfigError("image_size must be at least 8")
 
@@ -51,9 +56,10 @@ def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
 
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     cores = facts.get("usable_cores")
-    # Its warm-up is batches (warmup_steps), not seconds: a loader's first batches are its
-    # start-up, which each configuration pays.
-    return {"batches": 5 if quick else 20, "warmup_steps": 1 if quick else 2, "warmup_s": 0.0,
+    # Its warm-up is batches, not seconds: every worker's first batch and what start-up queued
+    # (the probe adds those to warmup_steps), which each configuration pays.
+    return {"batches": 5 if quick else 20, "min_seconds": 1.0 if quick else 2.0,
+            "warmup_steps": 1 if quick else 2, "warmup_s": 0.0,
             "loaders": ("torchvision", "dali_cpu", *(("dali_gpu",) if device == "cuda" else ())),
             **({"workers": auto_workers(int(cores), quick)} if cores else {})}
 

@@ -1,16 +1,19 @@
 """Probe `dataloader`: images per second the host can decode and augment for ImageNet training.
 
 For each loader (torchvision, DALI on the CPU, DALI on the GPU) and each worker count it times
-`batches` batches of the standard training pipeline (decode, RandomResizedCrop, flip,
-normalize; see _loaders.py) over the run's ImageFolder dataset, after warm-up batches that cover
-worker start-up. Nothing consumes the batches: this is the input pipeline's own ceiling.
+the standard training pipeline (decode, RandomResizedCrop, flip, normalize; see _loaders.py)
+over the run's ImageFolder dataset in steady state: after a warm-up in which every worker has
+delivered and the batches prefetched during start-up have drained, it times whole rounds of
+the workers (see _measure). Nothing consumes the batches: this is the input pipeline's own
+ceiling.
 
 The dataset's files are read once, untimed, before anything is measured so that they sit in the
 page cache: this isolates the CPU's decode cost from storage (the storage probe measures cold
 reads). A dataset larger than half the free memory is only partly cached, and a note says so.
 
 Measurements, keyed by loader, workers, batch_size and image_size:
-- throughput: images / total time of the timed batches; samples are each batch's images/s.
+- throughput: images / total time of the timed rounds; samples are each round's images/s (a
+  round is one batch from every worker; one batch for workers 0 and for DALI).
 - throughput_per_core: the same divided by the cores decoding: torchvision's worker processes
   (the main process when workers=0) or DALI's threads, capped at the usable cores, because
   eight workers on two cores still only have two. dali_gpu divides by its CPU threads too,
@@ -158,15 +161,21 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
              data: Samples | str, device: str, share: float, cores: int,
              corrupt: dict[str, str], make_loader: Callable[..., Any] = build_loader
              ) -> list[Measurement]:
-    """Warm up, then time up to `batches` batches; stops after two once `share` is spent.
+    """The loader's steady rate. Warm up until every worker has delivered and what start-up
+    queued has drained (Loader.parallel + Loader.prefetch batches), then time whole rounds of
+    the workers (a multiple of Loader.parallel batches): at least `batches` and three rounds,
+    and at least `min_seconds`, stopping at the end of a round once `share` is spent. A
+    count that is no multiple of the workers would time a burst: with 16 workers, 20 batches
+    after a warm-up of 2 span 1.25 rounds in the time of one. Each sample is one round's rate.
     Adds the corrupt files the loader met to `corrupt` (path -> reason)."""
-    batches = resolved(cfg.batches, "batches")
+    wanted = resolved(cfg.batches, "batches")
+    min_s = resolved(cfg.min_seconds, "min_seconds")
     start = ctx.clock()
-    warmup = max(1, ctx.policy.warmup_steps)
-    times: list[float] = []
-    sizes: list[int] = []
     with make_loader(key["loader"], data, cfg.batch_size, key["workers"], cfg.image_size,
                      device) as loader:
+        group = max(1, loader.parallel)
+        warmup = max(ctx.policy.warmup_steps, group + loader.prefetch, 1)
+        rounds = max(3, -(-wanted // group))  # whole rounds, at least `batches` batches
         stream = loader.stream()
         warmed = 0
         while warmed < warmup or ctx.clock() - start < ctx.policy.warmup_s:
@@ -174,16 +183,23 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
             warmed += 1
         ctx.meter.sync(loader.output_device)
         stopped_by = "batches"
-        last = ctx.clock()
+        times: list[float] = []  # seconds per round of `group` batches
+        sizes: list[int] = []  # images per round
+        t_round, n_round, began = ctx.clock(), 0, ctx.clock()
+        batches = 0
         for images, _ in stream:
+            batches += 1
+            n_round += len(images)
+            if batches % group:
+                continue
             ctx.meter.sync(loader.output_device)
             now = ctx.clock()
-            times.append(now - last)
-            sizes.append(len(images))
-            last = now
-            if len(times) >= batches:
+            times.append(now - t_round)
+            sizes.append(n_round)
+            t_round, n_round = now, 0
+            if len(times) >= rounds and now - began >= min_s:
                 break
-            if len(times) >= 2 and now - start > share:
+            if now - start > share and batches >= 2:
                 stopped_by = "budget"
                 break
         threads = loader.threads
@@ -194,8 +210,9 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
     used = min(threads, cores)
     rates = [n / t for n, t in zip(sizes, times, strict=True) if t > 0]
     value = sum(sizes) / sum(times)
-    context = {"batches": len(times), "warmup_batches": warmed, "stopped_by": stopped_by,
-               "images": sum(sizes), "cores_used": used, "threads": threads,
+    context = {"batches": batches, "rounds": len(times), "batches_per_round": group,
+               "warmup_batches": warmed, "stopped_by": stopped_by, "images": sum(sizes),
+               "seconds": round(sum(times), 4), "cores_used": used, "threads": threads,
                "corrupt_files": seen_corrupt}
     return [
         total_over_time("throughput", key, value, rates, "samples/s", context),

@@ -43,6 +43,49 @@ def chosen_size(cfg: StabilityConfig, previous: dict[str, Any], device: str, dty
     return FALLBACK_SIZE["cuda" if device.startswith("cuda") else "cpu"], "default"
 
 
+# Work queued between two syncs of the warm-up: enough that a sync (microseconds) costs nothing,
+# little enough that the warm-up ends within this much of its deadline.
+WARMUP_SYNC_S = 0.02
+
+
+def warm_up(ctx: ProbeContext, step: Callable[[], Any], dev: str, seconds: float,
+            calls: int) -> int:
+    """Calls back to back for `seconds`, and at least `calls` of them, synchronising every
+    WARMUP_SYNC_S of work. A GPU call returns once it is queued: an unsynchronised loop queues
+    about a thousand matmuls in half a second of host time, and the sync after it then waits
+    1.4 s at n = 8192, 11 s at 16384, all taken from the timed windows. Returns the calls."""
+    deadline = ctx.clock() + seconds
+    done, batch = 0, 1
+    while True:
+        t = ctx.clock()
+        for _ in range(batch):
+            step()
+        ctx.meter.sync(dev)
+        done += batch
+        spent = ctx.clock() - t
+        if done >= calls and ctx.clock() >= deadline:
+            return done
+        # Grow towards WARMUP_SYNC_S of work, at most 4x a time (the first calls are slow).
+        batch = min(4 * batch, max(1, round(batch * WARMUP_SYNC_S / spent))) if spent > 0 \
+            else 4 * batch
+
+
+def timed_seconds(ctx: ProbeContext, cfg: StabilityConfig, notes: list[str]) -> float:
+    """Seconds of windows: duration_s, or what the budget has left for them (with a note);
+    ProbeSkipped when that is under ten windows."""
+    duration = resolved(cfg.duration_s, "duration_s")
+    seconds = min(duration, 0.85 * ctx.budget.remaining())
+    if seconds < 10 * cfg.window_s:
+        why = ("duration_s" if seconds == duration else
+               f"the {ctx.budget.remaining():.1f} s left of the time budget")
+        raise ProbeSkipped(f"{seconds:.2g} s ({why}) is too little for ten {cfg.window_s:g} s "
+                           "windows")
+    if seconds < duration:
+        notes.append(f"ran {seconds:.1f} s of the {duration:g} s asked, because the time "
+                     "budget ran short")
+    return seconds
+
+
 def windows(ctx: ProbeContext, step: Callable[[], Any], dev: str, seconds: float,
             window_s: float) -> tuple[list[float], list[float]]:
     """(window start times on the monotonic clock, seconds per call in each window): calls
@@ -95,24 +138,10 @@ def run(ctx: ProbeContext, cfg: StabilityConfig) -> ProbeOutput:
 
     # Warm-up: clocks ramp and caches fill before the first window counts.
     ctx.progress("warm-up", 0, 1)
-    deadline = ctx.clock() + (cfg.warmup_s or 0.0)
-    for i in range(10**9):
-        step()
-        if i + 1 >= cfg.warmup_steps and ctx.clock() >= deadline:
-            break
-    ctx.meter.sync(dev)
+    warm_up(ctx, step, dev, cfg.warmup_s or 0.0, cfg.warmup_steps)
 
     # The timed windows, within the budget that is left.
-    duration = resolved(cfg.duration_s, "duration_s")
-    seconds = min(duration, 0.85 * ctx.budget.remaining())
-    if seconds < 10 * cfg.window_s:
-        why = ("duration_s" if seconds == duration else
-               f"the {ctx.budget.remaining():.1f} s left of the time budget")
-        raise ProbeSkipped(f"{seconds:.2g} s ({why}) is too little for ten {cfg.window_s:g} s "
-                           "windows")
-    if seconds < duration:
-        notes.append(f"ran {seconds:.1f} s of the {duration:g} s asked, because the time "
-                     "budget ran short")
+    seconds = timed_seconds(ctx, cfg, notes)
     starts, per_call_s = windows(ctx, step, dev, seconds, cfg.window_s)
 
     # Measurements: every window's FLOP/s kept, with its start for the analysis.

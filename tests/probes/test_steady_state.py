@@ -1,0 +1,73 @@
+"""Steady state on many cores, emulated on this small machine (STYLE.md, "Measuring at scale").
+
+Items that sleep cost wall time but no CPU, so W loader workers over them behave like W cores:
+the true steady rate is W / t images/s, and the pipeline's true accelerator utilisation is
+the loader's rate over the step's. Start-up bursts and prefetch buffers would show here as a
+figure off the truth, as they would on a 16-core or 200-thread GPU host.
+"""
+
+import pytest
+from helpers import cpu_facts, resolved
+
+pytest.importorskip("torch")
+
+from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
+from benchbench.probes.api import ProbeContext  # noqa: E402
+from benchbench.probes.dataloader import run as dataloader  # noqa: E402
+from benchbench.probes.emulated import sleep_loader, steady_rate  # noqa: E402
+
+BATCH = 4
+# 64 workers on 2 cores is the point: they sleep, they do not compute.
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+
+
+def _ctx(budget: float = 60.0) -> ProbeContext:
+    return ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1,
+                                                          warmup_s=0.0, warmup_steps=2),
+                        budget=Budget(budget), facts=cpu_facts())
+
+
+def _batch_s(workers: int) -> float:
+    # Long enough that the main process handles at most ~100 batches/s (its own work per
+    # batch must not limit the rate), short enough to keep the test to seconds.
+    return max(0.2, workers / 100)
+
+
+@pytest.mark.parametrize("workers", [4, 16, 64])
+def test_dataloader_measures_the_steady_rate_of_many_workers(workers):
+    per_image = _batch_s(workers) / BATCH
+
+    def make(kind, data, batch, w, image, device):
+        return sleep_loader(per_image, batch, w)
+
+    cfg = resolved("dataloader", quick=False, loaders=("torchvision",), workers=(workers,),
+                   batch_size=BATCH, batches=20, min_seconds=0.5)
+    notes: list[str] = []
+    measured, _ = dataloader.sweep(_ctx(), cfg, [("torchvision", workers)], "emulated", "cpu",
+                                   2, notes, make_loader=make)
+    (rate,) = [m for m in measured if m.metric == "throughput"]
+    true = steady_rate(workers, per_image)
+    assert rate.value / true == pytest.approx(1.0, abs=0.05), (rate.value, true, rate.context)
+    # Whole rounds of the workers: every worker delivered as often as every other.
+    assert rate.context["batches"] % workers == 0 and rate.context["batches"] >= 3 * workers
+    assert rate.context["warmup_batches"] >= 3 * workers  # first round + the prefetch drained
+    assert len(rate.samples) == rate.context["batches"] // workers  # one sample per round
+
+
+@pytest.mark.parametrize("true_au", [0.5, 0.8])
+def test_pipeline_au_is_the_steady_state_not_the_prefetch_buffer(true_au):
+    from benchbench.probes._training import PRECISIONS
+    from benchbench.probes.emulated import SleepTrainer
+    from benchbench.probes.pipeline import run as pipeline
+
+    workers, batch_s = 16, 0.32  # 16 workers, each a batch of 4 images every 0.32 s
+    step_s = true_au * batch_s / workers  # the step the loader keeps busy true_au of the time
+    trainer = SleepTrainer(step_s)
+    job = pipeline.Job("cpu", PRECISIONS["fp32"], BATCH, 8, steps=32)
+    halves = pipeline.measure(_ctx(), job, lambda: sleep_loader(batch_s / BATCH, BATCH, workers),
+                              lambda: trainer)
+    total = len(halves.walls) / sum(halves.walls)
+    compute = len(halves.compute_times) / sum(halves.compute_times)
+    assert total / compute == pytest.approx(true_au, abs=0.05), halves.context
+    assert len(halves.walls) % workers == 0 and not halves.context["few_steps"]
+    assert halves.context["prefetched_discarded"] == 2 * workers
