@@ -3,10 +3,13 @@ images (tokens) per kWh; and the CPU steal each probe saw.
 
 Pure functions over a RunResult. The joules are the telemetry's, per probe
 (run.extra["telemetry"]["probes"][name]["energy"], see benchbench.machine.telemetry_energy);
-the throughput is the training probes'. Telemetry covers a probe's first round with all its
-precisions, not one precision, so a training probe's J per image is its average watts under
-load divided by its best throughput, and each row says so. Nothing is estimated: a figure that
-cannot be computed is None and the row says why.
+the throughput is the training probes'. A training probe's J per image is the power its best
+precision drew during its own timed steps, integrated from the telemetry's power samples over
+those seconds (the measurement's "timed_monotonic_s", round 1, whose telemetry is kept),
+divided by that round's throughput: start-up, model builds, autotuning and the other
+precisions are left out, and the row says so. A run recorded before the steps carried their
+times falls back to the probe's whole first round, and says that instead. Nothing is
+estimated: a figure that cannot be computed is None and the row says why.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from typing import Any
 
 from benchbench.analysis import capacities as cap
 from benchbench.core.results import Measurement, RunResult
-from benchbench.machine.energy import average_watts, per_sample_energy, samples_per_kwh
+from benchbench.machine.energy import (
+    average_watts,
+    integrate_window,
+    per_sample_energy,
+    samples_per_kwh,
+)
 from benchbench.machine.steal import STEAL_FLAG
 
 # The training probes, what one unit of their throughput is, and its plural.
@@ -88,6 +96,53 @@ def _best(run: RunResult, probe: str) -> Measurement | None:
                default=None)
 
 
+# The timed steps' power is trusted only when the samples cover this share of their seconds
+# (a window shorter than one stored telemetry point gives nothing to integrate).
+MIN_COVERED = 0.5
+
+
+def _timed_load(run: RunResult, name: str, best: Measurement
+                ) -> tuple[float | None, float | None, str] | None:
+    """(W of the device that trained, W of the CPU packages or None, how) over the best
+    precision's own timed steps in round 1, from the stored power samples; None when the
+    measurement carries no step times or the samples do not cover them."""
+    window = best.context.get("timed_monotonic_s")
+    tel = _telemetry_probes(run).get(name) or {}
+    origin, t = tel.get("t0_monotonic"), tel.get("t") or []
+    if not (isinstance(window, list) and len(window) == 2 and isinstance(origin, (int, float))
+            and t):
+        return None
+    a, b = window[0] - origin, window[1] - origin
+    if b <= a:
+        return None
+
+    def mean_w(watts: list[float | None] | None) -> float | None:
+        joules, covered = integrate_window(t, watts or [], a, b)
+        return None if joules is None or covered < MIN_COVERED * (b - a) else joules / covered
+
+    device = str(best.key.get("device") or "cpu")
+    cpu_w = mean_w(tel.get("cpu_power_W"))
+    cpu_text = f"CPU packages {cpu_w:,.0f} W (RAPL)" if cpu_w is not None else (
+        "CPU not measurable here")
+    steps = f"its {best.context.get('steps', '?')} timed steps ({b - a:.1f} s)"
+    if device.startswith("cuda"):
+        index = device.partition(":")[2] or "0"
+        gpu_w = mean_w(((tel.get("gpus") or {}).get(index) or {}).get("power_W"))
+        if gpu_w is None:
+            return None
+        return gpu_w, cpu_w, f"GPU {index} {gpu_w:,.0f} W (NVML power samples) + {cpu_text}, " \
+                             f"over {steps}"
+    if cpu_w is None:
+        return None
+    return None, cpu_w, f"{cpu_text}, over {steps}"
+
+
+def _first_round(best: Measurement) -> float:
+    """The throughput of round 1, whose telemetry the run keeps."""
+    rounds = best.context.get("round_values")
+    return float(rounds[0]) if isinstance(rounds, list) and rounds else best.value
+
+
 def energy_rows(run: RunResult) -> list[dict[str, Any]]:
     """One row per probe whose telemetry recorded energy, in run order:
 
@@ -114,7 +169,7 @@ def energy_rows(run: RunResult) -> list[dict[str, Any]]:
             "watts": watts}
         best = _best(run, name) if name in TRAINING else None
         if best is not None:
-            row.update(_training_row(name, best, energy))
+            row.update(_training_row(run, name, best, energy))
         elif name in TRAINING:
             row["basis"] = (f"no energy per {TRAINING[name][0]}, because "
                             f"{cap.why_missing(run, name)}")
@@ -122,31 +177,43 @@ def energy_rows(run: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _training_row(name: str, best: Measurement, energy: dict[str, Any]) -> dict[str, Any]:
+def _training_row(run: RunResult, name: str, best: Measurement, energy: dict[str, Any]
+                  ) -> dict[str, Any]:
     one, many = TRAINING[name]
-    device = str(best.key.get("device") or "cpu")
-    gpu_w, cpu_w, how = _load(energy, device)
-    load = None if how.startswith("skipped") else (gpu_w or 0.0) + (cpu_w or 0.0)
-    rate = f"{best.value:,.0f} {many}/s" if best.value >= 100 else f"{best.value:.3g} {many}/s"
-    basis = how if load is None else (
-        f"{load:,.0f} W under load ({how}), averaged over the probe's first round and all its "
-        f"precisions, ÷ its best throughput, {best.key.get('precision')} at {rate}")
-    return {"per": one, "precision": best.key.get("precision"), "throughput": best.value,
+    timed = _timed_load(run, name, best)
+    rate = _first_round(best) if timed else best.value
+    shown = f"{rate:,.0f} {many}/s" if rate >= 100 else f"{rate:.3g} {many}/s"
+    if timed:
+        gpu_w, cpu_w, how = timed
+        load: float | None = (gpu_w or 0.0) + (cpu_w or 0.0)
+        basis = (f"{load:,.0f} W during {best.key.get('precision')}'s timed steps only ({how}, "
+                 f"round 1) ÷ its throughput there, {shown}")
+    else:
+        device = str(best.key.get("device") or "cpu")
+        gpu_w, cpu_w, how = _load(energy, device)
+        load = None if how.startswith("skipped") else (gpu_w or 0.0) + (cpu_w or 0.0)
+        basis = how if load is None else (
+            f"{load:,.0f} W under load ({how}), averaged over the probe's first round and all "
+            f"its precisions (this run recorded no timed-step times), ÷ its best throughput, "
+            f"{best.key.get('precision')} at {shown}")
+    return {"per": one, "precision": best.key.get("precision"), "throughput": rate,
             "unit": best.unit, "load_watts": load,
-            "per_sample_J": per_sample_energy(load, best.value) if load else None,
-            "per_kWh": samples_per_kwh(best.value, load), "basis": basis}
+            "per_sample_J": per_sample_energy(load, rate) if load else None,
+            "per_kWh": samples_per_kwh(rate, load), "basis": basis}
 
 
 def load_power(run: RunResult) -> dict[str, Any] | None:
     """The power one training device drew under load, from the training probes' energy:
     {"gpu_W": the trained GPU's mean W or None (a CPU run), "cpu_W": the CPU packages' mean W
-    or None, "probes": [...], "basis": text}; None when no training probe measured it."""
+    or None, "probes": [...], "basis": text}, over each probe's best precision's timed steps
+    where the run recorded them; None when no training probe measured it."""
     gpu, cpu, probes, how = [], [], [], []
     for name in TRAINING:
         best, energy = _best(run, name), probe_energy(run, name)
         if best is None or energy is None:
             continue
-        gpu_w, cpu_w, basis = _load(energy, str(best.key.get("device") or "cpu"))
+        timed = _timed_load(run, name, best)
+        gpu_w, cpu_w, basis = timed or _load(energy, str(best.key.get("device") or "cpu"))
         if basis.startswith("skipped"):
             continue
         probes.append(name)

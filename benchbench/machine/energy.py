@@ -123,6 +123,29 @@ def integrate_power(t: list[float], watts: list[float | None]) -> tuple[float | 
     return (joules if seconds > 0 else None), seconds
 
 
+def integrate_window(t: list[float | None], watts: list[float | None], start: float,
+                     end: float) -> tuple[float | None, float]:
+    """(J, s covered) of the power samples between `start` and `end` (same clock as `t`):
+    the trapezoid integral, with the power at each edge interpolated from its neighbours.
+    A gap (None) is skipped, not bridged. (None, 0.0) when no sample pair covers the window."""
+    pts = list(zip(t, watts, strict=False))
+    joules, seconds = 0.0, 0.0
+    for (t0, w0), (t1, w1) in zip(pts, pts[1:], strict=False):
+        if t0 is None or t1 is None or w0 is None or w1 is None:
+            continue
+        a, b = max(t0, start), min(t1, end)
+        if t1 <= t0 or b <= a:
+            continue
+
+        def at(x: float, t0: float = t0, w0: float = w0, t1: float = t1, w1: float = w1
+               ) -> float:
+            return w0 + (w1 - w0) * (x - t0) / (t1 - t0)
+
+        joules += (at(a) + at(b)) / 2 * (b - a)
+        seconds += b - a
+    return (joules if seconds > 0 else None), seconds
+
+
 def per_sample_energy(joules: float | None, samples: float) -> float | None:
     """J per image (or token); None when no sample was processed or the energy is unknown."""
     if joules is None or samples <= 0:

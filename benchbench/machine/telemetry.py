@@ -15,6 +15,7 @@ run.extra["telemetry"], which the renderers read:
     {"interval_s": 0.1,
      "probes": {name: {"t": [...], "cpu_util": [...], "cpu_util_per_core": [[...], ...],
                        "disk_read_Bps": [...], "host_memory_used_B": [...],
+                       "cpu_power_W": [...] (RAPL, the CPU packages, where readable),
                        "gpus": {"0": {"util", "mem_util", "sm_clock_Hz", "mem_clock_Hz",
                                       "power_W", "temp_degC", "throttle": [[names], ...]}},
                        "downsampled_by": 3, "samples": 123,
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchbench.core.timing import Clock
+from benchbench.machine.energy import RaplZone, rapl_joules, read_rapl
 from benchbench.machine.nvml import best_effort
 from benchbench.machine.steal import flag as steal_flag
 from benchbench.machine.telemetry_energy import Mark, take_mark, usage
@@ -64,7 +66,7 @@ _STACKED = ("loop", "dm-", "md", "zram", "ram")
 
 # Decimal places kept per series in results.json (0 keeps a whole number).
 _DIGITS = {"t": 3, "cpu_util": 3, "cpu_util_per_core": 2, "disk_read_Bps": 0,
-           "host_memory_used_B": 0, "util": 3, "mem_util": 3, "sm_clock_Hz": 0,
+           "host_memory_used_B": 0, "cpu_power_W": 2, "util": 3, "mem_util": 3, "sm_clock_Hz": 0,
            "mem_clock_Hz": 0, "power_W": 2, "temp_degC": 1}
 _GPU_FIELDS = ("util", "mem_util", "sm_clock_Hz", "mem_clock_Hz", "power_W", "temp_degC",
                "throttle")
@@ -128,6 +130,9 @@ class LiveSampler:
         self._disks: dict[str, bool] = {}
         self._t0: float | None = None
         self._last: tuple[float, int | None] = (0.0, None)
+        # RAPL at the last sample, for the CPU packages' power; None once it proved unreadable.
+        self._rapl: tuple[float, dict[str, RaplZone]] | None = None
+        self._rapl_readable = True
         self._nvml_open = False
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -253,8 +258,24 @@ class LiveSampler:
             vm = best_effort(self.cpu.virtual_memory)
             # total - available, not psutil's `used`: page cache that can be dropped is free.
             rec["host_memory_used_B"] = vm.total - vm.available if vm is not None else None
+        rec["cpu_power_W"] = self._cpu_power(t)
         rec["gpus"] = {i: self._gpu_sample(h) for i, h in list(self._handles.items())}
         self.records.append(rec)
+
+    def _cpu_power(self, t: float) -> float | None:
+        """The CPU packages' mean W since the last sample, from RAPL; None where it cannot
+        be read (then it is not tried again) and on the first sample."""
+        if not self._rapl_readable:
+            return None
+        zones = best_effort(lambda: read_rapl(self.root))
+        if zones is None:
+            self._rapl_readable = False
+            return None
+        last, self._rapl = self._rapl, (t, zones)
+        if last is None or t <= last[0]:
+            return None
+        joules = rapl_joules(last[1], zones)
+        return None if joules is None else joules / (t - last[0])
 
     def _gpu_sample(self, h: Any) -> dict[str, Any]:
         nvml = self.nvml
@@ -281,7 +302,8 @@ class LiveSampler:
         """Every sample, column by column, in the stored shape (downsampled_by 1)."""
         recs = list(self.records)  # the thread may still append: work on a copy
         out: dict[str, Any] = {"t": [r["t"] for r in recs]}
-        for key in ("cpu_util", "cpu_util_per_core", "disk_read_Bps", "host_memory_used_B"):
+        for key in ("cpu_util", "cpu_util_per_core", "disk_read_Bps", "host_memory_used_B",
+                    "cpu_power_W"):
             column = [r.get(key) for r in recs]
             if any(v is not None for v in column):
                 out[key] = column

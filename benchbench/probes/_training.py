@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +196,13 @@ def warm_up(step: Step, ctx: ProbeContext, dev: str, share_s: float) -> WarmUp:
     return WarmUp(first, done, meter.timed_once(step, dev))
 
 
+def monotonic_span(ctx: ProbeContext, since: float) -> tuple[float, float]:
+    """(start, end) on time.monotonic of the span from `since` (on ctx.clock) to now: the
+    clock the parent's telemetry sampler stamps its samples with."""
+    now, mono = ctx.clock(), time.monotonic()
+    return mono - (now - since), mono
+
+
 def step_measurements(key: dict[str, Any], times: list[float], work_per_step: float,
                       unit: str, context: dict[str, Any]) -> list[Measurement]:
     """throughput (total work / total time, per-step rates as samples) and step_time."""
@@ -296,9 +304,11 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                              f"half of the {ctx.budget.remaining():.3g} s left")
                 continue
         left = len(order) - i
+        window: list[tuple[float, float]] = []  # the timed steps on the telemetry's clock
 
         def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left,
-                    first: bool = not out) -> tuple[list[float] | None, WarmUp, float]:
+                    first: bool = not out, window: list[tuple[float, float]] = window
+                    ) -> tuple[list[float] | None, WarmUp, float]:
             ctx.meter.reset_peak_memory(dev)  # a failed, larger attempt must not count
             t0 = ctx.clock()
             step = build_at(b)
@@ -315,7 +325,12 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                 # The first figure is the core one: it may take what the later precisions
                 # were to share, and they are skipped for it.
                 n = plan_steps(warm.step_s, job.steps, ctx.budget.remaining())
-            return (None if n is None else ctx.meter.step_times(step, n, dev)), warm, built_s
+            if n is None:
+                return None, warm, built_s
+            t0 = ctx.clock()
+            times = ctx.meter.step_times(step, n, dev)
+            window.append(monotonic_span(ctx, t0))
+            return times, warm, built_s
 
         try:
             (times, warm, built_s), used, failed = with_backoff(batch, attempt)
@@ -334,6 +349,9 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             continue
         ctx_m = {**job.context, **extra, "batch": used, "oom_backoff": failed,
                  "steps": len(times), "warmup_steps": warm.steps,
+                 # When the timed steps ran, on time.monotonic as the run's telemetry stamps
+                 # its samples: the energy analysis integrates power over these seconds only.
+                 "timed_monotonic_s": [round(x, 4) for x in window[-1]],
                  "first_step_s": warm.first_s, "tf32_enabled": p.tf32,
                  "autocast": str(p.autocast) if p.autocast else None, "grad_scaler": p.scaler}
         out += step_measurements(job.key(name), times, job.work_per_sample * used, job.unit,

@@ -33,7 +33,8 @@ def _energy(run: RunResult) -> list[str]:
                 "by an older benchbench, or the sampler failed).", ""]
     out = ["GPU energy from NVML's energy counter (or its power samples, integrated), CPU "
            "packages from RAPL; average power is over the probe's first round, all its "
-           "precisions together.", ""]
+           "precisions together; energy per sample is the power during the best precision's "
+           "own timed steps over its throughput (each probe's basis below).", ""]
     out += fmt.table(
         ["probe", "time", "GPU energy", "CPU energy", "average power", "energy per sample",
          "per kWh"],

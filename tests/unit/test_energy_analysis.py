@@ -176,3 +176,53 @@ def test_compare_shows_virtualisation_gpu_mode_and_mig():
     assert rows["GPU virtualisation"].values["cloud"] == ["vGPU guest"]
     assert rows["MIG"].values == {"metal": ["off"], "cloud": ["on (7 slices)"]}
     assert all(rows[n].differs for n in ("virtualisation", "GPU virtualisation", "MIG"))
+
+
+# --- energy per image over the best precision's own timed steps ------------------------------
+
+def timed_run(with_window=True):
+    """resnet50's first round on cuda:0, telemetry at 1 s from t0 = 100 s: 0-20 s start-up,
+    builds and the fp32 steps at 300 W, then amp_bf16's 20 timed steps from 20 s to 30 s at
+    700 W, then 300 W again; the CPU packages 100 W throughout, 150 W during the steps. The
+    counters over the whole 40 s give 16,000 J on GPU 0: 400 W averaged."""
+    t = [float(i) for i in range(41)]
+    gpu_w = [700.0 if 20 <= i <= 30 else 300.0 for i in range(41)]
+    cpu_w = [150.0 if 20 <= i <= 30 else 100.0 for i in range(41)]
+    best = thr("cuda:0", "amp_bf16", 3100.0)
+    best.context.update(steps=20, round_values=[3000.0, 3200.0])
+    if with_window:
+        best.context["timed_monotonic_s"] = [120.0, 130.0]
+    tel = rec({"0": 16000.0}, 4400.0, seconds=40.0)
+    tel.update(t=t, t0_monotonic=100.0, cpu_power_W=cpu_w, gpus={"0": {"power_W": gpu_w}})
+    return RunResult(tool={}, started_at="t", environment={}, config={}, argv=[],
+                     probes=[probe("resnet50", "gpu_compute", [thr("cuda:0", "fp32", 1000.0),
+                                                               best])],
+                     extra={"telemetry": {"probes": {"resnet50": tel}, "flags": {}}})
+
+
+def test_energy_per_image_integrates_power_over_the_timed_steps_only():
+    r = by_probe(timed_run())["resnet50"]
+    # 700 W + 150 W during the steps, against round 1's 3,000 images/s: 0.2833 J an image.
+    assert r["load_watts"] == pytest.approx(850)
+    assert r["throughput"] == 3000.0
+    assert r["per_sample_J"] == pytest.approx(850 / 3000)
+    assert r["basis"].startswith("850 W during amp_bf16's timed steps only (GPU 0 700 W")
+    assert "its 20 timed steps (10.0 s)" in r["basis"] and "round 1" in r["basis"]
+    # The whole round's average (400 W + 110 W) would have understated it by 40%.
+    assert energy.load_power(timed_run())["gpu_W"] == pytest.approx(700)
+
+
+def test_a_run_without_step_times_falls_back_to_the_whole_round_and_says_so():
+    r = by_probe(timed_run(with_window=False))["resnet50"]
+    assert r["load_watts"] == pytest.approx(400 + 110)
+    assert "averaged over the probe's first round and all its precisions" in r["basis"]
+    assert "recorded no timed-step times" in r["basis"]
+
+
+def test_integrate_window_interpolates_its_edges_and_skips_gaps():
+    from benchbench.machine.energy import integrate_window
+
+    t, w = [0.0, 1.0, 2.0, 3.0], [100.0, 200.0, None, 400.0]
+    # 0.5 .. 1.0: 150 W -> 200 W is 87.5 J over 0.5 s; 1..3 has a gap on each side of 2.
+    assert integrate_window(t, w, 0.5, 3.0) == (pytest.approx(87.5), pytest.approx(0.5))
+    assert integrate_window(t, w, 5.0, 6.0) == (None, 0.0)

@@ -156,3 +156,24 @@ def test_store_without_usage_keeps_the_series_as_it_was():
     store(extra, "matmul", ProbeTelemetry(dict(SERIES), {"cpu": "psutil"}, []))
     assert extra["telemetry"]["probes"]["matmul"] == SERIES
     assert extra["telemetry"]["flags"] == {}
+
+
+def test_the_series_carry_the_cpu_packages_power_from_rapl(tmp_path, clock):
+    """One RAPL reading a sample: the W between two samples, so that energy over a probe's
+    timed steps alone can be integrated (analysis/energy.py)."""
+    root = host(tmp_path, STAT[0], 1_000_000)
+    sampler = LiveSampler(None, None, clock=clock, root=root)
+    sampler.open()
+    for k in range(1, 5):
+        clock.advance(0.1)
+        host(tmp_path, STAT[0], 1_000_000 + k * 12_000_000)  # 12 J a tenth: 120 W
+        sampler.sample()
+    series = sampler.raw_series()
+    assert series["cpu_power_W"][0] is None  # nothing to difference yet
+    assert series["cpu_power_W"][1:] == [pytest.approx(120.0)] * 3
+    # No RAPL here: the series is left out, and RAPL is not read again at every sample.
+    bare = LiveSampler(None, None, clock=clock, root=build(tmp_path / "bare", {"proc/stat": ""}))
+    bare.open()
+    bare.sample()
+    bare.sample()
+    assert "cpu_power_W" not in bare.raw_series() and not bare._rapl_readable
