@@ -129,19 +129,36 @@ class Isolator:
                     message = poll_message(parent_conn, 0.1, on_progress)
                 except EOFError:
                     proc.join(5)
-                    return Outcome(False, error=f"the worker process "
-                                                f"{describe_exit(proc.exitcode)}")
+                    return _died(proc, should_stop)
                 if message is not None:
                     kind, body = message
                     if kind == "result":
                         return Outcome(True, value=body)
                     return Outcome(False, error=body[0], detail=body[1])
                 if not proc.is_alive() and not parent_conn.poll(0):  # drained: nothing more
-                    return Outcome(False, error=f"the worker process "
-                                                f"{describe_exit(proc.exitcode)}")
+                    return _died(proc, should_stop)
         finally:
             stop_processes([proc])
             parent_conn.close()
+
+
+# Signals that stop a whole run: `timeout`, Slurm and Ctrl-C send them to the process group,
+# so the worker may die of one a moment before the parent's own handler has run.
+_SHUTDOWN = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_SHUTDOWN_WAIT_S = 1.0
+
+
+def _died(proc: Any, should_stop: Callable[[], bool]) -> Outcome:
+    """The outcome of a worker that ended without a result. One killed by a shutdown signal
+    while this process is being stopped too was interrupted, not dead: Cancelled."""
+    code = proc.exitcode
+    if code is not None and -code in _SHUTDOWN:
+        deadline = time.monotonic() + _SHUTDOWN_WAIT_S
+        while time.monotonic() < deadline:
+            if should_stop():
+                raise Cancelled()
+            time.sleep(0.02)
+    return Outcome(False, error=f"the worker process {describe_exit(code)}")
 
 
 def stop_processes(procs: list[Any]) -> None:

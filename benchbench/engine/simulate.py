@@ -107,13 +107,14 @@ def _as_result(sim: SimProbe) -> ProbeResult:
     )
 
 
-def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = None
-                 ) -> RunEstimate:
+def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = None,
+                 overrides: dict[str, dict[str, Any]] | None = None) -> RunEstimate:
     """Every probe of a default (or --quick) CUDA run on the profiled machine, as the runner
     schedules it: each within the budget the runner would give it, the repeatable ones in
     rounds that share it (each round pays its start-up again: cuDNN's autotuning included),
     plus the runner's own costs: the forkserver and the facts worker, the environment
-    snapshot, a worker per probe round, the dataset and the reports."""
+    snapshot, a worker per probe round, the dataset and the reports. `overrides` are the
+    --set values, by probe."""
     specs = list(default_registry())
     total_weight = sum(s.budget_weight for s in specs)
     times = rounds or default_rounds(quick, "cuda")
@@ -125,7 +126,8 @@ def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = Non
         n = times if spec.repeatable else 1
         budget = probe_budget(spec.budget_weight, total_weight, quick, None, "cuda",
                               p.gpus if spec.per_gpu else 1)
-        sim = simulate_probe(p, spec.name, quick, budget / n, best_loader)
+        sim = simulate_probe(p, spec.name, quick, budget / n, best_loader,
+                             (overrides or {}).get(spec.name))
         if spec.name == "dataloader" and round_no == 1 and sim.measurements:
             best_loader = max(m.value for m in sim.measurements if m.metric == "throughput")
         if round_no == 1:

@@ -123,6 +123,10 @@ def _fio_version() -> str | None:
     return out.stdout.strip().removeprefix("fio-") or None
 
 
+# DALI's wheels, one per CUDA major it is built for, newest first.
+DALI_WHEELS = ("nvidia-dali-cuda130", "nvidia-dali-cuda120", "nvidia-dali-cuda110")
+
+
 def package_versions() -> dict[str, Any]:
     """Versions read from package metadata: no heavy import."""
     return {
@@ -130,9 +134,8 @@ def package_versions() -> dict[str, Any]:
         "benchbench": _version("benchbench"),
         "torch": _version("torch"),
         "torchvision": _version("torchvision"),
-        "nvidia_dali": next((v for v in (_version("nvidia-dali-cuda120"),
-                                         _version("nvidia-dali-cuda110"),
-                                         _version("nvidia-dali-cuda130")) if v), None),
+        "nvidia_dali": next((v for v in (_version(w) for w in DALI_WHEELS) if v), None),
+        "nvidia_dali_wheel": next((w for w in DALI_WHEELS if _version(w)), None),
         "nvidia_ml_py": _version("nvidia-ml-py"),
         "fio": _fio_version(),
     }

@@ -77,11 +77,30 @@ def random_bytes(size: int, device: str, pin: bool = False) -> Any:
 
 def apply_tf32(enabled: bool) -> None:
     """TF32 on or off for matmuls and cuDNN convolutions alike. cuDNN defaults to TF32, so a
-    true fp32 measurement must switch off both flags."""
+    true fp32 measurement must switch off both. Where torch has the fp32_precision API (2.9
+    and later) it is used: the legacy allow_tf32 flags print a deprecation warning in every
+    worker there, and mixing the two raises ("mix of legacy and new APIs")."""
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    torch.backends.cudnn.allow_tf32 = enabled
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision"):
+        mode = "tf32" if enabled else "ieee"
+        matmul.fp32_precision = mode
+        cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+        cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
+    else:
+        matmul.allow_tf32 = enabled
+        cudnn.allow_tf32 = enabled
+
+
+def tf32_enabled() -> bool:
+    """Whether fp32 matmuls run in TF32, read through the same API apply_tf32 sets."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        return bool(matmul.fp32_precision == "tf32")
+    return bool(matmul.allow_tf32)
 
 
 def capability(facts: dict[str, Any], dev: str) -> tuple[int, int]:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import multiprocessing
 import platform
+import shutil
+import signal
 import sys
 import warnings
 from collections.abc import Iterator
@@ -52,19 +54,58 @@ STD = (0.229, 0.224, 0.225)
 DALI_MACHINES = ("x86_64", "aarch64")
 
 
+def dali_wheel(torch_cuda: str | None = None) -> str:
+    """The DALI wheel that matches this torch's CUDA major (a CPU-only torch takes the newest:
+    its CPU pipeline runs on either)."""
+    cuda = torch.version.cuda if torch_cuda is None else torch_cuda
+    major = int(str(cuda).split(".")[0]) if cuda and str(cuda)[0].isdigit() else None
+    return "nvidia-dali-cuda120" if major is not None and major < 13 else "nvidia-dali-cuda130"
+
+
+def _cuda_text() -> str:
+    return f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA (a CPU build)"
+
+
 def dali_missing() -> str:
     """Why DALI is absent, and how to add it where it can be."""
     system, machine = platform.system(), platform.machine()
     if system == "Linux" and machine in DALI_MACHINES:
         return ("DALI is not installed (benchbench installs it on Linux x86_64 and aarch64; "
-                "it was left out here): pip install nvidia-dali-cuda120")
+                f"it was left out here): pip install {dali_wheel()} (the wheel for this "
+                f"torch's {_cuda_text()})")
     return (f"DALI is not installed: NVIDIA publishes it for Linux on x86_64 and aarch64 only, "
             f"and this is {system} {machine}")
+
+
+def dali_mismatch() -> str | None:
+    """Why the installed DALI wheel cannot feed this torch's GPU (its CUDA major differs),
+    with the fix; None when they match or either is unknown."""
+    from benchbench.machine.environment import DALI_WHEELS, _version
+
+    installed = [w for w in DALI_WHEELS if _version(w)]
+    wanted = dali_wheel()
+    if not installed or wanted in installed or not torch.version.cuda:
+        return None
+    return (f"the installed {installed[0]} is built for another CUDA than this torch's "
+            f"{_cuda_text()}: pip uninstall -y {installed[0]} && pip install {wanted}")
 _MAX_WARNINGS = 5  # a dataset full of broken files should not bury the output in warnings
 
 
 class LoaderError(Exception):
     """A loader that cannot be built or that failed while loading; the message says why."""
+
+
+def shm_advice(path: str = "/dev/shm") -> str:
+    """Why a loader worker died of a bus error, and the fix: DataLoader workers hand their
+    batches over in shared memory, and a container's /dev/shm is 64 MB unless told otherwise."""
+    try:
+        usage = shutil.disk_usage(path)
+        room = f"{path} has {usage.free / 2**20:,.0f} MiB free of {usage.total / 2**20:,.0f} MiB"
+    except OSError:
+        room = f"{path} cannot be read"
+    return (f"a loader worker was killed by a bus error: the workers pass batches through "
+            f"shared memory and {room}; give the container more (docker run --shm-size=16g, "
+            "or a Kubernetes emptyDir with medium Memory on /dev/shm) or use fewer workers")
 
 
 def dali_available() -> str | None:
@@ -87,7 +128,7 @@ def unavailable(kind: str, device: str) -> str | None:
         return None
     if kind == "dali_gpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
         return "it decodes on a CUDA GPU and this run uses none"
-    return dali_available()
+    return dali_available() or (dali_mismatch() if kind == "dali_gpu" else None)
 
 
 class Loader:
@@ -256,6 +297,21 @@ class _TorchvisionLoader(Loader):
             multiprocessing_context=_worker_context() if workers > 0 else None)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        try:
+            yield from self._batches()
+        except RuntimeError as exc:
+            if not self._bus_error(exc):
+                raise
+            raise LoaderError(shm_advice()) from None
+
+    def _bus_error(self, exc: RuntimeError) -> bool:
+        """A worker killed by SIGBUS: torch says so, or only that it "exited unexpectedly"."""
+        if "bus error" in str(exc).lower():
+            return True
+        workers = getattr(getattr(self._loader, "_iterator", None), "_workers", None) or []
+        return any(w.exitcode == -signal.SIGBUS for w in workers)
+
+    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for images, labels, failed in self._loader:
             for path, reason in failed:
                 if path not in self.corrupt_files and self.corrupt < _MAX_WARNINGS:

@@ -52,3 +52,20 @@ def test_cancel_raises_and_stops(iso):
     with pytest.raises(Cancelled):
         iso.call("isolation_targets:sleepy", 30, should_stop=lambda: time.monotonic() - t0 > 0.3)
     assert time.monotonic() - t0 < 10
+
+
+def test_a_worker_stopped_with_its_run_is_interrupted_not_dead(iso):
+    """`timeout` signals the whole process group: the worker may die of SIGTERM a moment
+    before the parent's handler sets its stop flag. That is an interruption."""
+    t_dead = []
+
+    def stop_flag_set_late():  # the parent's handler runs 0.2 s after the worker died
+        if not t_dead:
+            t_dead.append(time.monotonic())
+        return time.monotonic() - t_dead[0] > 0.2
+
+    with pytest.raises(Cancelled):
+        iso.call("isolation_targets:terminated", None, should_stop=stop_flag_set_late)
+    # Killed by SIGTERM while this process carries on: a dead worker, said so.
+    out = iso.call("isolation_targets:terminated", None)
+    assert not out.ok and out.error == "the worker process died from SIGTERM"

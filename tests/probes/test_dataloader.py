@@ -232,15 +232,30 @@ def test_probe_measures_every_loader_and_worker_count(tiny):
     assert seen[-1][0] == "done"
 
 
+def gpu_config(facts):
+    """The GPU test's config, resolved for a CUDA device (its defaults add dali_gpu)."""
+    return resolved("dataloader", device="cuda", facts=facts, batch_size=4, image_size=32,
+                    workers=(1,), batches=2, min_seconds=0)
+
+
 @pytest.mark.gpu
 def test_probe_on_a_gpu_adds_dali_gpu(tiny):
+    from benchbench.machine.environment import torch_facts
+
     c, _ = ctx(tiny)
     c.device = "cuda"
-    out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(1,),
-                                             batches=2))
+    out = dataloader.run(c, gpu_config(torch_facts()))
     loaders = {m.key["loader"] for m in out.measurements if m.metric == "throughput"}
     assert loaders == ({"torchvision"} if dali_available() else
                        {"torchvision", "dali_cpu", "dali_gpu"})
+
+
+def test_the_gpu_test_plans_every_loader_on_a_simulated_h200():
+    from benchbench.engine import simulate
+
+    cfg = gpu_config(simulate.facts_for(simulate.H200))
+    assert dataloader.configurations(list(cfg.loaders), cfg.workers) == [
+        ("torchvision", 1), ("dali_cpu", 1), ("dali_gpu", 1)]
 
 
 def test_probe_notes_a_missing_dali(tiny, monkeypatch):
@@ -249,7 +264,8 @@ def test_probe_notes_a_missing_dali(tiny, monkeypatch):
     out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(0,),
                                              batches=2))
     assert any(n.startswith("dali_cpu skipped, because DALI is not installed") and
-               "pip install nvidia-dali-cuda120" in n for n in out.notes)
+               f"pip install {_loaders.dali_wheel()} (the wheel for this torch's" in n
+               for n in out.notes)
     assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
     assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
     with pytest.raises(ProbeSkipped, match="no loader could run: dali_cpu skipped, because DALI"):
@@ -322,6 +338,26 @@ def test_auto_workers_sweep_up_to_the_cores():
         0, 1, 2, 4, 6)
 
 
+def test_the_dali_wheel_named_matches_torchs_cuda_major(monkeypatch):
+    from benchbench.probes._loaders import dali_wheel
+
+    assert dali_wheel("13.0") == "nvidia-dali-cuda130"  # torch 2.9+ from PyPI, the GPU box
+    assert dali_wheel("12.8") == "nvidia-dali-cuda120"
+    assert dali_wheel("") == "nvidia-dali-cuda130"  # a CPU torch: the CPU pipeline runs on it
+    # A CUDA 12 wheel beside a CUDA 13 torch: dali_gpu is refused, with the fix.
+    from benchbench.machine import environment
+
+    monkeypatch.setattr(_loaders.torch.version, "cuda", "13.0")
+    monkeypatch.setattr(environment, "_version",
+                        lambda name: "1.52" if name == "nvidia-dali-cuda120" else None)
+    assert _loaders.dali_mismatch() == (
+        "the installed nvidia-dali-cuda120 is built for another CUDA than this torch's CUDA "
+        "13.0: pip uninstall -y nvidia-dali-cuda120 && pip install nvidia-dali-cuda130")
+    monkeypatch.setattr(environment, "_version",
+                        lambda name: "1.52" if name == "nvidia-dali-cuda130" else None)
+    assert _loaders.dali_mismatch() is None
+
+
 def test_where_nvidia_publishes_no_dali_the_reason_says_so(monkeypatch):
     monkeypatch.setattr(_loaders.platform, "system", lambda: "Darwin")
     monkeypatch.setattr(_loaders.platform, "machine", lambda: "arm64")
@@ -340,7 +376,35 @@ def test_dali_is_part_of_the_default_install_where_nvidia_publishes_it():
     (dali,) = [Requirement(r) for r in meta["project"]["dependencies"]
                if r.startswith("nvidia-dali")]
     assert "dali" in meta["project"]["optional-dependencies"]  # kept for existing users
+    # The default wheel is the one PyPI's torch (CUDA 13) needs; CUDA 12 has its extra.
+    assert dali.name == _loaders.dali_wheel("13.0")
+    extra = meta["project"]["optional-dependencies"]
+    assert [Requirement(r).name for r in extra["dali-cuda12"]] == [_loaders.dali_wheel("12.8")]
     for system, machine, wanted in (("linux", "x86_64", True), ("linux", "aarch64", True),
                                     ("darwin", "arm64", False), ("win32", "AMD64", False)):
         env = {"sys_platform": system, "platform_machine": machine}
         assert Marker(str(dali.marker)).evaluate(env) is wanted, (system, machine)
+
+
+def test_a_worker_killed_by_a_bus_error_gives_the_shm_fix_in_one_line():
+    """A container's small /dev/shm kills DataLoader workers with SIGBUS: the probe says what
+    happened and how to fix it, instead of failing with a traceback."""
+    from fault_data import BusErrorImages
+
+    from benchbench.probes._loaders import _TorchvisionLoader
+
+    def make(kind, data, batch, workers, image, device):
+        return _TorchvisionLoader(BusErrorImages(), batch, workers, device, seed=0)
+
+    c, _ = ctx(budget=30.0)
+    notes = []
+    cfg = resolved("dataloader", loaders=("torchvision",), batch_size=4, workers=(2,),
+                   batches=3, min_seconds=0)
+    measured, _ = dataloader.sweep(c, cfg, [("torchvision", 2)], "fault", "cpu", 2, notes,
+                                   make_loader=make)
+    assert measured == []
+    (note,) = notes
+    assert note.startswith("torchvision skipped, because it failed at workers=2: a loader "
+                           "worker was killed by a bus error: the workers pass batches through "
+                           "shared memory and /dev/shm has ")
+    assert "--shm-size" in note and "\n" not in note

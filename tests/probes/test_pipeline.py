@@ -152,3 +152,28 @@ def test_the_report_labels_an_au_from_few_steps():
     text = render_md(run)
     assert "1 + 1 (few steps)" in text
     assert "(few steps)" not in render_md(pipeline_run(1000.0, 2500.0))
+
+
+def test_a_loader_worker_bus_error_skips_the_pipeline_with_the_shm_fix(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from fault_data import BusErrorImages
+    from helpers import cpu_facts
+
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes import dataset
+    from benchbench.probes._loaders import _TorchvisionLoader
+    from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
+    from benchbench.probes.pipeline import run as pipeline
+
+    facts = dataset.ensure_synthetic(DatasetConfig(num_images=8, num_classes=2, mean_side=64),
+                                     quick=True, root=tmp_path)
+    monkeypatch.setattr(pipeline, "build_loader", lambda kind, s, batch, workers, image, dev:
+                        _TorchvisionLoader(BusErrorImages(), batch, workers, dev, seed=0))
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1),
+                       budget=Budget(30.0), facts=cpu_facts(),
+                       inputs=RunInputs(data_dir=facts["path"], dataset=facts))
+    cfg = resolved("pipeline", precisions=("fp32",), batch_size=2, image_size=32, steps=3,
+                   loader="torchvision", workers=2)
+    with pytest.raises(ProbeSkipped, match=r"^the torchvision loader with 2 workers failed: a "
+                                           r"loader worker was killed by a bus error.*--shm-size"):
+        pipeline.run(ctx, cfg)

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from benchbench.core.results import UNITS  # noqa: E402
 from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
-from benchbench.probes._devices import random_bytes  # noqa: E402
+from benchbench.probes._devices import random_bytes, tf32_enabled  # noqa: E402
 from benchbench.probes.api import ProbeContext, ProbeSkipped  # noqa: E402
 from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
 from benchbench.probes.matmul import run as matmul  # noqa: E402
@@ -43,7 +43,7 @@ def test_matmul_cpu_measures_flops_per_dtype_and_size():
         assert p.statistic == "max" and p.value == max(p.samples)
     assert any("tf32 on cpu skipped, because" in n for n in out.notes)
     assert seen and seen[-1][0] == "done"
-    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert not tf32_enabled()
 
 
 def test_matmul_drops_sizes_that_cannot_fit_the_budget():
@@ -90,11 +90,24 @@ def test_units_are_closed():
     assert "GB/s" not in UNITS and "B/s" in UNITS
 
 
+def gpu_configs(facts):
+    """The GPU tests' configs, resolved for a CUDA device with these facts: the GPU's own, or
+    the simulator's (test_gpu_tests_plan_on_a_simulated_h200). A config resolved for the CPU
+    and run on a GPU lacks the GPU's defaults (a GPU buffer of no size)."""
+    return {
+        "matmul": resolved("matmul", device="cuda", facts=facts, sizes=(2048,),
+                           dtypes=("fp32", "tf32"), devices=(0,), min_sample_s=0.01),
+        "memory_bandwidth": resolved("memory_bandwidth", device="cuda", facts=facts,
+                                     devices=(0,), min_sample_s=0.01),
+        "host_device_copy": resolved("host_device_copy", device="cuda", facts=facts,
+                                     sizes=(1 << 20, 64 << 20), devices=(0,), min_sample_s=0.01),
+    }
+
+
 @pytest.mark.gpu
 def test_matmul_gpu_fp32_is_not_tf32():
     c, _ = ctx(device="cuda")
-    out = matmul.run(c, resolved("matmul", sizes=(2048,), dtypes=("fp32", "tf32"), devices=(0,),
-                                     min_sample_s=0.01))
+    out = matmul.run(c, gpu_configs(c.facts)["matmul"])
     by = {m.key["dtype"]: m for m in out.measurements if m.metric == "flops"}
     assert by["fp32"].context["tf32_enabled"] is False
     assert by["tf32"].context["tf32_enabled"] is True
@@ -103,12 +116,37 @@ def test_matmul_gpu_fp32_is_not_tf32():
 @pytest.mark.gpu
 def test_gpu_memory_and_host_device_copy():
     c, _ = ctx(device="cuda", budget=20)
-    out = memory_bandwidth.run(c, resolved("memory_bandwidth", devices=(0,), min_sample_s=0.01))
+    cfgs = gpu_configs(c.facts)
+    out = memory_bandwidth.run(c, cfgs["memory_bandwidth"])
     assert {m.key["memory"] for m in out.measurements} == {"cuda:0", "host"}
-    out = host_device_copy.run(c, resolved("host_device_copy", sizes=(1 << 20, 64 << 20),
-                                           devices=(0,), min_sample_s=0.01))
+    out = host_device_copy.run(c, cfgs["host_device_copy"])
     peaks = [m for m in out.measurements if m.metric == "peak_bandwidth"]
     assert len(peaks) == 4 and all(p.value > 1e8 for p in peaks)
+
+
+def test_gpu_tests_plan_on_a_simulated_h200():
+    """The GPU tests' set-up against the simulator's device facts, on this CPU: what they
+    would plan on the GPU box is complete, not sized for a CPU."""
+    from benchbench.engine import simulate
+
+    facts = simulate.facts_for(simulate.H200)
+    cfgs = gpu_configs(facts)
+    c, _ = ctx(device="cuda", facts=facts)
+    items, notes = memory_bandwidth.plan(c, cfgs["memory_bandwidth"])
+    assert [i.device for i in items] == ["cuda:0", "cpu"] and notes == []
+    assert all(i.size >= 4 * i.cache for i in items)
+    assert host_device_copy.plan([0], cfgs["host_device_copy"])
+    assert sorted(matmul.usable_dtypes("cuda:0", cfgs["matmul"].dtypes, [], facts)) == [
+        "fp32", "tf32"]
+
+
+def test_a_cpu_config_on_a_gpu_is_an_error_not_a_zero_byte_plan():
+    from benchbench.engine import simulate
+
+    facts = simulate.facts_for(simulate.H200)
+    c, _ = ctx(device="cuda", facts=facts)
+    with pytest.raises(RuntimeError, match="gpu_size_bytes was left at auto"):
+        memory_bandwidth.plan(c, resolved("memory_bandwidth", device="cpu", facts=facts))
 
 
 def test_worker_runs_a_probe_job_and_reports_skips():
@@ -144,3 +182,21 @@ def test_pre_ampere_gpus_skip_tf32_and_bf16(monkeypatch):
                      "tensor cores" for m in ("tf32", "amp_bf16")]
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev: (9, 0))  # H100/H200
     assert usable_on("cuda:0", ("fp32", "bf16"), (), ("bf16",), "n/a", []) == ["fp32", "bf16"]
+
+
+def test_tf32_is_set_through_the_new_api_without_a_warning():
+    """torch 2.9+ warns on the legacy allow_tf32 flags in every worker, and raises when the
+    legacy and new APIs are mixed; benchbench sets and reads the new one only."""
+    import warnings
+
+    from benchbench.probes._devices import apply_tf32
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        apply_tf32(True)
+        assert tf32_enabled()
+        apply_tf32(False)
+        assert not tf32_enabled()
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+        assert torch.backends.cudnn.conv.fp32_precision == "ieee"

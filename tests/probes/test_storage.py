@@ -244,7 +244,7 @@ def test_dataset_sampling_and_cold_read(tmp_path):
     assert len(picked) == 5 and sum(s for _, s in picked) <= 5 * 10_020
     assert {Path(p).parent.name for p, _ in picked} == {"class0", "class1", "class2"}
     assert dataset_read.sample_evenly(files, 10**9) == files
-    read = dataset_read.cold_read(picked, chunks=3, deadline=time.perf_counter() + 60)
+    read, _ = dataset_read.cold_read(picked, chunks=3, deadline=time.perf_counter() + 60)
     assert read.files == 5 and read.io_bytes == sum(s for _, s in picked)
     assert [c[0] for c in read.chunks] == [2, 2, 1]
     rate, bw = dataset_read.measurements(read, {"path": str(data)})
@@ -261,8 +261,45 @@ def test_dataset_read_stops_at_the_deadline(tmp_path, clock):
         clock.advance(1.0)
         return clock()
 
-    read = dataset_read.cold_read(files, chunks=6, deadline=clock() + 2.5, clock=ticking)
+    read, _ = dataset_read.cold_read(files, chunks=6, deadline=clock() + 2.5, clock=ticking)
     assert read.stopped_by == "deadline" and 0 < read.files < 6
+
+
+def test_mincore_sees_what_the_drop_left_in_the_page_cache(tmp_path):
+    data = tmp_path / "data"
+    _dataset(data, files=8, size=64 * 1024)
+    files = dataset_read.list_files(str(data))
+    for path, _ in files:
+        Path(path).read_bytes()
+    assert dataset_read.cached_share(files) > 0.9  # just written and read: cached
+    os.sync()  # dirty pages are not dropped
+    dataset_read.drop_cached(files)
+    assert dataset_read.cached_share(files) < dataset_read.CACHED_SHARE
+
+
+@pytest.mark.parametrize("why", ["no-op drop", "gVisor"])
+def test_a_drop_that_does_nothing_labels_the_read_as_the_page_cache(tmp_path, monkeypatch, why):
+    """Under gVisor posix_fadvise(DONTNEED) is accepted and ignored: the "cold" read then
+    measures the page cache, and must say so rather than pass for storage."""
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes.api import ProbeContext, ProbeOutput, RunInputs
+
+    data = tmp_path / "data"
+    _dataset(data, files=8, size=64 * 1024)
+    for path, _ in dataset_read.list_files(str(data)):
+        Path(path).read_bytes()
+    os.sync()  # written back: a working drop would drop them
+    if why == "gVisor":
+        monkeypatch.setattr(dataset_read, "detect", lambda: {"sandbox": "gVisor"})
+    else:
+        monkeypatch.setattr(dataset_read, "drop_cached", lambda files: None)
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(), budget=Budget(30.0), facts={},
+                       inputs=RunInputs(data_dir=str(data)))
+    out = ProbeOutput([])
+    rate, _ = dataset_read.measure(ctx, 10**9, "", out)
+    assert rate.key["access"] == "page_cache"
+    (note,) = [n for n in out.notes if "measures the page cache" in n]
+    assert ("gVisor" in note) if why == "gVisor" else ("still cached after" in note)
 
 
 # --- cleanup -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from benchbench.core.results import Measurement, ProbeResult, RunResult  # noqa:
 from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
 from benchbench.probes import _training  # noqa: E402
+from benchbench.probes._devices import tf32_enabled  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
 from benchbench.probes.models.gpt import GPT, transformer_flops_per_token  # noqa: E402
 from benchbench.probes.resnet50 import run as resnet50  # noqa: E402
@@ -55,7 +56,9 @@ def test_resnet50_cpu_each_precision():
     assert thr["fp32"].context["tf32_enabled"] is False
     assert any(n.startswith("amp_fp16 on cpu skipped, because") for n in out.notes)
     assert any(n.startswith("tf32 on cpu skipped, because") for n in out.notes)
-    assert torch.backends.cudnn.allow_tf32 is False  # left as true fp32 for what follows
+    assert not tf32_enabled()  # left as true fp32 for what follows
+    if hasattr(torch.backends.cudnn, "conv"):  # the fp32_precision API, torch 2.9 and later
+        assert torch.backends.cudnn.conv.fp32_precision == "ieee"
 
 
 def test_transformer_cpu_each_precision():

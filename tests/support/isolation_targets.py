@@ -42,3 +42,8 @@ def rank_one_hangs(comm, payload):
         time.sleep(3600)
     dist.all_reduce(torch.ones(4))
     return "unreachable"
+
+
+def terminated(payload, progress):
+    """Dies of SIGTERM, as a worker does when `timeout` or Slurm stops the whole run."""
+    os.kill(os.getpid(), signal.SIGTERM)

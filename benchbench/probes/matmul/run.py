@@ -24,6 +24,7 @@ from benchbench.probes._devices import (
     budget_allows,
     gpu_indices,
     is_oom,
+    tf32_enabled,
     usable_on,
 )
 from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, resolved, throughput
@@ -139,7 +140,7 @@ def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
     c = torch.empty(n, n, device=dev, dtype=dtype)
     timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left,
                         resolved(cfg.min_sample_s, "min_sample_s"), warm=warm)
-    context: dict[str, Any] = {"tf32_enabled": torch.backends.cuda.matmul.allow_tf32}
+    context: dict[str, Any] = {"tf32_enabled": tf32_enabled()}
     if dev == "cpu":
         context["threads"] = torch.get_num_threads()
     else:

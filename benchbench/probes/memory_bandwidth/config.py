@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchbench.core.config import SamplingConfig, doc_field, size_field
+from benchbench.core.config import ConfigError, SamplingConfig, doc_field, size_field
 from benchbench.probes._config import every_gpu, sampling_defaults
 from benchbench.probes.api import Facts, ProbeSpec
 
@@ -25,6 +25,13 @@ class MemoryBandwidthConfig(SamplingConfig):
     gpu_size_bytes: int | None = size_field(
         None, "bytes per GPU buffer; auto: the larger of 4x L2 and 2G (512M with --quick)")
     devices: tuple[int, ...] | None = doc_field(None, "GPU indices to measure; auto: every GPU")
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("host_size_bytes", "gpu_size_bytes"):
+            size = getattr(self, name)
+            if size is not None and size < MiB:
+                raise ConfigError(f"{name} must be at least 1M")
 
 
 def _round_mib(n: float) -> int:

@@ -33,8 +33,14 @@ def plan(ctx: ProbeContext, cfg: MemoryBandwidthConfig) -> tuple[list[Item], lis
     """Every GPU, then the host, at the config's sizes (each ≥ 4x its cache unless the user
     chose smaller). (items, notes)."""
     gpus = gpu_indices(ctx, cfg.devices) if ctx.device == "cuda" else []
-    items = [Item(f"cuda:{i}", cfg.gpu_size_bytes or 0, gpu_cache(ctx.facts, i)) for i in gpus]
-    items.append(Item("cpu", cfg.host_size_bytes or 0, host_cache(ctx.facts)))
+    # A config resolved for the CPU has no GPU size: resolved() says so, never a 0-byte plan.
+    items = [Item(f"cuda:{i}", resolved(cfg.gpu_size_bytes, "gpu_size_bytes"),
+                  gpu_cache(ctx.facts, i)) for i in gpus]
+    items.append(Item("cpu", resolved(cfg.host_size_bytes, "host_size_bytes"),
+                      host_cache(ctx.facts)))
+    empty = [i.device for i in items if i.size < 1]
+    if empty:
+        raise ValueError(f"memory_bandwidth planned a buffer of 0 bytes for {empty}")
     notes = [f"{'host' if i.device == 'cpu' else i.device} buffer {i.size} B is under 4x its "
              f"{i.cache} B cache, so the figure may include cache bandwidth"
              for i in items if i.size < 4 * i.cache]

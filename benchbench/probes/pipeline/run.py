@@ -27,7 +27,7 @@ import torch
 from benchbench.analysis.derive import AU_PASS
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import apply_tf32
-from benchbench.probes._loaders import build_loader
+from benchbench.probes._loaders import LoaderError, build_loader
 from benchbench.probes._training import (
     PRECISIONS,
     Precision,
@@ -259,9 +259,13 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     apply_tf32(job.precision.tf32)
     prepare_device(dev)
     ctx.progress(f"starting the loader: {loader_kind}, {workers} workers", 0, 4)
-    halves = measure(
-        ctx, job, lambda: build_loader(loader_kind, samples, batch, workers, image, dev),
-        lambda: ResNetTrainer(dev, bool(cfg.channels_last), cfg.compile))
+    try:
+        halves = measure(
+            ctx, job, lambda: build_loader(loader_kind, samples, batch, workers, image, dev),
+            lambda: ResNetTrainer(dev, bool(cfg.channels_last), cfg.compile))
+    except LoaderError as exc:
+        raise ProbeSkipped(f"the {loader_kind} loader with {workers} workers failed: {exc}"
+                           ) from None
     apply_tf32(False)
 
     key = {"device": dev, "precision": job.precision.name, "image_size": image,
