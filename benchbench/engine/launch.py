@@ -19,6 +19,20 @@ from benchbench.core.config import ConfigError
 # distributed step, so they never meet torchrun's agent store or a previous step's keys.
 PORT_OFFSETS = {"start": 1, "allreduce": 2, "ddp_scaling": 3, "gather": 4}
 
+# Under Slurm each job takes a block of PORT_BLOCK ports, MASTER_PORT and the ones benchbench
+# listens on above it (PORT_OFFSETS). The blocks start at PORT_BASE and stay below 32768, where
+# Linux's default ephemeral range begins (net.ipv4.ip_local_port_range = 32768 60999), so an
+# outgoing connection on the master node cannot already hold one of them. `benchbench slurm`
+# writes this rule into its script, and a run under srun without MASTER_PORT applies it.
+PORT_BASE = 20000
+PORT_BLOCK = 1 + max(PORT_OFFSETS.values())
+PORT_SLOTS = 2500  # PORT_BASE + PORT_SLOTS * PORT_BLOCK <= 32500
+
+
+def master_port(job_id: int) -> int:
+    """The MASTER_PORT of a Slurm job: its block of ports (the script's arithmetic)."""
+    return PORT_BASE + job_id % PORT_SLOTS * PORT_BLOCK
+
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -81,8 +95,6 @@ def _master(env: Mapping[str, str], launcher: str) -> tuple[str, int]:
     if "MASTER_PORT" in env:
         port = _int(env, "MASTER_PORT")
     elif launcher == "slurm" and "SLURM_JOB_ID" in env:
-        from benchbench.engine.slurm import master_port  # the rule `benchbench slurm` writes
-
         port = master_port(_int(env, "SLURM_JOB_ID"))
     else:
         raise ConfigError(f"{launcher} launched this run but MASTER_PORT is not set")

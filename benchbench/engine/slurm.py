@@ -12,17 +12,9 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from benchbench.engine.launch import PORT_OFFSETS
+from benchbench.engine.launch import PORT_BASE, PORT_BLOCK, PORT_SLOTS
 
 DEFAULT_TIME = "00:30:00"
-
-# Each job takes a block of PORT_BLOCK ports, MASTER_PORT and the ones benchbench listens on
-# above it (launch.PORT_OFFSETS). The blocks start at PORT_BASE and stay below 32768, where
-# Linux's default ephemeral range begins (net.ipv4.ip_local_port_range = 32768 60999), so an
-# outgoing connection on the master node cannot already hold one of them.
-PORT_BASE = 20000
-PORT_BLOCK = 1 + max(PORT_OFFSETS.values())
-PORT_SLOTS = 2500  # PORT_BASE + PORT_SLOTS * PORT_BLOCK <= 32500
 
 _TIME = re.compile(r"(?:(\d+)-)?(\d+):(\d{2}):(\d{2})")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -31,11 +23,6 @@ _NAME_CHARS = "letters, digits, '_', '.' and '-'"
 
 class SlurmError(ValueError):
     """An option that would make a broken or unsafe sbatch script; one line for the user."""
-
-
-def master_port(job_id: int) -> int:
-    """The MASTER_PORT the script exports for this job id (the same arithmetic, in Python)."""
-    return PORT_BASE + job_id % PORT_SLOTS * PORT_BLOCK
 
 
 def validate_options(nodes: int, gpus_per_node: int, partition: str | None = None,

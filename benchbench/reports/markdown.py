@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from benchbench.analysis import derive as analysis
@@ -197,6 +199,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     out += verdict_section.section(verdict)
     out += references_section.section(run, checks)
     out += environment_section(run.environment)
+    said = len(out)
     out += doctor_section.section(checks)
     out += ["## Probes", ""] + fmt.table(
         ["probe", "resource", "status", "time", "note"],
@@ -218,4 +221,19 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     warnings = _warnings(run)
     out += ["## Stability warnings", ""] + (warnings or ["None: every median's CV is at most "
                                                           f"{fmt.percent(UNSTABLE_CV)}."]) + [""]
-    return "\n".join(out)
+    return "\n".join(out[:said] + _refer(out[said:], run.environment))
+
+
+_NVML_ERROR = re.compile(r"NVML unavailable: (.+?) \(NVML ships")
+
+
+def _refer(lines: list[str], env: dict[str, Any]) -> list[str]:
+    """The sections after Environment point to its GPUs row for why NVML is unavailable,
+    instead of repeating the error (the doctor's and the energy's reasons carry it too)."""
+    full = str(env.get("gpus_reason") or "")
+    found = _NVML_ERROR.match(full)
+    if not found:
+        return lines
+    pointer = " (see GPUs under Environment)"
+    return [ln.replace(full, "NVML unavailable" + pointer)
+            .replace(f": {found.group(1)}", pointer) for ln in lines]

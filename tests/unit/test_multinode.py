@@ -29,7 +29,7 @@ def test_torchrun_variables():
 
 
 def test_srun_variables_and_the_master_from_the_node_list():
-    from benchbench.engine.slurm import master_port
+    from benchbench.engine.launch import master_port
 
     env = launch.from_environ(SRUN)
     assert (env.launcher, env.rank, env.world_size, env.local_rank, env.node_rank) == (

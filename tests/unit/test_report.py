@@ -111,3 +111,28 @@ def test_human_formatting():
     assert fmt.iec(1536 << 20) == "1.50 GiB"
     assert fmt.seconds(0.0123) == "12.3 ms"
     assert fmt.value(0.42, "ratio") == "42.0%"
+
+
+def test_why_nvml_is_unavailable_is_said_once():
+    """A CPU run's report gave "NVML Shared Library Not Found" three times: the GPUs row, the
+    doctor's no-GPU line and the energy section. The row says it; the others point to it."""
+    from pathlib import Path
+
+    from benchbench.core import results
+
+    run = results.load(Path(__file__).parents[1] / "support" / "fixtures" / "results_v1_cpu.json")
+    error = "NVML Shared Library Not Found"
+    run.environment["gpus"] = []
+    run.environment["gpus_reason"] = (f"NVML unavailable: {error} (NVML ships with the NVIDIA "
+                                      "driver as libnvidia-ml.so; benchbench reads it through "
+                                      "nvidia-ml-py)")
+    run.extra["telemetry"] = {"probes": {"matmul": {
+        "t": [0.0, 0.1], "gpus": {}, "energy": {
+            "gpu_J": {}, "gpu_seconds": {}, "cpu_J": None, "seconds": 0.1,
+            "gpu_source": f"skipped, because NVML is unavailable: {error}",
+            "cpu_source": "not measurable here: no RAPL"}}}, "flags": {}}
+    text = render_md(run)
+    assert text.count(error) == 1
+    assert "| GPUs | none (NVML unavailable: NVML Shared Library Not Found (NVML ships" in text
+    assert "because NVML unavailable (see GPUs under Environment)" in text  # the doctor
+    assert "GPU energy skipped, because NVML is unavailable (see GPUs under Environment)" in text

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from benchbench import cli
-from benchbench.engine import slurm
+from benchbench.engine import launch, slurm
 
 BASH = shutil.which("bash")
 needs_bash = pytest.mark.skipif(BASH is None, reason="needs bash")
@@ -131,7 +131,7 @@ def test_script_exports_rendezvous_and_calls_srun(tmp_path):
     assert proc.returncode == 0, proc.stderr
     # 123457 % 2500 = 957, the 958th block of five ports from 20000
     assert (tmp_path / "srun.env").read_text().splitlines() == ["gpu07", "24785", "my runs/a"]
-    assert slurm.master_port(123457) == 24785
+    assert launch.master_port(123457) == 24785
     assert (tmp_path / "srun.args").read_text().splitlines() == [
         "--kill-on-bad-exit=1", "--cpu-bind=none", "--ntasks-per-node=8", "python", "-m",
         "benchbench", "run",
@@ -146,7 +146,7 @@ def test_script_default_out_and_failed_probe_still_reports_folder(tmp_path):
     proc = _run_script(tmp_path, slurm.sbatch_script(2, 8), env)
     assert proc.returncode == 1  # srun's status is the job's
     assert (tmp_path / "srun.env").read_text().splitlines() == [
-        "gpu07", str(slurm.master_port(2999)), "runs/slurm-2999"]
+        "gpu07", str(launch.master_port(2999)), "runs/slurm-2999"]
     assert "results folder runs/slurm-2999 on gpu07 (exit status 1)" in proc.stdout
 
 
@@ -158,9 +158,9 @@ def test_script_outside_a_job_stops_before_srun(tmp_path):
 
 
 def test_master_ports_stay_below_the_ephemeral_range():
-    ports = {slurm.master_port(job) for job in range(slurm.PORT_SLOTS)}
-    assert len(ports) == slurm.PORT_SLOTS  # disjoint blocks
-    assert min(ports) == 20000 and max(ports) + slurm.PORT_BLOCK - 1 < 32768
+    ports = {launch.master_port(job) for job in range(launch.PORT_SLOTS)}
+    assert len(ports) == launch.PORT_SLOTS  # disjoint blocks
+    assert min(ports) == 20000 and max(ports) + launch.PORT_BLOCK - 1 < 32768
 
 
 @pytest.mark.parametrize("argv,needle", [
