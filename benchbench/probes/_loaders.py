@@ -88,6 +88,8 @@ def dali_mismatch() -> str | None:
         return None
     return (f"the installed {installed[0]} is built for another CUDA than this torch's "
             f"{_cuda_text()}: pip uninstall -y {installed[0]} && pip install {wanted}")
+
+
 _MAX_WARNINGS = 5  # a dataset full of broken files should not bury the output in warnings
 
 
@@ -275,7 +277,7 @@ class _TorchvisionLoader(Loader):
     emulated dataset (probes/emulated.py) whose items cost a known wall time."""
 
     def __init__(self, dataset: torch.utils.data.Dataset[tuple[Any, ...]], batch_size: int,
-                 workers: int, device: str, seed: int) -> None:
+                 workers: int, device: str, seed: int, context: Any = None) -> None:
         super().__init__()
         self.kind, self.batch_size, self.workers = "torchvision", batch_size, workers
         self.threads = max(1, workers)  # workers=0 decodes in the main process: one core
@@ -294,7 +296,7 @@ class _TorchvisionLoader(Loader):
             num_workers=workers, collate_fn=_collate, pin_memory=device.startswith("cuda"),
             persistent_workers=workers > 0,
             prefetch_factor=PREFETCH_FACTOR if workers > 0 else None,
-            multiprocessing_context=_worker_context() if workers > 0 else None)
+            multiprocessing_context=(context or _worker_context()) if workers > 0 else None)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         try:
@@ -343,7 +345,7 @@ class _DaliLoader(Loader):
             0 if gpu else None)
         self.kind, self.batch_size, self.workers = kind, batch_size, workers
         self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
-        # Its threads share each batch; the pipeline runs PREFETCH_QUEUE_DEPTH batches ahead,
+        # Its threads share each batch; the pipeline runs _DALI_QUEUE_DEPTH batches ahead,
         # and the iterator takes one more when it is built.
         self.parallel, self.prefetch = 1, _DALI_QUEUE_DEPTH + 1
         self.output_device = f"cuda:{self._device_id}" if gpu else "cpu"

@@ -12,6 +12,7 @@ Used by the tests and scripts/steady_state_bench.py; no probe runs it in a real 
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,9 +38,13 @@ class SleepImages(torch.utils.data.Dataset[tuple[Any, ...]]):
 
 def sleep_loader(seconds_per_image: float, batch_size: int, workers: int,
                  images: int = 1024, side: int = 8) -> Loader:
-    """A torchvision Loader whose every image costs `seconds_per_image` of wall time."""
+    """A torchvision Loader whose every image costs `seconds_per_image` of wall time. Its
+    workers are forked, whatever threads this process runs: they only sleep and draw a small
+    random tensor, and 64 of them from a forkserver that has not imported torch (a test
+    process's may have been started without it) would each import it, minutes on 2 cores."""
     return _TorchvisionLoader(SleepImages(images, seconds_per_image, side), batch_size,
-                              workers, "cpu", seed=0)
+                              workers, "cpu", seed=0,
+                              context=multiprocessing.get_context("fork"))
 
 
 def steady_rate(workers: int, seconds_per_image: float) -> float:
