@@ -19,11 +19,11 @@ from torch import nn
 from benchbench.core.sampling import Budget, RepeatPolicy
 from benchbench.machine.environment import torch_facts
 from benchbench.probes.api import ProbeContext
-from benchbench.probes.models.gpt import GPT
-from benchbench.probes.resnet50 import run as resnet50
-from benchbench.probes.resnet50.config import SPEC as RESNET50
-from benchbench.probes.transformer import run as transformer
-from benchbench.probes.transformer.config import SPEC as TRANSFORMER
+from benchbench.workloads.models.gpt import GPT
+from benchbench.workloads.resnet50 import run as resnet50
+from benchbench.workloads.resnet50.config import SPEC as RESNET50
+from benchbench.workloads.transformer import run as transformer
+from benchbench.workloads.transformer.config import SPEC as TRANSFORMER
 
 
 def sync(dev: str) -> None:

@@ -15,13 +15,13 @@ import statistics
 import warnings
 
 from benchbench.core.sampling import Budget, RepeatPolicy
+from benchbench.engine.catalog import default_registry
 from benchbench.machine.environment import usable_cores
-from benchbench.probes._training import PRECISIONS
 from benchbench.probes.api import ProbeContext
-from benchbench.probes.catalog import default_registry
 from benchbench.probes.dataloader import run as dataloader
 from benchbench.probes.emulated import SleepTrainer, sleep_loader, steady_rate
-from benchbench.probes.pipeline import run as pipeline
+from benchbench.workloads._training import PRECISIONS
+from benchbench.workloads.pipeline import run as pipeline
 
 BATCH = 4
 

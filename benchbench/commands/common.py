@@ -13,8 +13,8 @@ from pathlib import Path
 from benchbench.analysis.config import AnalysisConfig
 from benchbench.core import config
 from benchbench.core.config import ConfigError, RunConfig
+from benchbench.engine.catalog import Registry
 from benchbench.probes._config import DatasetConfig
-from benchbench.probes.catalog import Registry
 
 
 class UsageError(Exception):

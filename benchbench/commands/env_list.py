@@ -6,7 +6,7 @@ import argparse
 import json
 
 from benchbench.core import config
-from benchbench.probes.catalog import default_registry
+from benchbench.engine.catalog import default_registry
 
 
 def list_probes(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from benchbench.commands.common import UsageError, build_run_config, check_out_d
 from benchbench.commands.report import write_reports
 from benchbench.core.config import ConfigError, RunConfig
 from benchbench.engine import launch, multinode
+from benchbench.engine.catalog import Registry, default_registry
 from benchbench.engine.isolation import Cancelled, Isolator
 from benchbench.engine.launch import DistEnv
 from benchbench.engine.runner import (
@@ -33,7 +34,6 @@ from benchbench.engine.runner import (
     selected_specs,
 )
 from benchbench.probes._config import DatasetConfig
-from benchbench.probes.catalog import Registry, default_registry
 
 
 def _check_storage_path(cfg: RunConfig) -> None:
@@ -51,8 +51,8 @@ def _check_storage_path(cfg: RunConfig) -> None:
         return
     if raw and os.path.realpath(cfg.storage_path) == os.path.realpath(raw):
         return  # the opt-in: the probe reads this device, read-only
-    from benchbench.probes.storage.config import SPEC as STORAGE
-    from benchbench.probes.storage.run import validate_storage_path
+    from benchbench.storage_probes.storage.config import SPEC as STORAGE
+    from benchbench.storage_probes.storage.run import validate_storage_path
 
     try:  # the size the probe will write: its default for --quick, or the user's
         size = STORAGE.resolve("cpu", cfg.quick, {}, cfg.overrides.get("storage", {})).size

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from benchbench.commands.common import UsageError, build_run_config
-from benchbench.probes.catalog import default_registry
+from benchbench.engine.catalog import default_registry
 
 
 def main(args: argparse.Namespace) -> int:

@@ -24,12 +24,12 @@ from benchbench.core import results
 from benchbench.core import rounds as rounds_mod
 from benchbench.core.config import RunConfig
 from benchbench.core.results import Measurement, ProbeResult, RunResult, SaveError
+from benchbench.engine.catalog import Registry
 from benchbench.engine.isolation import Cancelled, Isolator
 from benchbench.engine.launch import DistEnv
 from benchbench.engine.worker import ProbeJob
 from benchbench.machine.telemetry import Guarded, Sampler, default_sampler, store
 from benchbench.probes.api import ProbeSpec, RunInputs
-from benchbench.probes.catalog import Registry
 
 # The selected probes share a time budget by weight (training probes count double). Seconds
 # for all of them together, by --quick and device:

@@ -116,8 +116,8 @@ def _steps(ctx: ProbeContext, p: DeviceProfile, step_s: float, first_s: float
 
 
 def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
-    from benchbench.probes import _training
-    from benchbench.probes.resnet50 import run as resnet50
+    from benchbench.workloads import _training
+    from benchbench.workloads.resnet50 import run as resnet50
 
     job = resnet50.job_for(cfg, "cuda:0", {"gpu_name": p.gpu_name})
 
@@ -131,8 +131,8 @@ def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -
 
 def _transformer(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                  ) -> ProbeOutput:
-    from benchbench.probes import _training
-    from benchbench.probes.transformer import run as transformer
+    from benchbench.workloads import _training
+    from benchbench.workloads.transformer import run as transformer
 
     job = transformer.job_for(cfg, "cuda:0", {"gpu_name": p.gpu_name})
     # Steps scale with the tokens a step trains and the parameters: GPT-2 124M is the unit.
@@ -214,7 +214,7 @@ def _dataloader(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
 
 def _storage(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
-    from benchbench.probes.storage.run import plan_runtime
+    from benchbench.storage_probes.storage.run import plan_runtime
 
     size = cfg.size
     deadline = max(5.0, ctx.budget.remaining() / 3)
@@ -251,8 +251,8 @@ class _SimTrainer:
 
 def _pipeline(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock,
               loader_rate: float) -> ProbeOutput:
-    from benchbench.probes import _training
-    from benchbench.probes.pipeline import run as pipeline
+    from benchbench.workloads import _training
+    from benchbench.workloads.pipeline import run as pipeline
 
     batch, image = cfg.batch_size, cfg.image_size
     name = _training.precision_order("cuda:0", _training.usable_precisions(
@@ -300,8 +300,8 @@ def _allreduce(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
 def _ddp_scaling(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                  ) -> ProbeOutput:
-    from benchbench.probes import _training
-    from benchbench.probes.ddp_scaling import run as ddp_scaling
+    from benchbench.workloads import _training
+    from benchbench.workloads.ddp_scaling import run as ddp_scaling
 
     deadline = clock() + ctx.budget.remaining()
     counts = ddp_scaling.counts_for(p.gpus, cfg.counts)

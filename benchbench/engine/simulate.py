@@ -20,6 +20,7 @@ from typing import Any
 
 from benchbench.core.results import Measurement, ProbeResult
 from benchbench.core.rounds import default_rounds, merge, schedule, start
+from benchbench.engine.catalog import default_registry
 from benchbench.engine.runner import probe_budget
 from benchbench.engine.sim_device import H100X8 as H100X8
 from benchbench.engine.sim_device import H200 as H200
@@ -31,7 +32,6 @@ from benchbench.engine.sim_device import context as context
 from benchbench.engine.sim_device import facts_for as facts_for
 from benchbench.engine.sim_probes import SIMULATORS, _pipeline
 from benchbench.probes.api import ProbeOutput
-from benchbench.probes.catalog import default_registry
 
 
 @dataclass

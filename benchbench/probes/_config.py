@@ -1,20 +1,14 @@
-"""What several probes' configurations share, torch-free: the sampling and training defaults
-by device and --quick, the training precisions and the one choice of a device's best mixed
-precision, the training probes' base config, and the data-path probes' synthetic dataset."""
+"""What several probes' configurations share, torch-free: the sampling defaults by device and
+--quick, every GPU, a GPU's compute capability from the facts, and the data-path probes'
+synthetic dataset. The training workloads' shared defaults are in workloads/_config.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from benchbench.core.config import ConfigError, ProbeConfig, check_choices, doc_field
+from benchbench.core.config import ConfigError, doc_field
 from benchbench.probes.api import Facts
-
-PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
-# DLE's per-GPU batch for ResNet50, so that runs on different machines compare; on a CPU a
-# 224 px step at batch 8 takes about two seconds on a small machine, and every round pays a
-# cold one too (resnet50, pipeline and the "auto" batch search start here).
-RESNET_BATCH = {"cuda": 256, "cpu": 8}
 
 
 def sampling_defaults(device: str, quick: bool) -> dict[str, Any]:
@@ -24,26 +18,6 @@ def sampling_defaults(device: str, quick: bool) -> dict[str, Any]:
     if device == "cuda":
         return {"warmup_s": 0.2 if quick else 0.5, "min_sample_s": 0.02}
     return {"warmup_s": 0.1 if quick else 0.3, "min_sample_s": 0.02 if quick else 0.05}
-
-
-def training_defaults(device: str, quick: bool) -> dict[str, Any]:
-    """Precisions, timed steps and warm-up of a training probe."""
-    if device == "cuda":
-        # Five warm-up steps cover allocator growth and the clocks' ramp after the first
-        # step's cuDNN autotuning; every round warms up again.
-        return {"precisions": ("fp32", "tf32", "amp_bf16", "amp_fp16"),
-                "steps": 20 if quick else 50, "warmup_steps": 5, "warmup_s": 0.0}
-    # --quick on a CPU trains in fp32 only: amp_bf16 is emulated on most CPUs, and its first
-    # steps there cost more than a quick run's share; the default run measures both.
-    return {"precisions": ("fp32",) if quick else ("fp32", "amp_bf16"),
-            "steps": 3 if quick else 5, "warmup_steps": 1, "warmup_s": 0.0}
-
-
-def resnet_defaults(device: str, quick: bool) -> dict[str, Any]:
-    """ResNet50's input on this device: the size, the layout and the batch."""
-    cpu_quick = device == "cpu" and quick
-    return {"image_size": 64 if cpu_quick else 224, "channels_last": device == "cuda",
-            "batch_size": RESNET_BATCH["cuda" if device == "cuda" else "cpu"]}
 
 
 def every_gpu(device: str, facts: Facts) -> dict[str, Any]:
@@ -60,50 +34,6 @@ def capability(facts: Facts, index: int = 0) -> tuple[int, int] | None:
         return None
     major, _, minor = str(text).partition(".")
     return int(major), int(minor or 0)
-
-
-def best_amp(device: str, facts: Facts) -> str:
-    """The precision a device trains fastest in: amp_bf16 where its tensor cores do bf16
-    (compute capability 8.0, Ampere, and later), else amp_fp16 (V100, T4); fp32 on a CPU,
-    where bf16 is usually emulated and far slower. A GPU whose capability is unknown is taken
-    for a recent one; the probe's own check of the precision says so if it is not."""
-    if device != "cuda":
-        return "fp32"
-    cap = capability(facts)
-    return "amp_fp16" if cap is not None and cap[0] < 8 else "amp_bf16"
-
-
-def search_field(doc: str) -> Any:
-    """A batch size: an integer, or 'auto' for a search of the largest that fits."""
-    return field(default=None, metadata={"doc": doc, "search": True})
-
-
-def check_batch(batch: Any) -> None:
-    if batch is not None and batch != "auto" and (not isinstance(batch, int) or batch < 1):
-        raise ConfigError(f"batch_size must be a positive integer or auto, not {batch!r}")
-
-
-def check_image_size(size: int | None) -> None:
-    if size is not None and size < 32:
-        raise ConfigError("image_size must be at least 32 (ResNet50 downsamples 32x)")
-
-
-@dataclass(frozen=True)
-class TrainingConfig(ProbeConfig):
-    precisions: tuple[str, ...] | None = doc_field(
-        None, "fp32 (TF32 off), tf32, amp_bf16, amp_fp16; auto: all four on GPU, fp32 and "
-        "amp_bf16 on CPU (fp32 with --quick)")
-    steps: int | None = doc_field(None, "timed training steps per precision (fewer when the "
-                                        "time budget runs out); auto: 50 on GPU (20 with "
-                                        "--quick), 5 on CPU (3 with --quick)")
-    compile: bool = doc_field(False, "wrap the model in torch.compile")
-
-    def validate(self) -> None:
-        super().validate()
-        check_choices("precisions", self.precisions, PRECISIONS)
-        check_batch(getattr(self, "batch_size", None))
-        if self.steps is not None and self.steps < 1:
-            raise ConfigError("steps must be at least 1")
 
 
 # The synthetic dataset's size: enough files that no loader worker idles at GPU batch sizes

@@ -335,7 +335,7 @@ def test_the_page_is_well_formed():
 
 
 def test_raw_device_opt_in_is_accepted(tmp_path):
-    from benchbench.probes.catalog import default_registry
+    from benchbench.engine.catalog import default_registry
 
     world = World(tmp_path, Case("opt-in", "", "benchbench", 0, ""))
     dev = world.path("BLOCKDEV")

@@ -7,6 +7,7 @@ import pytest
 from benchbench.analysis import derive as analysis
 from benchbench.core import results
 from benchbench.core.config import RunConfig
+from benchbench.engine.catalog import default_registry
 from benchbench.engine.isolation import Cancelled, Outcome
 from benchbench.engine.runner import (
     EXIT_FAILED,
@@ -18,7 +19,6 @@ from benchbench.engine.runner import (
     hard_limit,
     probe_budget,
 )
-from benchbench.probes.catalog import default_registry
 
 MEAS = {"metric": "flops", "key": {"device": "cpu", "dtype": "fp32", "size": 64},
         "value": 1e9, "unit": "FLOP/s", "statistic": "median", "samples": [1e9, 1e9, 1e9],
@@ -157,9 +157,9 @@ def test_disk_full_keeps_the_previous_results_and_says_so(tmp_path, monkeypatch)
 @pytest.mark.slow
 def test_sigkill_of_a_probe_process_is_recorded_and_the_run_goes_on(tmp_path):
     from benchbench.core.config import ProbeConfig
+    from benchbench.engine.catalog import Registry
     from benchbench.engine.isolation import Isolator
     from benchbench.probes.api import ProbeSpec
-    from benchbench.probes.catalog import Registry
 
     victim = ProbeSpec(name="victim", description="dies", config_cls=ProbeConfig,
                        run="fault_probe", gpu_resource="cpu_compute",

@@ -14,7 +14,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "benchbench"
 # What each layer may import from benchbench, lowest first: a layer, or one module of it. The
 # package's root (its __version__) is open to all. The probes that start ranks use the engine's
 # process plumbing (launch: the ports; isolation: a child that dies with its parent), never
-# the runner.
+# the runner. workloads/ and storage_probes/ use what probes/ shares (the probe API, the
+# loaders, the device helpers); probes/ never imports them, and the catalog that lists all
+# three sits above them, in the engine.
+PLUMBING = {"engine.launch", "engine.isolation"}
 ALLOWED = {
     "core": {"core"},
     "machine": {"core", "machine"},
@@ -22,10 +25,13 @@ ALLOWED = {
     "doctor": {"core", "machine", "analysis", "doctor"},
     "compare": {"core", "analysis", "compare"},
     "reports": {"core", "analysis", "compare", "doctor", "reports"},
-    "probes": {"core", "machine", "analysis", "probes", "engine.launch", "engine.isolation"},
-    "engine": {"core", "machine", "analysis", "probes", "engine"},
+    "probes": {"core", "machine", "analysis", "probes", *PLUMBING},
+    "storage_probes": {"core", "machine", "analysis", "probes", "storage_probes", *PLUMBING},
+    "workloads": {"core", "machine", "analysis", "probes", "workloads", *PLUMBING},
+    "engine": {"core", "machine", "analysis", "probes", "storage_probes", "workloads",
+               "engine"},
     "commands": {"core", "machine", "analysis", "doctor", "compare", "reports", "probes",
-                 "engine", "commands"},
+                 "storage_probes", "workloads", "engine", "commands"},
     "cli": {"core", "analysis", "doctor", "engine", "commands"},
 }
 # What measures or talks to a device: the lower layers never import it, even lazily.
@@ -123,7 +129,7 @@ CODE = """
 import sys
 for heavy in ("torch", "torchvision", "pynvml", "nvidia.dali"):
     sys.modules[heavy] = None
-import benchbench.cli, benchbench.engine.runner, benchbench.probes.catalog
+import benchbench.cli, benchbench.engine.runner, benchbench.engine.catalog
 import benchbench.commands.run, benchbench.commands.compare, benchbench.commands.report
 from benchbench.analysis import verdict
 from benchbench.core import results

@@ -27,7 +27,7 @@ from benchbench.analysis.config import AnalysisConfig
 from benchbench.core import config, results, stats
 from benchbench.core.config import ConfigError
 from benchbench.core.results import Measurement, ProbeResult, ResultsError, RunResult
-from benchbench.probes.catalog import default_registry
+from benchbench.engine.catalog import default_registry
 from benchbench.probes.dataset import DatasetConfig
 
 FIXTURE = Path(__file__).parents[1] / "support" / "fixtures" / "results_v1_cpu.json"

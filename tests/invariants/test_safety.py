@@ -47,10 +47,10 @@ from benchbench.doctor import checks as doctor
 from benchbench.machine import environment
 from benchbench.machine.telemetry import LiveSampler
 from benchbench.probes.api import ProbeContext, RunInputs
-from benchbench.probes.storage import fio
-from benchbench.probes.storage import run as probe
 from benchbench.reports import html as html_report
 from benchbench.reports import markdown
+from benchbench.storage_probes.storage import fio
+from benchbench.storage_probes.storage import run as probe
 
 PACKAGE = Path(benchbench.__file__).parent
 FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"

@@ -15,7 +15,7 @@ from benchbench.machine.environment import torch_facts  # noqa: E402
 from benchbench.probes import _ranks  # noqa: E402
 from benchbench.probes.allreduce import run as allreduce  # noqa: E402
 from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs  # noqa: E402
-from benchbench.probes.ddp_scaling import run as ddp_scaling  # noqa: E402
+from benchbench.workloads.ddp_scaling import run as ddp_scaling  # noqa: E402
 
 
 def ctx(budget=20.0, inputs=None):

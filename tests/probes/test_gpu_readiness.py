@@ -20,11 +20,11 @@ from benchbench.machine import (  # noqa: E402
     environment,
     topology,  # noqa: E402
 )
-from benchbench.probes import _training  # noqa: E402
-from benchbench.probes._config import best_amp  # noqa: E402
 from benchbench.probes._devices import is_oom  # noqa: E402
 from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
 from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig  # noqa: E402
+from benchbench.workloads import _training  # noqa: E402
+from benchbench.workloads._config import best_amp  # noqa: E402
 
 G = 1e9
 TESTS = Path(__file__).parents[1]

@@ -39,7 +39,7 @@ def test_au_arithmetic_and_pass_mark():
 
 
 def test_loader_choice():
-    from benchbench.probes.pipeline.run import choose_loader
+    from benchbench.workloads.pipeline.run import choose_loader
 
     previous = {"dataloader": {"measurements": [
         {"metric": "throughput", "context": {}},
@@ -59,7 +59,7 @@ def test_pipeline_end_to_end_tiny(tmp_path):
     from benchbench.machine.environment import torch_facts
     from benchbench.probes import dataset
     from benchbench.probes.api import ProbeContext, RunInputs
-    from benchbench.probes.pipeline import run as pipeline
+    from benchbench.workloads.pipeline import run as pipeline
 
     facts = dataset.ensure_synthetic(DatasetConfig(num_images=16, num_classes=2, mean_side=64),
                                      quick=True, root=tmp_path)
@@ -102,7 +102,7 @@ def test_pipeline_that_cannot_afford_three_steps_says_so_before_starting_the_loa
 
     from benchbench.core.sampling import Budget, RepeatPolicy
     from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
-    from benchbench.probes.pipeline import run as pipeline
+    from benchbench.workloads.pipeline import run as pipeline
 
     started = []
     monkeypatch.setattr(pipeline, "build_loader", lambda *a: started.append(a))
@@ -128,7 +128,7 @@ def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
     from benchbench.core.sampling import Budget, RepeatPolicy
     from benchbench.probes.api import ProbeContext
     from benchbench.probes.emulated import SleepTrainer, sleep_loader
-    from benchbench.probes.pipeline import run as pipeline
+    from benchbench.workloads.pipeline import run as pipeline
 
     # A 0.3 s step and 1 s of budget: no half affords its 20 steps, or even three.
     ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1,
@@ -163,7 +163,7 @@ def test_a_loader_worker_bus_error_skips_the_pipeline_with_the_shm_fix(tmp_path,
     from benchbench.probes import dataset
     from benchbench.probes._loaders import _TorchvisionLoader
     from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
-    from benchbench.probes.pipeline import run as pipeline
+    from benchbench.workloads.pipeline import run as pipeline
 
     facts = dataset.ensure_synthetic(DatasetConfig(num_images=8, num_classes=2, mean_side=64),
                                      quick=True, root=tmp_path)

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from benchbench.probes.catalog import default_registry
+from benchbench.engine.catalog import default_registry
 
 GPU_NODE = {"cuda_available": True, "cuda_device_count": 8, "usable_cores": 16,
             "host_llc_bytes": 64 << 20,

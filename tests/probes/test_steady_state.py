@@ -56,9 +56,9 @@ def test_dataloader_measures_the_steady_rate_of_many_workers(workers):
 
 @pytest.mark.parametrize("true_au", [0.5, 0.8])
 def test_pipeline_au_is_the_steady_state_not_the_prefetch_buffer(true_au):
-    from benchbench.probes._training import PRECISIONS
     from benchbench.probes.emulated import SleepTrainer
-    from benchbench.probes.pipeline import run as pipeline
+    from benchbench.workloads._training import PRECISIONS
+    from benchbench.workloads.pipeline import run as pipeline
 
     workers, batch_s = 16, 0.32  # 16 workers, each a batch of 4 images every 0.32 s
     step_s = true_au * batch_s / workers  # the step the loader keeps busy true_au of the time

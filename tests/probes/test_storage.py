@@ -30,8 +30,8 @@ from helpers import cpu_facts, resolved
 from benchbench.core.config import ConfigError
 from benchbench.core.sampling import Budget, RepeatPolicy
 from benchbench.probes.api import ProbeContext, ProbeSkipped, RunInputs
-from benchbench.probes.storage import dataset_read, fallback, fio
-from benchbench.probes.storage import run as probe
+from benchbench.storage_probes.storage import dataset_read, fallback, fio
+from benchbench.storage_probes.storage import run as probe
 
 FIXTURES = Path(__file__).parents[1] / "support" / "fixtures" / "fio"
 MiB = 1024**2
@@ -332,9 +332,9 @@ def test_scratch_file_is_removed_when_a_run_fails(tmp_path, run_dir, monkeypatch
 SIGTERM_SCRIPT = textwrap.dedent("""
     import sys
     from benchbench.probes.api import ProbeContext, RunInputs
-    from benchbench.probes.storage.config import StorageConfig
+    from benchbench.storage_probes.storage.config import StorageConfig
     from benchbench.core.sampling import Budget, RepeatPolicy
-    from benchbench.probes.storage import run as probe
+    from benchbench.storage_probes.storage import run as probe
     ctx = ProbeContext(device="cpu",
                         policy=RepeatPolicy(1, 1, warmup_s=0.0),
                        budget=Budget(120.0), facts={},

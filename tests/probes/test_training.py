@@ -11,12 +11,12 @@ from benchbench.commands.common import UsageError  # noqa: E402
 from benchbench.core.results import Measurement, ProbeResult, RunResult  # noqa: E402
 from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
-from benchbench.probes import _training  # noqa: E402
 from benchbench.probes._devices import tf32_enabled  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
-from benchbench.probes.models.gpt import GPT, transformer_flops_per_token  # noqa: E402
-from benchbench.probes.resnet50 import run as resnet50  # noqa: E402
-from benchbench.probes.transformer import run as transformer  # noqa: E402
+from benchbench.workloads import _training  # noqa: E402
+from benchbench.workloads.models.gpt import GPT, transformer_flops_per_token  # noqa: E402
+from benchbench.workloads.resnet50 import run as resnet50  # noqa: E402
+from benchbench.workloads.transformer import run as transformer  # noqa: E402
 
 
 def ctx(budget=120.0):
@@ -261,7 +261,7 @@ def test_budget_skips_a_precision_that_cannot_fit():
 ])
 def test_bad_training_input(sets, match):
     from benchbench.commands.common import build_run_config
-    from benchbench.probes.catalog import default_registry
+    from benchbench.engine.catalog import default_registry
 
     with pytest.raises(UsageError, match=match):
         build_run_config(run_args(set=sets), default_registry())
@@ -270,8 +270,8 @@ def test_bad_training_input(sets, match):
 def test_seq_len_beyond_the_auto_preset_is_refused_before_work(tmp_path):
     from benchbench.commands.common import build_run_config
     from benchbench.core.config import ConfigError
+    from benchbench.engine.catalog import default_registry
     from benchbench.engine.runner import Runner
-    from benchbench.probes.catalog import default_registry
 
     registry = default_registry()
     cfg = build_run_config(run_args(set=["transformer.seq_len=4096"]), registry)

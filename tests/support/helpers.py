@@ -23,7 +23,7 @@ def cpu_facts(**extra):
 def resolved(probe, device="cpu", quick=True, facts=None, **values):
     """The probe's config as the runner hands it over: its defaults for the device and --quick,
     resolved with the machine's facts, under the given values."""
-    from benchbench.probes.catalog import default_registry
+    from benchbench.engine.catalog import default_registry
 
     spec = default_registry().get(probe)
     return spec.resolve(device, quick, cpu_facts() if facts is None else facts, values)

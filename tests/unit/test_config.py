@@ -6,8 +6,8 @@ from helpers import run_args
 from benchbench.commands.common import UsageError, build_run_config
 from benchbench.core import config
 from benchbench.core.config import ConfigError
+from benchbench.engine.catalog import default_registry
 from benchbench.engine.runner import Runner
-from benchbench.probes.catalog import default_registry
 from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig
 from benchbench.probes.matmul.config import MatmulConfig
 

@@ -15,8 +15,8 @@ from benchbench.cli import build_parser
 from benchbench.commands.common import UsageError, build_run_config
 from benchbench.core import config, results
 from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.engine.catalog import default_registry
 from benchbench.engine.runner import Runner
-from benchbench.probes.catalog import default_registry
 
 GiB = 2**30
 

@@ -1,7 +1,7 @@
 import pytest
 
+from benchbench.engine.catalog import Registry, default_registry
 from benchbench.probes.api import ProbeSpec
-from benchbench.probes.catalog import Registry, default_registry
 from benchbench.probes.matmul.config import MatmulConfig
 
 

@@ -140,7 +140,7 @@ def test_the_simulated_device_queues_work_as_cuda_does():
 def test_stability_warm_up_does_not_leave_seconds_of_matmuls_queued(size):
     """Unsynchronised, the warm-up queued ~1,000 matmuls in 0.5 s of host time; the sync
     after it waited 1.4 s at n = 8192, 11 s at 16384, taken from the timed windows."""
-    from benchbench.probes.catalog import default_registry
+    from benchbench.engine.catalog import default_registry
 
     cfg = default_registry().get("stability").resolve("cuda", False, simulate.facts_for(H200))
     sim = simulate.simulate_probe(H200, "stability", False, 120.0, overrides={"size": size})

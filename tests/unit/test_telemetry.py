@@ -12,6 +12,7 @@ from fake_nvml import GPUS, FakeNvml, NVMLError_NotSupported
 
 from benchbench.core import results
 from benchbench.core.config import RunConfig
+from benchbench.engine.catalog import default_registry
 from benchbench.engine.isolation import Cancelled, Outcome
 from benchbench.engine.runner import EXIT_INTERRUPTED, EXIT_OK, Runner
 from benchbench.machine import telemetry
@@ -23,7 +24,6 @@ from benchbench.machine.telemetry_series import (
     downsample_factor,
     throttle_flags,
 )
-from benchbench.probes.catalog import default_registry
 
 GiB = 1 << 30
 

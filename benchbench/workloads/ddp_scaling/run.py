@@ -20,7 +20,9 @@ from torch.nn.parallel import DistributedDataParallel
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import apply_tf32
 from benchbench.probes._ranks import RankFailure, run_ranks
-from benchbench.probes._training import (
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
+from benchbench.probes.meter import Meter
+from benchbench.workloads._training import (
     PRECISIONS,
     Step,
     free_memory,
@@ -28,10 +30,8 @@ from benchbench.probes._training import (
     step_measurements,
     usable_precisions,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
-from benchbench.probes.ddp_scaling.config import DdpScalingConfig
-from benchbench.probes.meter import Meter
-from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
+from benchbench.workloads.ddp_scaling.config import DdpScalingConfig
+from benchbench.workloads.models.resnet import ResNetTrainer, prepare_device
 
 
 def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
@@ -130,7 +130,7 @@ def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
            # CPU ranks split the cores between them instead of oversubscribing them.
            "threads": max(1, (os.cpu_count() or 1) // local) if ctx.device == "cpu" else None}
     try:
-        answer = run_ranks(ctx, "ddp_scaling", "benchbench.probes.ddp_scaling.run:train", job,
+        answer = run_ranks(ctx, "ddp_scaling", "benchbench.workloads.ddp_scaling.run:train", job,
                            backend, local, timeout_s, ctx.budget.remaining())
     except RankFailure as exc:
         raise RuntimeError(str(exc)) from None

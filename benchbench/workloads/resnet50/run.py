@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from benchbench.probes._config import RESNET_BATCH
-from benchbench.probes._training import Precision, Step, TrainingJob, run_training
 from benchbench.probes.api import ProbeContext, ProbeOutput, resolved
-from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
-from benchbench.probes.resnet50.config import BATCH_CAP, ResNet50Config
+from benchbench.workloads._config import RESNET_BATCH
+from benchbench.workloads._training import Precision, Step, TrainingJob, run_training
+from benchbench.workloads.models.resnet import ResNetTrainer, prepare_device
+from benchbench.workloads.resnet50.config import BATCH_CAP, ResNet50Config
 
 
 def job_for(cfg: ResNet50Config, dev: str, context: dict[str, Any]) -> TrainingJob:

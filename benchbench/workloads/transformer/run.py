@@ -12,10 +12,10 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
-from benchbench.probes._training import Precision, Step, TrainingJob, make_step, run_training
 from benchbench.probes.api import ProbeContext, ProbeOutput, resolved
-from benchbench.probes.models.gpt import GPT, transformer_flops_per_token
-from benchbench.probes.transformer.config import BATCH, BATCH_CAP, TransformerConfig
+from benchbench.workloads._training import Precision, Step, TrainingJob, make_step, run_training
+from benchbench.workloads.models.gpt import GPT, transformer_flops_per_token
+from benchbench.workloads.transformer.config import BATCH, BATCH_CAP, TransformerConfig
 
 
 def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:

@@ -53,7 +53,7 @@ SPEC = ProbeSpec(
     description="read rates with fio (sequential 1M, random 128k and 4k, direct I/O) on a "
                 "scratch file, and the dataset's own cold read rate",
     config_cls=StorageConfig,
-    run="benchbench.probes.storage.run",
+    run="benchbench.storage_probes.storage.run",
     gpu_resource="storage",
     cpu_resource="storage",
     needs_data=True,

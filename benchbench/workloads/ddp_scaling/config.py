@@ -12,8 +12,8 @@ from benchbench.core.config import (
     check_positive,
     doc_field,
 )
-from benchbench.probes._config import PRECISIONS, RESNET_BATCH, best_amp, check_image_size
 from benchbench.probes.api import Facts, ProbeSpec
+from benchbench.workloads._config import PRECISIONS, RESNET_BATCH, best_amp, check_image_size
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ SPEC = ProbeSpec(
     description="DistributedDataParallel ResNet50 throughput at 1, 2, 4 ... GPUs: scaling "
                 "efficiency and the cost knee",
     config_cls=DdpScalingConfig,
-    run="benchbench.probes.ddp_scaling.run",
+    run="benchbench.workloads.ddp_scaling.run",
     gpu_resource="interconnect",
     cpu_resource="interconnect",
     distributed=True,

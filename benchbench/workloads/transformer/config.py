@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.core.config import ConfigError, doc_field
-from benchbench.probes._config import TrainingConfig, search_field, training_defaults
 from benchbench.probes.api import Facts, ProbeSpec
+from benchbench.workloads._config import TrainingConfig, search_field, training_defaults
 
 # Sequences per step by device: the default, and where an 'auto' batch search starts.
 BATCH = {"cuda": 16, "cpu": 8}
@@ -86,7 +86,7 @@ SPEC = ProbeSpec(
     description="GPT-style decoder training throughput per precision (tokens/s) and "
                 "FLOPs per token for MFU",
     config_cls=TransformerConfig,
-    run="benchbench.probes.transformer.run",
+    run="benchbench.workloads.transformer.run",
     gpu_resource="gpu_compute",
     cpu_resource="cpu_compute",
     defaults=defaults,

@@ -7,7 +7,7 @@ import torch
 import torchvision
 from torch import nn
 
-from benchbench.probes._training import Precision, Step, make_step
+from benchbench.workloads._training import Precision, Step, make_step
 
 
 class ResNetTrainer:

@@ -1,8 +1,10 @@
 """The one ordered list of probes benchbench ships, and the registry that holds them.
 
-Registration is explicit: a probe is a folder under probes/ and one line below. A duplicate
-name is an error; nothing registers on import. The specs are light (no torch): the parent
-process reads them, and each probe's run module is imported in a worker only.
+Registration is explicit: a probe is a folder under probes/, workloads/ or storage_probes/ and
+one line below. The list sits here, above all three, because it imports every one of them:
+inside probes/ it would make workloads/ and probes/ import each other. A duplicate name is an
+error; nothing registers on import. The specs are light (no torch): the parent process reads
+them, and each probe's run module is imported in a worker only.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ from benchbench.core.config import ProbeConfig
 from benchbench.probes.allreduce.config import SPEC as ALLREDUCE
 from benchbench.probes.api import ProbeSpec
 from benchbench.probes.dataloader.config import SPEC as DATALOADER
-from benchbench.probes.ddp_scaling.config import SPEC as DDP_SCALING
 from benchbench.probes.host_device_copy.config import SPEC as HOST_DEVICE_COPY
 from benchbench.probes.matmul.config import SPEC as MATMUL
 from benchbench.probes.memory_bandwidth.config import SPEC as MEMORY_BANDWIDTH
-from benchbench.probes.pipeline.config import SPEC as PIPELINE
-from benchbench.probes.resnet50.config import SPEC as RESNET50
 from benchbench.probes.stability.config import SPEC as STABILITY
-from benchbench.probes.storage.config import SPEC as STORAGE
-from benchbench.probes.transformer.config import SPEC as TRANSFORMER
+from benchbench.storage_probes.storage.config import SPEC as STORAGE
+from benchbench.workloads.ddp_scaling.config import SPEC as DDP_SCALING
+from benchbench.workloads.pipeline.config import SPEC as PIPELINE
+from benchbench.workloads.resnet50.config import SPEC as RESNET50
+from benchbench.workloads.transformer.config import SPEC as TRANSFORMER
 
 # The order a run executes them in. stability follows matmul (it runs matmul's best size);
 # pipeline follows dataloader (it reuses the best loader) and storage; the distributed probes

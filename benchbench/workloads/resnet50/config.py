@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.core.config import doc_field
-from benchbench.probes._config import (
+from benchbench.probes.api import Facts, ProbeSpec
+from benchbench.workloads._config import (
     TrainingConfig,
     check_image_size,
     resnet_defaults,
     search_field,
     training_defaults,
 )
-from benchbench.probes.api import Facts, ProbeSpec
 
 # 'auto' batch search stops here: beyond it a single GPU gains nothing in throughput.
 BATCH_CAP = 2048
@@ -43,7 +43,7 @@ SPEC = ProbeSpec(
     description="ResNet50 training-step throughput per precision (images/s), synthetic "
                 "data on the device",
     config_cls=ResNet50Config,
-    run="benchbench.probes.resnet50.run",
+    run="benchbench.workloads.resnet50.run",
     gpu_resource="gpu_compute",
     cpu_resource="cpu_compute",
     defaults=defaults,

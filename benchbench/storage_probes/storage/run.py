@@ -25,8 +25,8 @@ from typing import Any
 from benchbench.core.config import ConfigError
 from benchbench.machine.environment import storage_snapshot
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
-from benchbench.probes.storage import dataset_read, fallback, fio
-from benchbench.probes.storage.config import StorageConfig
+from benchbench.storage_probes.storage import dataset_read, fallback, fio
+from benchbench.storage_probes.storage.config import StorageConfig
 
 MiB, GiB = 1024**2, 1024**3
 SCRATCH_PREFIX = ".benchbench-scratch-"

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.core.config import ConfigError, doc_field
-from benchbench.probes._config import best_amp, resnet_defaults, training_defaults
 from benchbench.probes.api import Facts, ProbeSpec
 from benchbench.probes.dataloader.config import LOADERS
-from benchbench.probes.resnet50.config import ResNet50Config
+from benchbench.workloads._config import best_amp, resnet_defaults, training_defaults
+from benchbench.workloads.resnet50.config import ResNet50Config
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ SPEC = ProbeSpec(
     description="the real input pipeline feeding the ResNet50 training step: total_ips against "
                 "compute_ips (accelerator utilisation), data wait and compute per step",
     config_cls=PipelineConfig,
-    run="benchbench.probes.pipeline.run",
+    run="benchbench.workloads.pipeline.run",
     gpu_resource="cpu_dataloading",
     cpu_resource="cpu_dataloading",
     needs_data=True,

@@ -28,7 +28,9 @@ from benchbench.analysis.derive import AU_PASS
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import apply_tf32
 from benchbench.probes._loaders import LoaderError, build_loader
-from benchbench.probes._training import (
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, median_of, resolved
+from benchbench.probes.dataset import loader_samples
+from benchbench.workloads._training import (
     PRECISIONS,
     Precision,
     Step,
@@ -38,10 +40,8 @@ from benchbench.probes._training import (
     usable_precisions,
     warm_up,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, median_of, resolved
-from benchbench.probes.dataset import loader_samples
-from benchbench.probes.models.resnet import ResNetTrainer, prepare_device
-from benchbench.probes.pipeline.config import PipelineConfig
+from benchbench.workloads.models.resnet import ResNetTrainer, prepare_device
+from benchbench.workloads.pipeline.config import PipelineConfig
 
 # The fewest timed steps of a half that the probe reports, labelled "few steps": three give a
 # median with a spread. A probe that ran warm steps times these rather than skipping.

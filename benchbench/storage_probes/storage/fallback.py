@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from benchbench.core.stats import quantile
-from benchbench.probes.storage.fio import JOBS, ReadRun
+from benchbench.storage_probes.storage.fio import JOBS, ReadRun
 
 ENGINE = "python-odirect-fallback"
 NOTE = ("fio not found: measured with the Python O_DIRECT fallback reader; install fio for "
