@@ -203,8 +203,16 @@ def run_costs(run: RunResult, verdict: Verdict | None, usd_per_hour: float,
         hours = job_tokens / tps / 3600
         token_job = {"tokens": int(job_tokens), "hours": hours, "usd": hours * usd_per_hour}
     per_kwh, per_kwh_basis = energy.images_per_kwh(run)
+    served, served_basis = _served(run)
+    params, params_basis = _largest_model(run)
     return {
         "usd_per_hour": float(usd_per_hour),
+        # Serving and fine-tuning, from the inference and memory_fit workloads.
+        "usd_per_million_inferences": usd_per_hour / (served * 3600) * 1e6 if served else None,
+        "inferences_basis": served_basis,
+        "largest_model_params": params,
+        "params_per_usd_hour": params / usd_per_hour if params else None,
+        "largest_model_basis": params_basis,
         "usd_per_million_images": usd_per_hour / (ips * 3600) * 1e6 if ips else None,
         "usd_per_billion_tokens": usd_per_hour / (tps * 3600) * 1e9 if tps else None,
         "reference_job": ref, "token_job": token_job,
@@ -215,6 +223,32 @@ def run_costs(run: RunResult, verdict: Verdict | None, usd_per_hour: float,
         "basis": {"images": t["images_basis"], "tokens": t["tokens_basis"]},
         "representative": t["representative"], "caveats": t["caveats"],
     }
+
+
+def _served(run: RunResult) -> tuple[float | None, str]:
+    """(ResNet50 images/s this machine serves: within the p99 bound, else offline; how)."""
+    pr = cap.ok_probe(run, "inference")
+    served = next(iter(cap.metric(pr, "server_throughput")), None)
+    if served is not None:
+        return served.value, (f"inference server_throughput: ResNet50 within "
+                              f"{served.key['latency_bound_s'] * 1e3:g} ms p99 "
+                              f"({served.key['precision']})")
+    offline = max(cap.metric(pr, "peak_offline_throughput"), key=lambda m: m.value,
+                  default=None)
+    if offline is not None:
+        return offline.value, (f"inference peak_offline_throughput ({offline.key['precision']}; "
+                               "no rate met the latency bound, so offline)")
+    return None, f"skipped, because {cap.why_missing(run, 'inference')}"
+
+
+def _largest_model(run: RunResult) -> tuple[float | None, str]:
+    """(the most parameters one device fully fine-tunes, measured; how)."""
+    ms = cap.metric(cap.ok_probe(run, "memory_fit"), "largest_model")
+    best = max(ms, key=lambda m: m.value, default=None)
+    if best is None:
+        return None, f"skipped, because {cap.why_missing(run, 'memory_fit')}"
+    return best.value, (f"memory_fit largest_model: {best.context.get('rung')} "
+                        f"({best.key['mode']}, seq {best.key['seq_len']}) on one device")
 
 
 def buy_vs_rent(purchase_usd: float, cloud_usd_per_hour: float, *, power_watts: float,

@@ -83,7 +83,7 @@ ANALYSIS_VERSION = 3  # 2: all-reduce against its link, DDP scaling; 3: the verd
 TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
-                 ("amp_fp16", "tf32"), ("amp_fp16", "fp32")]
+                 ("amp_fp16", "tf32"), ("amp_fp16", "fp32"), ("fp8", "amp_bf16")]
 
 
 def _throughputs(run: RunResult, probe: str) -> list[Measurement]:

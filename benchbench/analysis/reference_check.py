@@ -38,7 +38,7 @@ PRECISION_IS_CONDITION = frozenset({"resnet50_throughput", "gpt_mfu"})
 # host_device_copy copies with tensor.copy_, which a copy engine carries.
 MEMORY_COUNTING = "read+write"
 HOST_COPY_METHOD = "copy engine"
-MATMUL_DTYPES = ("bf16", "fp16", "tf32", "fp32")
+MATMUL_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ METRICS = {
     "gpt_mfu": "ratio",
 }
 # Matmul dtypes and training precisions; "n/a" in the file (TOML has no null) becomes None.
-PRECISIONS = frozenset({"fp32", "tf32", "bf16", "fp16", "amp_bf16", "amp_fp16"})
+PRECISIONS = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "amp_bf16", "amp_fp16"})
 SOURCE_FIELDS = ("publisher", "document", "url", "date", "quote")
 
 

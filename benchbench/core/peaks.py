@@ -1,9 +1,10 @@
 """Datasheet peaks per GPU model and PCIe link rates, for "% of peak" in reports.
 
-All compute figures are dense (no 2:4 sparsity) tensor-core FLOP/s, as a plain torch.mm can
-reach them; fp32 is the non-tensor-core CUDA-core rate. Memory bandwidth is the datasheet
-figure in B/s. A figure the part does not have in hardware is None (T4 and V100 have no bf16
-or TF32 tensor cores). Never hard-code one GPU's peak elsewhere: look it up here.
+All compute figures are dense (no 2:4 sparsity) tensor-core FLOP/s, as a plain torch.mm (fp8:
+a scaled_mm of e4m3 inputs) can reach them; fp32 is the non-tensor-core CUDA-core rate.
+Memory bandwidth is the datasheet figure in B/s. A figure the part does not have in hardware
+is None (T4 and V100 have no bf16 or TF32 tensor cores, nor Ampere fp8). Never hard-code one
+GPU's peak elsewhere: look it up here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 T = 1e12
 # The matmul dtype each training precision runs its tensor-core work in: MFU divides by that
 # dtype's datasheet peak, mamfu by that dtype's measured matmul ceiling.
-PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "amp_bf16": "bf16", "amp_fp16": "fp16"}
+PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "amp_bf16": "bf16", "amp_fp16": "fp16",
+                   "fp8": "fp8"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class GpuPeak:
     fp16: float | None
     memory_bandwidth: float  # B/s
     source: str
+    fp8: float | None = None  # e4m3 tensor cores (Ada and Hopper); None where absent
 
     def flops(self, dtype: str) -> float | None:
         return getattr(self, dtype, None)
@@ -36,16 +39,21 @@ class GpuPeak:
 _TABLE: list[tuple[str, GpuPeak]] = [
     # NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column; sparsity figures halved.
     (r"H200 NVL", GpuPeak("H200 NVL", 60 * T, 417.5 * T, 835.5 * T, 835.5 * T, 4.8e12,
-                          "NVIDIA H200 datasheet, H200 NVL column, dense = sparse / 2")),
+                          "NVIDIA H200 datasheet, H200 NVL column, dense = sparse / 2",
+                          fp8=1670.5 * T)),
     (r"H200", GpuPeak("H200 SXM", 67 * T, 494.5 * T, 989.5 * T, 989.5 * T, 4.8e12,
-                      "NVIDIA H200 datasheet, H200 SXM column, dense = sparse / 2")),
+                      "NVIDIA H200 datasheet, H200 SXM column, dense = sparse / 2",
+                      fp8=1979 * T)),
     # NVIDIA H100 Tensor Core GPU datasheet (2023): SXM, PCIe and NVL columns.
     (r"H100.*PCIe", GpuPeak("H100 PCIe", 51 * T, 378 * T, 756 * T, 756 * T, 2.0e12,
-                            "NVIDIA H100 datasheet, H100 PCIe column, dense = sparse / 2")),
+                            "NVIDIA H100 datasheet, H100 PCIe column, dense = sparse / 2",
+                            fp8=1513 * T)),
     (r"H100 NVL", GpuPeak("H100 NVL", 60 * T, 417.5 * T, 835.5 * T, 835.5 * T, 3.9e12,
-                          "NVIDIA H100 datasheet, H100 NVL column, dense = sparse / 2")),
+                          "NVIDIA H100 datasheet, H100 NVL column, dense = sparse / 2",
+                          fp8=1670.5 * T)),
     (r"H100", GpuPeak("H100 SXM", 67 * T, 494.5 * T, 989.5 * T, 989.5 * T, 3.35e12,
-                      "NVIDIA H100 datasheet, H100 SXM column, dense = sparse / 2")),
+                      "NVIDIA H100 datasheet, H100 SXM column, dense = sparse / 2",
+                      fp8=1979 * T)),
     # NVIDIA A100 Tensor Core GPU datasheet (2021): 80GB SXM 2,039 GB/s, 80GB PCIe 1,935 GB/s,
     # 40GB (both forms) 1,555 GB/s; compute identical across forms.
     (r"A100.*80GB.*PCIe|A100-PCIE-80GB", GpuPeak(
@@ -59,10 +67,10 @@ _TABLE: list[tuple[str, GpuPeak]] = [
                       "NVIDIA A100 datasheet, A100 40GB SXM column")),
     # NVIDIA L40S datasheet (2023): TF32 183, BF16/FP16 362.05 dense, 864 GB/s.
     (r"L40S", GpuPeak("L40S", 91.6 * T, 183 * T, 362.05 * T, 362.05 * T, 864e9,
-                      "NVIDIA L40S datasheet, dense = sparse / 2")),
+                      "NVIDIA L40S datasheet, dense = sparse / 2", fp8=733 * T)),
     # NVIDIA L4 datasheet (2023): TF32 120, BF16/FP16 242.5 with sparsity; 300 GB/s.
     (r"\bL4\b", GpuPeak("L4", 30.3 * T, 60 * T, 121 * T, 121 * T, 300e9,
-                        "NVIDIA L4 datasheet, dense = sparse / 2")),
+                        "NVIDIA L4 datasheet, dense = sparse / 2", fp8=242.5 * T)),
     # NVIDIA A10 datasheet (2021): TF32 62.5, BF16/FP16 125 dense; 600 GB/s.
     (r"\bA10\b", GpuPeak("A10", 31.2 * T, 62.5 * T, 125 * T, 125 * T, 600e9,
                          "NVIDIA A10 datasheet")),

@@ -15,6 +15,7 @@ from typing import Any
 from benchbench.core import units as fmt
 from benchbench.core.peaks import gpu_peak
 from benchbench.core.results import RunResult
+from benchbench.doctor import measured as by_measurement
 from benchbench.doctor.gpu_rules import (
     check_memory_errors,
     check_pcie,
@@ -225,35 +226,12 @@ def _per_gpu_flops(env: dict[str, Any], run: RunResult | None, dtype: str
 def scenario_checks(key: str, env: dict[str, Any], run: RunResult | None) -> list[Check]:
     s = SCENARIOS[key]
     source = f"buyer's guide: recommended configuration for {s.title}"
-    ref = gpu_peak(s.gpu_ref)
-    out = []
-
-    name, threshold = f"{key}: GPU memory", (
-        f"{s.gpus}: ≥ {s.gpu_count} × {fmt.si(s.gpu_memory, 'B')} = "
-        f"{fmt.si(s.gpu_count * s.gpu_memory, 'B')}")
-    sizes = [g["memory_total"] for g in gpus(env) if g.get("memory_total") is not None]
-    if not sizes or len(sizes) < len(gpus(env)):
-        out.append(skipped(name, threshold, source, no_fact(env, "GPU memory")))
-    else:
-        measured = f"{count(len(sizes), 'GPU')} × {fmt.iec(min(sizes))} = {fmt.iec(sum(sizes))}"
-        small = min(sizes) < NOMINAL * s.gpu_memory
-        short = small or sum(sizes) < NOMINAL * s.gpu_count * s.gpu_memory
-        out.append(Check(name, "warn" if short else "pass", measured, threshold, source,
-                         f"more GPUs or GPUs with more memory ({s.gpus})" if short else None,
-                         "per-GPU memory below the reference's: the model must be sharded"
-                         if small else None))
-
-    ref_flops = ref.flops(s.dtype) if ref else None
-    name = f"{key}: GPU {s.dtype} compute"
-    threshold = (f"≥ {fmt.si(ref_flops or 0, 'FLOP/s')} dense {s.dtype} per GPU "
-                 f"({ref.model if ref else s.gpu_ref})")
-    flops, basis = _per_gpu_flops(env, run, s.dtype)
-    if flops is None:
-        out.append(skipped(name, threshold, source, basis))
-    else:
-        short = flops < (ref_flops or 0)
-        out.append(Check(name, "warn" if short else "pass", f"{fmt.si(flops, 'FLOP/s')} ({basis})",
-                         threshold, source, f"faster GPUs ({s.gpus})" if short else None))
+    # Where the run measured what the row asks (how large a model fine-tunes, what rate is
+    # served), the measurement answers instead of the GPU's memory or compute by name.
+    fit = by_measurement.fine_tuning(key, run) if key == "nlp-finetune" else None
+    served = by_measurement.serving(key, run) if key == "inference" else None
+    out = [fit or _gpu_memory(key, s, env, source),
+           served or _gpu_compute(key, s, env, run, source)]
 
     name, threshold = f"{key}: RAM", f"{s.ram_text} (≥ {fmt.iec(s.ram)})"
     ram = (env.get("host") or {}).get("memory_total")
@@ -267,6 +245,37 @@ def scenario_checks(key: str, env: dict[str, Any], run: RunResult | None) -> lis
     out.append(_scenario_storage(key, s, env, source))
     out.append(_scenario_network(key, s, env, source))
     return out
+
+
+def _gpu_memory(key: str, s: Scenario, env: dict[str, Any], source: str) -> Check:
+    name, threshold = f"{key}: GPU memory", (
+        f"{s.gpus}: ≥ {s.gpu_count} × {fmt.si(s.gpu_memory, 'B')} = "
+        f"{fmt.si(s.gpu_count * s.gpu_memory, 'B')}")
+    sizes = [g["memory_total"] for g in gpus(env) if g.get("memory_total") is not None]
+    if not sizes or len(sizes) < len(gpus(env)):
+        return skipped(name, threshold, source, no_fact(env, "GPU memory"))
+    measured = f"{count(len(sizes), 'GPU')} × {fmt.iec(min(sizes))} = {fmt.iec(sum(sizes))}"
+    small = min(sizes) < NOMINAL * s.gpu_memory
+    short = small or sum(sizes) < NOMINAL * s.gpu_count * s.gpu_memory
+    return Check(name, "warn" if short else "pass", measured, threshold, source,
+                 f"more GPUs or GPUs with more memory ({s.gpus})" if short else None,
+                 "per-GPU memory below the reference's: the model must be sharded"
+                 if small else None)
+
+
+def _gpu_compute(key: str, s: Scenario, env: dict[str, Any], run: RunResult | None,
+                 source: str) -> Check:
+    ref = gpu_peak(s.gpu_ref)
+    ref_flops = ref.flops(s.dtype) if ref else None
+    name = f"{key}: GPU {s.dtype} compute"
+    threshold = (f"≥ {fmt.si(ref_flops or 0, 'FLOP/s')} dense {s.dtype} per GPU "
+                 f"({ref.model if ref else s.gpu_ref})")
+    flops, basis = _per_gpu_flops(env, run, s.dtype)
+    if flops is None:
+        return skipped(name, threshold, source, basis)
+    short = flops < (ref_flops or 0)
+    return Check(name, "warn" if short else "pass", f"{fmt.si(flops, 'FLOP/s')} ({basis})",
+                 threshold, source, f"faster GPUs ({s.gpus})" if short else None)
 
 
 def _scenario_storage(key: str, s: Scenario, env: dict[str, Any], source: str) -> Check:

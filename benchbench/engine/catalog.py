@@ -21,6 +21,8 @@ from benchbench.probes.memory_bandwidth.config import SPEC as MEMORY_BANDWIDTH
 from benchbench.probes.stability.config import SPEC as STABILITY
 from benchbench.storage_probes.storage.config import SPEC as STORAGE
 from benchbench.workloads.ddp_scaling.config import SPEC as DDP_SCALING
+from benchbench.workloads.inference.config import SPEC as INFERENCE
+from benchbench.workloads.memory_fit.config import SPEC as MEMORY_FIT
 from benchbench.workloads.pipeline.config import SPEC as PIPELINE
 from benchbench.workloads.resnet50.config import SPEC as RESNET50
 from benchbench.workloads.transformer.config import SPEC as TRANSFORMER
@@ -35,6 +37,8 @@ PROBES = (
     STABILITY,
     RESNET50,
     TRANSFORMER,
+    MEMORY_FIT,
+    INFERENCE,
     DATALOADER,
     STORAGE,
     PIPELINE,

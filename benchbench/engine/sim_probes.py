@@ -346,11 +346,92 @@ def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
         higher_is_better=True, context={"seconds": seconds})], notes=notes)
 
 
+def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                ) -> ProbeOutput:
+    from benchbench.analysis.memory_fit import LADDER, estimate
+    from benchbench.workloads.memory_fit import run as memory_fit
+
+    seq, precision = cfg.seq_len, cfg.precision
+    queue = _queue(ctx)
+
+    def attempt(rung: str, mode: str) -> Any:
+        """The profile's memory model: fits when the estimate, times the allocator's ratio,
+        is within the GPU's memory; two steps at the profile's speed when it does."""
+        shape, checkpointing = LADDER[rung], mode == "checkpointing"
+        est = estimate(shape, seq, 1, precision, checkpointing)
+        point = memory_fit.Point(rung, mode, est, False)
+        need = est.total * p.memory_fit_ratio
+        # Building writes the fp32 weights; an attempt that does not fit fails as it fills up.
+        clock.advance(min(need, p.memory_total) / p.memory_bandwidth + p.model_build_s)
+        if need > p.memory_total:
+            return point
+        work = 6 * est.params * seq * (4 / 3 if checkpointing else 1)
+        step = (work / (p.matmul_flops["bf16"] * p.llm_step_efficiency)
+                + 16 * est.params / p.memory_bandwidth)  # AdamW reads and writes its states
+        for s in (step + p.first_step_s, step):
+            queue.launch(s, p.step_kernels, p.step_host_s)
+            queue.sync()
+            point.step_s.append(s)
+        point.fits, point.peak_B = True, need
+        return point
+
+    refuse = memory_fit.refusal(ctx, "cuda:0", seq, cfg.ram_share)
+    points = memory_fit.search_modes(ctx, list(cfg.ladder), list(cfg.modes), attempt, refuse,
+                                     "cuda:0", seq, precision, float(p.memory_total))
+    return memory_fit.output(points, "cuda:0", seq, precision, float(p.memory_total), [],
+                             p.gpu_name)
+
+
+class _SimModels:
+    """inference's models on the simulated device: each call queues the profile's time."""
+
+    def __init__(self, ctx: ProbeContext, p: DeviceProfile, preset: str) -> None:
+        from benchbench.workloads.transformer.config import PRESETS
+
+        self.queue, self.p, self.dims = _queue(ctx), p, PRESETS[preset]
+
+    def classify(self, precision: str, batch: int) -> Callable[[], None]:
+        device_s = batch * self.p.resnet50_infer_s[precision]
+        return lambda: self.queue.launch(device_s, 160, self.p.infer_launch_s)
+
+    def generate(self, precision: str, batch: int, prompt: int, new: int
+                 ) -> tuple[Callable[[], None], Callable[[], None]]:
+        d = self.dims
+        params = 12 * d["n_layers"] * d["d_model"] ** 2 + d["vocab_size"] * d["d_model"]
+        rate = self.p.matmul_flops["bf16" if precision != "fp32" else "fp32"]
+        prefill = 2 * params * batch * prompt / (rate * self.p.llm_step_efficiency)
+        # A decode step reads every weight once; its ~10 kernels a layer bound it from below.
+        step = max(2 * params / self.p.memory_bandwidth, 10 * d["n_layers"] * 5e-6)
+        kernels = 10 * d["n_layers"]
+
+        def first() -> None:
+            self.queue.launch(prefill, kernels)
+
+        def decode() -> None:
+            self.queue.launch(step * (1 + batch / 256), kernels)
+
+        return first, decode
+
+    def release(self) -> None:
+        return None
+
+
+def _inference(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+               ) -> ProbeOutput:
+    from benchbench.workloads.inference import run as inference
+
+    notes: list[str] = []
+    out = inference.measure(ctx, cfg, _SimModels(ctx, p, cfg.preset), "cuda:0",
+                            list(cfg.precisions), notes)
+    return ProbeOutput(out, notes=notes)
+
+
 SIMULATORS: dict[str, Callable[..., ProbeOutput]] = {
     "matmul": _matmul, "memory_bandwidth": _memory_bandwidth,
     "host_device_copy": _host_device_copy, "resnet50": _resnet50, "transformer": _transformer,
     "dataloader": _dataloader, "storage": _storage, "allreduce": _allreduce,
-    "ddp_scaling": _ddp_scaling, "stability": _stability,
+    "ddp_scaling": _ddp_scaling, "stability": _stability, "memory_fit": _memory_fit,
+    "inference": _inference,
 }
 
 

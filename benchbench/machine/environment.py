@@ -170,6 +170,7 @@ def torch_facts() -> dict[str, Any]:
         "cudnn": cudnn_version(best_effort(torch.backends.cudnn.version)),
         "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl,
         "intraop_threads": torch.get_num_threads(),
+        "torchao": _version("torchao"),  # fp8 training (the [fp8] extra); None: absent
         "host_llc_bytes": llc_bytes(),
         "usable_cores": usable_cores(),
         "gpus": [],

@@ -135,6 +135,26 @@ def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
     return [m for m in wanted if m not in ampere_only]
 
 
+# fp8 tensor cores arrive with Ada (8.9) and Hopper (9.0).
+FP8_CAPABILITY = (8, 9)
+
+
+def fp8_unavailable(dev: str, facts: dict[str, Any]) -> str | None:
+    """Why `dev` has no fp8 tensor cores for torch to use, or None when it has."""
+    if not dev.startswith("cuda"):
+        return ("fp8 needs the tensor cores of a GPU of compute capability 8.9 or later (Ada, "
+                "Hopper)")
+    major, minor = capability(facts, dev)
+    if (major, minor) < FP8_CAPABILITY:
+        return (f"compute capability {major}.{minor} has no fp8 tensor cores (8.9 and later: "
+                "Ada, Hopper)")
+    import torch
+
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no float8_e4m3fn scaled matmul"
+    return None
+
+
 def sync(device: str) -> None:
     """Wait for a GPU's queued work before reading a host clock; nothing to do on the CPU."""
     if device.startswith("cuda"):

@@ -269,6 +269,14 @@ def _money(x: Any) -> str:
     return f"${x:,.2f}" if isinstance(x, (int, float)) else "—"
 
 
+def _params(per_usd_hour: float | None) -> str:
+    """The largest model one device fine-tunes, per $/h: parameters in billions or millions."""
+    if not per_usd_hour:
+        return "—"
+    return f"{per_usd_hour / 1e9:,.2f}B parameters" if per_usd_hour >= 1e9 else \
+        f"{per_usd_hour / 1e6:,.0f}M parameters"
+
+
 def _cost(comp: Comparison) -> list[str]:
     c = comp.cost
     if not c:
@@ -310,6 +318,11 @@ def _cost(comp: Comparison) -> list[str]:
             out.append(f"- **{e['label']}**: {per_usd}images on {k['basis']['images']}; tokens "
                        f"on {k['basis']['tokens']}; images / kWh: "
                        f"{k.get('images_per_kwh_basis') or 'not recorded'}.")
+            if k.get("usd_per_million_inferences") or k.get("params_per_usd_hour"):
+                out.append(f"  - serving: {_money(k.get('usd_per_million_inferences'))} per "
+                           f"million inferences ({k.get('inferences_basis')}); fine-tuning: "
+                           f"{_params(k.get('params_per_usd_hour'))} per $/h "
+                           f"({k.get('largest_model_basis')})")
             out += [f"  - {cv}" for cv in k.get("caveats") or []]
         out.append("")
     unpriced = [e["label"] for e in c["sides"] if not e["costs"]]

@@ -11,7 +11,7 @@ from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import UNSTABLE_CV, summarize
 from benchbench.doctor.checks import Check
-from benchbench.reports import datapath, energy, interconnect, training
+from benchbench.reports import datapath, energy, guide, interconnect, training
 from benchbench.reports import doctor as doctor_section
 from benchbench.reports import references as references_section
 from benchbench.reports import stability as stability_section
@@ -206,6 +206,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
           p.reason or ""] for p in run.probes])
     out += training.section(run)
+    out += guide.section(run)
     out += stability_section.section(run)
     out += datapath.section(run)
     out += interconnect.section(run)

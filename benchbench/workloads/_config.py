@@ -11,7 +11,7 @@ from benchbench.core.config import ConfigError, ProbeConfig, check_choices, doc_
 from benchbench.probes._config import capability
 from benchbench.probes.api import Facts
 
-PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
+PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "fp8")
 # DLE's per-GPU batch for ResNet50, so that runs on different machines compare; on a CPU a
 # 224 px step at batch 8 takes about two seconds on a small machine, and every round pays a
 # cold one too (resnet50, pipeline and the "auto" batch search start here).
@@ -67,8 +67,8 @@ def check_image_size(size: int | None) -> None:
 @dataclass(frozen=True)
 class TrainingConfig(ProbeConfig):
     precisions: tuple[str, ...] | None = doc_field(
-        None, "fp32 (TF32 off), tf32, amp_bf16, amp_fp16; auto: all four on GPU, fp32 and "
-        "amp_bf16 on CPU (fp32 with --quick)")
+        None, "fp32 (TF32 off), tf32, amp_bf16, amp_fp16, fp8 (the transformer only, through "
+        "torchao); auto: all of them on GPU, fp32 and amp_bf16 on CPU (fp32 with --quick)")
     steps: int | None = doc_field(None, "timed training steps per precision (fewer when the "
                                         "time budget runs out); auto: 50 on GPU (20 with "
                                         "--quick), 5 on CPU (3 with --quick)")

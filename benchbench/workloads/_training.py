@@ -14,6 +14,7 @@ code against a device profile.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import math
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
-from benchbench.probes._devices import apply_tf32, is_oom, usable_on
+from benchbench.probes._devices import apply_tf32, fp8_unavailable, is_oom, usable_on
 from benchbench.probes.api import ProbeContext, median_of, total_over_time
 
 Step = Callable[[], None]
@@ -46,6 +47,10 @@ class Precision:
     autocast: torch.dtype | None
     tf32: bool
     scaler: bool  # fp16 needs loss scaling; bf16 has fp32's exponent range and does not
+    # fp8: the model's Linear layers converted by torchao's float8 training (dynamic,
+    # tensor-wise scales), the rest under bf16 autocast; only a workload that knows how to
+    # convert its model takes it (the transformer).
+    fp8: bool = False
 
 
 PRECISIONS = {
@@ -54,22 +59,42 @@ PRECISIONS = {
     # AMP keeps TF32 on for the fp32 ops autocast leaves alone, as AMP training recipes do.
     "amp_bf16": Precision("amp_bf16", torch.bfloat16, True, False),
     "amp_fp16": Precision("amp_fp16", torch.float16, True, True),
+    "fp8": Precision("fp8", torch.bfloat16, True, False, fp8=True),
 }
+
+
+def fp8_training_unavailable(dev: str, facts: dict[str, Any] | None) -> str | None:
+    """Why fp8 training cannot run on `dev`: no fp8 tensor cores, or no torchao (the [fp8]
+    extra); None when it can. The facts may say whether torchao is installed (the
+    simulator's do); else it is looked for here."""
+    why = fp8_unavailable(dev, facts or {})
+    if why:
+        return why
+    installed = (facts or {}).get("torchao")
+    if installed is None and importlib.util.find_spec("torchao") is None:
+        return ("torchao is not installed: pip install 'benchbench[fp8]' (torchao's float8 "
+                "training)")
+    return None
 
 
 def usable_precisions(dev: str, wanted: tuple[str, ...], notes: list[str],
                       facts: dict[str, Any] | None = None) -> list[str]:
+    why = fp8_training_unavailable(dev, facts) if "fp8" in wanted else None
+    if why:
+        notes.append(f"fp8 on {dev} skipped, because {why}")
+        wanted = tuple(p for p in wanted if p != "fp8")
     return usable_on(dev, wanted, CPU_PRECISIONS, ("tf32", "amp_bf16"),
                      "the CPU path trains in fp32 and amp_bf16 only", notes, facts)
 
 
 def precision_order(dev: str, usable: list[str]) -> list[str]:
     """The order precisions are measured in. On a GPU the AMP precisions come first (bf16,
-    then fp16), then tf32 and fp32: when the budget runs short, the figures buyers compare are
-    the ones kept. On a CPU the configured order stands (fp32 first: bf16 is often emulated)."""
+    then fp8 against it, then fp16), then tf32 and fp32: when the budget runs short, the
+    figures buyers compare are the ones kept. On a CPU the configured order stands (fp32
+    first: bf16 is often emulated)."""
     if dev == "cpu":
         return list(usable)
-    rank = {"amp_bf16": 0, "amp_fp16": 1, "tf32": 2, "fp32": 3}
+    rank = {"amp_bf16": 0, "fp8": 1, "amp_fp16": 2, "tf32": 3, "fp32": 4}
     return sorted(usable, key=lambda p: rank.get(p, len(rank)))
 
 

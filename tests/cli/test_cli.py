@@ -38,8 +38,10 @@ def test_quick_run_writes_valid_results(quick_run):
     assert [p.name for p in run.probes] == ["matmul", "memory_bandwidth"]
     assert all(p.status == "ok" for p in run.probes), [p.reason for p in run.probes]
     mm = run.probe("matmul")
-    assert mm.resource == "cpu_compute" and mm.params["dtypes"] == ["fp32", "bf16"]
+    # fp8 is asked for on a CPU too, so that the run says why it has none.
+    assert mm.resource == "cpu_compute" and mm.params["dtypes"] == ["fp32", "bf16", "fp8"]
     assert {m.key["dtype"] for m in mm.measurements} == {"fp32", "bf16"}
+    assert "fp8 on cpu skipped, because fp8 needs the tensor cores of a GPU" in mm.reason
     mb = run.probe("memory_bandwidth")
     (copy,) = mb.measurements
     assert copy.key["memory"] == "host" and copy.unit == "B/s"

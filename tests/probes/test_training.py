@@ -253,7 +253,9 @@ def test_budget_skips_a_precision_that_cannot_fit():
 
 
 @pytest.mark.parametrize("sets,match", [
-    (["resnet50.precisions=fp32,fp8"], "precisions: unknown fp8"),
+    (["resnet50.precisions=fp32,fp4"], "precisions: unknown fp4"),
+    (["resnet50.precisions=fp32,fp8"], "fp8 trains through torchao's float8 Linear layers"),
+    (["ddp_scaling.precision=fp8"], "precision: unknown fp8"),
     (["transformer.preset=gpt5"], "preset: unknown gpt5"),
     (["resnet50.batch_size=0"], "batch_size must be a positive integer or auto"),
     (["transformer.preset=small", "transformer.seq_len=4096"], "larger than the small model"),

@@ -64,8 +64,8 @@ def test_every_probe_field_is_settable():
 
 
 def test_validation_of_values():
-    with pytest.raises(ConfigError, match="dtypes: unknown fp8"):
-        config.collect_overrides({"matmul": MatmulConfig}, {}, ["matmul.dtypes=fp8"])
+    with pytest.raises(ConfigError, match="dtypes: unknown fp4"):
+        config.collect_overrides({"matmul": MatmulConfig}, {}, ["matmul.dtypes=fp4"])
     with pytest.raises(ConfigError, match="unknown probe"):
         config.collect_overrides({"matmul": MatmulConfig}, {}, ["nosuch.x=1"])
 

@@ -439,3 +439,26 @@ def test_non_positive_price_exits_2(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "benchbench: error: --price-per-hour must be a positive number of US dollars per hour"]
     assert not out.exists()
+
+
+# -- serving and fine-tuning --------------------------------------------------------------------
+
+def test_dollars_per_million_inferences_and_the_largest_model_per_dollar():
+    run = make_run()
+    served = m("server_throughput", {"precision": "bf16", "image_size": 224, "max_batch": 64,
+                                     "latency_bound_s": 0.015}, 8000.0)
+    largest = m("largest_model", {"mode": "checkpointing", "seq_len": 2048,
+                                  "precision": "amp_bf16"}, 6.74e9, "count", {"rung": "7b"})
+    run.probes += [ProbeResult(name="inference", status="ok", resource="gpu_compute",
+                               measurements=[served]),
+                   ProbeResult(name="memory_fit", status="ok", resource="gpu_memory",
+                               measurements=[largest])]
+    c = cost.run_costs(run, vd(), usd_per_hour=24.0)
+    # $24/h ÷ (8,000 images/s × 3,600 s) × 1e6 = $0.833 per million inferences.
+    assert c["usd_per_million_inferences"] == pytest.approx(24 / (8000 * 3600) * 1e6)
+    assert c["inferences_basis"].startswith("inference server_throughput: ResNet50 within 15")
+    assert c["params_per_usd_hour"] == pytest.approx(6.74e9 / 24)
+    assert "7b (checkpointing, seq 2048) on one device" in c["largest_model_basis"]
+    bare = cost.run_costs(make_run(), vd(), usd_per_hour=24.0)
+    assert bare["usd_per_million_inferences"] is None and bare["params_per_usd_hour"] is None
+    assert bare["inferences_basis"].startswith("skipped, because")

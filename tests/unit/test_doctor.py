@@ -558,3 +558,52 @@ def test_nothing_changes_a_setting(path):
     source = (ROOT / path).read_text()
     assert not re.search(r"nvmlDevice(Set|Reset|Clear)", source)
     assert not [c for c in nvidia_smi_invocations(source) if _CHANGING.search(c)]
+
+
+# --- scenarios answered by the run's own memory_fit and inference ------------------------------
+
+def _simulated_run(profile, *names, gpus=1):
+    pytest.importorskip("torch")
+    from benchbench.engine import simulate
+
+    p = simulate.PROFILES[profile]
+    probes = [ProbeResult(name=n, status="ok", resource="gpu_compute",
+                          measurements=simulate.simulate_probe(p, n, False, 60.0).measurements)
+              for n in names]
+    env = env_of(FakeNvml(gpus=[healthy() for _ in range(gpus)]))
+    return RunResult(tool={}, started_at="", environment=env, config={}, argv=[],
+                     probes=probes)
+
+
+def test_nlp_finetune_is_answered_by_the_measured_fit():
+    from benchbench.doctor.checks import scenario_checks
+
+    on_h200 = {c.name: c for c in scenario_checks("nlp-finetune", *_env_run(
+        _simulated_run("h200", "memory_fit")))}
+    fit = on_h200["nlp-finetune: full fine-tune of a 7B model (measured)"]
+    assert fit.status == "pass" and fit.measured.startswith("largest on one GPU: 6.7B")
+    assert "nlp-finetune: GPU memory" not in on_h200  # the measurement answers, not the name
+    # An 80 GB GPU fits 3B alone; over 8 of them ZeRO-3 fits 7B: derived, and said so.
+    node = {c.name: c for c in scenario_checks("nlp-finetune", *_env_run(
+        _simulated_run("8xh100", "memory_fit", gpus=8)))}
+    fit = node["nlp-finetune: full fine-tune of a 7B model (measured)"]
+    assert fit.status == "pass" and "with ZeRO-3 over its 8 GPUs up to" in fit.measured
+    assert "derived from the measured bytes, not measured" in fit.measured
+    # Without a memory_fit, the GPU-memory rule by name stands.
+    plain = {c.name for c in scenario_checks("nlp-finetune", *_env_run(
+        _simulated_run("h200", "matmul")))}
+    assert "nlp-finetune: GPU memory" in plain
+
+
+def test_inference_is_answered_by_the_measured_serving_rate():
+    from benchbench.doctor.checks import scenario_checks
+
+    got = {c.name: c for c in scenario_checks("inference", *_env_run(
+        _simulated_run("h200", "inference")))}
+    served = got["inference: ResNet50 served within MLPerf's p99 bound (measured)"]
+    assert served.status == "pass" and "T4s at MLPerf's T4 offline figure" in served.measured
+    assert "inference: GPU fp16 compute" not in got
+
+
+def _env_run(run):
+    return run.environment, run

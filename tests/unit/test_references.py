@@ -62,7 +62,7 @@ def test_loader_reads_every_row_and_keeps_peaks_apart():
 @pytest.mark.parametrize("row, problem", [
     ({"low": 2.0, "high": 1.0}, "low <= high"),
     ({"unit": "GB/s"}, "metric"),
-    ({"precision": "fp8"}, "precision"),
+    ({"precision": "fp4"}, "precision"),
     ({"source": {"publisher": "x", "document": "y", "date": "2024"}}, "source"),
     ({"conditions": {}}, "conditions"),
 ])

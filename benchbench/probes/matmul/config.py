@@ -9,7 +9,7 @@ from benchbench.core.config import SamplingConfig, check_choices, check_positive
 from benchbench.probes._config import every_gpu, sampling_defaults
 from benchbench.probes.api import Facts, ProbeSpec
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16")
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,9 @@ class MatmulConfig(SamplingConfig):
     sizes: tuple[int, ...] | None = doc_field(
         None, "square matrix sizes n (n x n @ n x n); auto: 2048..16384 on GPU, 256..2048 on CPU")
     dtypes: tuple[str, ...] | None = doc_field(
-        None, "fp32 (TF32 off), tf32, bf16, fp16; auto: all four on GPU, fp32 and bf16 on CPU")
+        None, "fp32 (TF32 off), tf32, bf16, fp16, fp8 (e4m3 inputs, bf16 output, tensor-wise "
+              "scales; compute capability 8.9 and later); auto: all five on GPU, fp32 and bf16 "
+              "on CPU (fp8 listed to say why it is skipped)")
     devices: tuple[int, ...] | None = doc_field(None, "GPU indices to measure; auto: every GPU")
 
     def validate(self) -> None:
@@ -34,7 +36,9 @@ def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
         dtypes: tuple[str, ...] = DTYPES
     else:
         sizes = (256, 512) if quick else (256, 512, 1024, 2048)
-        dtypes = ("fp32", "bf16")  # TF32 is a GPU tensor-core mode; fp16 GEMM on CPU is emulated
+        # TF32 is a GPU tensor-core mode and fp16 GEMM on a CPU is emulated; fp8 is asked for so
+        # that the run says why a CPU has none.
+        dtypes = ("fp32", "bf16", "fp8")
     return {**sampling_defaults(device, quick), **every_gpu(device, facts), "sizes": sizes,
             "dtypes": dtypes}
 

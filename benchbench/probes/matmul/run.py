@@ -22,6 +22,7 @@ from benchbench.core.results import Measurement
 from benchbench.probes._devices import (
     apply_tf32,
     budget_allows,
+    fp8_unavailable,
     gpu_indices,
     is_oom,
     tf32_enabled,
@@ -31,11 +32,11 @@ from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, resolved, 
 from benchbench.probes.matmul.config import MatmulConfig
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-                "fp16": torch.float16}
+                "fp16": torch.float16, "fp8": torch.bfloat16}  # fp8: its output dtype
 CPU_DTYPES = ("fp32", "bf16")  # TF32 is a GPU tensor-core mode; fp16 GEMM on CPU is emulated
 # On a GPU the tensor-core dtypes come first: they are the ceiling training runs against, and
 # what is left out when the budget runs short should be the slow fp32 path.
-GPU_ORDER = {"bf16": 0, "fp16": 1, "tf32": 2, "fp32": 3}
+GPU_ORDER = {"bf16": 0, "fp8": 1, "fp16": 2, "tf32": 3, "fp32": 4}
 
 # measure(device, dtype, n, items_left, warm) -> the flops measurement at that size; `warm`
 # when the device already ran a size at its clocks
@@ -44,9 +45,26 @@ Measure = Callable[[str, str, int, int, bool], Measurement]
 
 def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
                   facts: dict[str, Any]) -> list[str]:
+    why = fp8_unavailable(dev, facts) if "fp8" in wanted else None
+    if why:
+        notes.append(f"fp8 on {dev} skipped, because {why}")
+        wanted = tuple(d for d in wanted if d != "fp8")
     got = usable_on(dev, wanted, CPU_DTYPES, ("tf32", "bf16"),
                     "the CPU path measures fp32 and bf16", notes, facts)
     return got if dev == "cpu" else sorted(got, key=lambda d: GPU_ORDER.get(d, len(GPU_ORDER)))
+
+
+def fp8_mm(a: Any, b: Any, scale: Any) -> Callable[[], Any]:
+    """A call of the scaled fp8 matmul a @ b with one tensor-wise scale each, bf16 out:
+    torch.nn.functional.scaled_mm where this torch has it (its public successor), else
+    torch._scaled_mm. `b` must be column-major, as cuBLASLt wants it."""
+    functional = torch.nn.functional
+    if hasattr(functional, "scaled_mm") and hasattr(functional, "ScalingType"):
+        tensor_wise = functional.ScalingType.TensorWise
+        return lambda: functional.scaled_mm(a, b, scale, tensor_wise, scale, tensor_wise,
+                                            output_dtype=torch.bfloat16)
+    return lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale,
+                                    out_dtype=torch.bfloat16)
 
 
 def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
@@ -137,10 +155,22 @@ def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
     # Random operands: zeros would let hardware with zero-skipping or power gating cheat.
     a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
-    c = torch.empty(n, n, device=dev, dtype=dtype)
-    timed = ctx.time_op(lambda: torch.mm(a, b, out=c), dev, items_left,
-                        resolved(cfg.min_sample_s, "min_sample_s"), warm=warm)
     context: dict[str, Any] = {"tf32_enabled": tf32_enabled()}
+    if dt == "fp8":
+        # e4m3 inputs (values of N(0, 1) are well inside its range, so a scale of 1 keeps
+        # them), b transposed to column-major; the output in bf16.
+        e4m3 = torch.float8_e4m3fn
+        call = fp8_mm(a.to(e4m3), b.to(e4m3).t().contiguous().t(),
+                      torch.ones((), device=dev, dtype=torch.float32))
+        context.update(inputs="e4m3", output="bf16", scaling="tensor-wise")
+    else:
+        c = torch.empty(n, n, device=dev, dtype=dtype)
+
+        def call() -> Any:
+            return torch.mm(a, b, out=c)
+
+    timed = ctx.time_op(call, dev, items_left, resolved(cfg.min_sample_s, "min_sample_s"),
+                        warm=warm)
     if dev == "cpu":
         context["threads"] = torch.get_num_threads()
     else:

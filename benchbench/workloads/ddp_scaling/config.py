@@ -40,7 +40,9 @@ class DdpScalingConfig(ProbeConfig):
             if v is not None and v < 1:
                 raise ConfigError(f"{name} must be at least 1")
         if self.precision is not None:
-            check_choices("precision", (self.precision,), PRECISIONS)
+            # fp8 is the transformer's (torchao's float8 Linear layers); ResNet50 is convolutions.
+            check_choices("precision", (self.precision,), tuple(x for x in PRECISIONS
+                                                                 if x != "fp8"))
         check_image_size(self.image_size)
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ConfigError("timeout_s must be positive")

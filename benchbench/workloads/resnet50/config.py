@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchbench.core.config import doc_field
+from benchbench.core.config import ConfigError, doc_field
 from benchbench.probes.api import Facts, ProbeSpec
 from benchbench.workloads._config import (
     TrainingConfig,
@@ -30,6 +30,9 @@ class ResNet50Config(TrainingConfig):
     def validate(self) -> None:
         super().validate()
         check_image_size(self.image_size)
+        if self.precisions and "fp8" in self.precisions:
+            raise ConfigError("precisions: fp8 trains through torchao's float8 Linear layers, "
+                              "and ResNet50 is convolutions; fp8 is the transformer's")
 
 
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:

@@ -72,6 +72,9 @@ class TransformerConfig(TrainingConfig):
 
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     base = training_defaults(device, quick)
+    # fp8 (torchao's float8 training) beside the AMP precisions: measured where the GPU and
+    # torchao have it, and said why not everywhere else.
+    base["precisions"] = (*base["precisions"], "fp8")
     if device == "cuda":
         return {**base, "preset": "small" if quick else "gpt2-124m", "seq_len": 1024,
                 "batch_size": BATCH["cuda"]}

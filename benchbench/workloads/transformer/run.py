@@ -18,6 +18,15 @@ from benchbench.workloads.models.gpt import GPT, transformer_flops_per_token
 from benchbench.workloads.transformer.config import BATCH, BATCH_CAP, TransformerConfig
 
 
+def to_float8(model: GPT) -> None:
+    """torchao's float8 training on every Linear but the output head (tied to the embedding,
+    and the layer recipes keep in high precision): dynamic tensor-wise scales, e4m3 forward,
+    e5m2 for the gradients, as torchao's default recipe does."""
+    from torchao.float8 import convert_to_float8_training
+
+    convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != "lm_head")
+
+
 def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     dims = cfg.shape()
@@ -30,6 +39,8 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     def build(batch: int, precision: Precision) -> Step:
         gen = torch.Generator(device=dev).manual_seed(batch)
         model = new_model().to(dev)
+        if precision.fp8:
+            to_float8(model)
         forward = torch.compile(model) if cfg.compile else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
                                       weight_decay=0.1, fused=dev != "cpu")

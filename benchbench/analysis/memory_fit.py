@@ -1,0 +1,213 @@
+"""What a full training step of a Llama-style model needs in memory, in closed form, and what a
+memory_fit run's measured points say beyond themselves.
+
+The estimate is the estimators' arithmetic (accelerate's estimate-memory, DeepSpeed's
+estimate_zero*), made explicit so that a measured point can be held against it: bytes per
+parameter for the weights, their gradients, AdamW's two moments and the low-precision working
+copy, plus the activations one step keeps for its backward, counted by layer shape. Those
+estimators stop at the first part (16-18 B per parameter) or guess the second; the probe's
+measured ÷ estimated ratio says by how much they err.
+
+Pure functions: no torch. Units: B, parameters, tokens, ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A decoder: RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention, an untied
+    output head (Llama's layout)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int = 32000  # Llama 2's tokenizer, for every rung, so that sizes compare
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def params(self) -> int:
+        """Every parameter: embedding, per layer the fused q/k/v and output projections, the
+        fused gate/up and the down projection and two norms, the final norm, the head."""
+        attn = self.hidden * (self.hidden + 2 * self.kv_dim) + self.hidden * self.hidden
+        mlp = 3 * self.hidden * self.intermediate
+        per_layer = attn + mlp + 2 * self.hidden
+        return 2 * self.vocab * self.hidden + self.layers * per_layer + self.hidden
+
+
+# The ladder, 125M to 70B. The named ones follow the published shapes: Llama 2 7B, 13B and 70B
+# (Touvron et al. 2023, table 1 and the released configs: 70B uses 8 KV heads), Code Llama 34B
+# (8 KV heads), OpenLLaMA 3B; the small rungs follow GPT-2/GPT-3's widths with Llama's MLP
+# ratio (8/3 of the width, rounded as Llama rounds it).
+LADDER: dict[str, Shape] = {s.name: s for s in (
+    Shape("125m", 12, 768, 12, 12, 2048),
+    Shape("350m", 24, 1024, 16, 16, 2816),
+    Shape("760m", 24, 1536, 16, 16, 4096),
+    Shape("1.3b", 24, 2048, 16, 16, 5504),
+    Shape("3b", 26, 3200, 32, 32, 8640),
+    Shape("7b", 32, 4096, 32, 32, 11008),
+    Shape("13b", 40, 5120, 40, 40, 13824),
+    Shape("34b", 48, 8192, 64, 8, 22016),
+    Shape("70b", 80, 8192, 64, 8, 28672),
+)}
+
+# Bytes per parameter, by precision, as the estimators count them. Under torch.autocast the
+# parameters stay fp32 (the master weights), their gradients are fp32, AdamW keeps two fp32
+# moments, and autocast keeps a bf16/fp16 copy of each weight for the backward.
+BYTES_PER_PARAM: dict[str, dict[str, float]] = {
+    "amp_bf16": {"weights": 4, "gradients": 4, "optimizer": 8, "working_copy": 2},
+    "amp_fp16": {"weights": 4, "gradients": 4, "optimizer": 8, "working_copy": 2},
+    "fp32": {"weights": 4, "gradients": 4, "optimizer": 8, "working_copy": 0},
+}
+
+
+def activation_bytes(shape: Shape, seq: int, batch: int, precision: str,
+                     checkpointing: bool) -> dict[str, float]:
+    """Bytes the forward keeps for the backward, by part: per layer, what each op saves (an
+    fp32 residual stream and its two RMSNorms, the fused q/k/v input and output, the rotated
+    q and k, attention's output, the SwiGLU's gate, up, product and down input, in the
+    compute dtype; flash-style attention keeps no seq x seq scores), and the head's logits in
+    the compute dtype and fp32 for the loss. With activation checkpointing each layer keeps
+    only its input, and one layer is recomputed at a time during the backward."""
+    a = 4 if precision == "fp32" else 2  # bytes of an activation in the compute dtype
+    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
+    tokens = seq * batch
+    norms = 2 * (4 + 4) * h  # each RMSNorm: its fp32 input and normalised output
+    attention = a * (h + (h + 2 * kv) + h + kv + 2 * h)  # qkv in, out, rope q/k, out, proj in
+    mlp = a * (h + 4 * i)  # gate/up in; gate, silu(gate), up, down's input
+    layer = tokens * (norms + attention + mlp)
+    head = tokens * (8 * h + a * h + (a + 4 + 4) * shape.vocab)  # norm, head in, logits, loss
+    kept = tokens * 4 * h * shape.layers + layer if checkpointing else layer * shape.layers
+    return {"layers": float(kept), "head": float(head)}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The closed-form bytes of one training step's peak, by part."""
+
+    params: int
+    per_param: dict[str, float]  # B per parameter, by part
+    activations: dict[str, float]  # B, by part
+
+    @property
+    def states(self) -> float:
+        return self.params * sum(self.per_param.values())
+
+    @property
+    def total(self) -> float:
+        return self.states + sum(self.activations.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"params": self.params, "bytes_per_param": dict(self.per_param),
+                "states_B": self.states, "activations_B": dict(self.activations),
+                "total_B": self.total}
+
+
+def estimate(shape: Shape, seq: int, batch: int, precision: str, checkpointing: bool
+             ) -> Estimate:
+    per = BYTES_PER_PARAM.get(precision, BYTES_PER_PARAM["amp_bf16"])
+    return Estimate(shape.params(), dict(per),
+                    activation_bytes(shape, seq, batch, precision, checkpointing))
+
+
+# --- what the measured points say beyond themselves ------------------------------------------
+
+def measured_ratio(points: list[dict[str, Any]]) -> float | None:
+    """The median measured ÷ estimated over the points that fitted: the estimate's error."""
+    ratios = sorted(p["ratio"] for p in points if p.get("fits") and p.get("ratio"))
+    if not ratios:
+        return None
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+
+def needs(shape: Shape, seq: int, precision: str, checkpointing: bool, ratio: float) -> float:
+    """Bytes a full fine-tune of `shape` needs at micro-batch 1: the estimate, corrected by
+    the measured ratio."""
+    return estimate(shape, seq, 1, precision, checkpointing).total * ratio
+
+
+def zero3_needs(shape: Shape, seq: int, precision: str, checkpointing: bool, ratio: float,
+                gpus: int) -> float:
+    """Bytes per GPU with ZeRO-3 over `gpus` GPUs: the weights, gradients, optimizer states
+    and working copy partitioned over them (Rajbhandari et al. 2020, stage 3), activations
+    not; the measured ratio applied to both."""
+    e = estimate(shape, seq, 1, precision, checkpointing)
+    return (e.states / gpus + sum(e.activations.values())) * ratio
+
+
+# LoRA: the base weights frozen in the compute dtype (2 B a parameter, no gradient, no
+# optimizer), adapters of about 1% of the parameters trained in full.
+LORA_FROZEN_BPP = 2.0
+LORA_TRAINED_SHARE = 0.01
+
+
+def lora_needs(shape: Shape, seq: int, precision: str, checkpointing: bool,
+               ratio: float) -> float:
+    e = estimate(shape, seq, 1, precision, checkpointing)
+    trained = e.params * LORA_TRAINED_SHARE * sum(e.per_param.values())
+    return (e.params * LORA_FROZEN_BPP + trained + sum(e.activations.values())) * ratio
+
+
+def largest(fits: Any) -> str | None:
+    """The largest rung of the ladder for which fits(shape) holds (the ladder is ordered)."""
+    best = None
+    for name, shape in LADDER.items():
+        if fits(shape):
+            best = name
+    return best
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:,.0f} GB" if n >= 10e9 else f"{n / 1e9:,.1f} GB"
+
+
+def billions(params: int) -> str:
+    return f"{params / 1e9:.1f}B" if params >= 1e9 else f"{params / 1e6:,.0f}M"
+
+
+def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: int
+                  ) -> list[str]:
+    """What the measured ratio derives for other models and set-ups, each said to be derived:
+    a 7B model's need, the largest ZeRO-3 and LoRA fine-tunes, and an 80 GB GPU's largest
+    (the buyer's guide: "LLM fine-tuning needs at least an A100 80GB")."""
+    seven = LADDER["7b"]
+    plain, ckpt = (needs(seven, seq, precision, c, ratio) for c in (False, True))
+    out = [f"a 7B model ({billions(seven.params())}) needs {gb(plain)} plain and {gb(ckpt)} "
+           f"with activation checkpointing at seq {seq} (derived: the estimate × the measured "
+           f"ratio {ratio:.2f})"]
+    over = sorted({gpus, 8} - {0, 1})  # one GPU: the plain figures are the answer
+    for n in over:
+        z = largest(lambda s, n=n: zero3_needs(s, seq, precision, True, ratio, n) <= memory)
+        out.append(f"ZeRO-3 over {n} such GPU{'s' if n > 1 else ''} would fully fine-tune up to "
+                   f"{_rung(z)} with checkpointing (derived from the measured ratio and ZeRO-3's "
+                   "partitioning, not measured)")
+    lora = largest(lambda s: lora_needs(s, seq, precision, True, ratio) <= memory)
+    out.append(f"LoRA on one such GPU would fit up to {_rung(lora)} (frozen weights at "
+               f"{LORA_FROZEN_BPP:g} B a parameter, {LORA_TRAINED_SHARE:.0%} of them trained; "
+               "derived, not measured)")
+    a100 = 80e9
+    on_a100 = [largest(lambda s, c=c: needs(s, seq, precision, c, ratio) <= a100)
+               for c in (False, True)]
+    out.append(f"the guide says LLM fine-tuning needs at least an A100 80GB: at this run's "
+               f"bytes, 80 GB fully fine-tunes up to {_rung(on_a100[0])} plain and "
+               f"{_rung(on_a100[1])} with checkpointing (derived)")
+    return out
+
+
+def _rung(name: str | None) -> str:
+    if name is None:
+        return "none of the ladder (not even 125M)"
+    return f"{name.upper()} ({billions(LADDER[name].params())})"

@@ -1,0 +1,65 @@
+"""The guide's scenarios answered by the run's own measurements where it made them: how large a
+model fully fine-tunes here (memory_fit), and what rate ResNet50 is served at within MLPerf's
+bound (inference), instead of what the GPU's name suggests. Pure, read-only."""
+
+from __future__ import annotations
+
+from benchbench.analysis import guide
+from benchbench.analysis.capacities import metric, ok_probe
+from benchbench.analysis.memory_fit import LADDER, billions, largest, zero3_needs
+from benchbench.core.gpus import gpu_count
+from benchbench.core.results import RunResult
+from benchbench.doctor.rules import Check
+
+MEASURED = "measured: this run's memory_fit and inference workloads"
+TARGET = "7b"  # the guide's fine-tuning row, Llama-class: a 7B model
+
+
+def fine_tuning(key: str, run: RunResult | None) -> Check | None:
+    """Does a 7B model fully fine-tune here: on one GPU with activation checkpointing
+    (measured), or with ZeRO-3 over this machine's GPUs (derived from the measured bytes)?
+    None when the run has no GPU memory_fit to answer it (the GPU-memory rule stands)."""
+    name = f"{key}: full fine-tune of a 7B model (measured)"
+    threshold = (f"a {billions(LADDER[TARGET].params())}-parameter model trains on one GPU, or "
+                 "with ZeRO-3 over this machine's GPUs")
+    pr = ok_probe(run, "memory_fit") if run else None
+    ms = {m.key["mode"]: m for m in metric(pr, "largest_model")}
+    if not ms or not str(next(iter(ms.values())).context.get("device", "")).startswith("cuda"):
+        return None
+    best = max(ms.values(), key=lambda m: m.value)
+    seq, precision = best.key["seq_len"], best.key["precision"]
+    measured = (f"largest on one GPU: {billions(int(best.value))} ({best.key['mode']}, seq "
+                f"{seq})")
+    if best.value >= LADDER[TARGET].params():
+        return Check(name, "pass", measured, threshold, MEASURED)
+    ratio = guide.ratio_of(metric(pr, "step_peak_memory"))
+    memory, n = best.context.get("memory_total_B"), gpu_count(run.environment) if run else 1
+    if ratio is None or not memory or n < 2:
+        return Check(name, "warn", measured, threshold, MEASURED,
+                     "more GPU memory per GPU, or several GPUs with ZeRO-3 (or LoRA)")
+    fits = largest(lambda s: zero3_needs(s, seq, precision, True, ratio, n) <= memory)
+    ok = fits is not None and LADDER[fits].params() >= LADDER[TARGET].params()
+    derived = (f"; with ZeRO-3 over its {n} GPUs up to {fits or 'none'} (derived from the "
+               "measured bytes, not measured)")
+    return Check(name, "pass" if ok else "warn", measured + derived, threshold, MEASURED,
+                 None if ok else "more GPU memory per GPU, or more GPUs with ZeRO-3 (or LoRA)")
+
+
+def serving(key: str, run: RunResult | None) -> Check | None:
+    """Is ResNet50 served within MLPerf's p99 bound here, and at how many T4s' rate? None
+    when the run has no inference measurement (the compute rule stands)."""
+    name = f"{key}: ResNet50 served within MLPerf's p99 bound (measured)"
+    pr = ok_probe(run, "inference") if run else None
+    latency = next(iter(metric(pr, "server_latency")), None)
+    if latency is None:
+        return None
+    bound = latency.key["latency_bound_s"]
+    threshold = f"some request rate kept within {bound * 1e3:g} ms at the 99th percentile"
+    served = next(iter(metric(pr, "server_throughput")), None)
+    if served is None:
+        return Check(name, "warn", f"no rate met it (p99 {latency.context['p99_s'] * 1e3:,.3g} "
+                     "ms at the lowest tried)", threshold, MEASURED,
+                     "a faster accelerator, or a serving engine (TensorRT, torch.compile)")
+    t4s = served.value / guide.MLPERF_OFFLINE["T4"]
+    return Check(name, "pass", f"{served.value:,.0f} images/s within the bound, {t4s:,.1f} T4s "
+                 "at MLPerf's T4 offline figure (TensorRT INT8)", threshold, MEASURED)

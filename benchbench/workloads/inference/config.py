@@ -1,0 +1,107 @@
+"""The inference workload's config, its defaults for every device and --quick, and its spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchbench.core.config import ConfigError, SamplingConfig, check_choices, doc_field
+from benchbench.probes._config import capability, sampling_defaults
+from benchbench.probes.api import Facts, ProbeSpec
+from benchbench.workloads.transformer.config import PRESETS
+
+PRECISIONS = ("bf16", "fp16", "fp32")
+PARTS = ("offline", "server", "generation")
+# MLPerf Inference's latency bound for ResNet-50 in its server scenario (inference rules,
+# "Latency constraint": 15 ms at the 99th percentile).
+MLPERF_RESNET50_BOUND_S = 0.015
+
+
+@dataclass(frozen=True)
+class InferenceConfig(SamplingConfig):
+    parts: tuple[str, ...] | None = doc_field(
+        None, "offline (ResNet50, a batch sweep), server (ResNet50, Poisson arrivals against a "
+              "p99 bound), generation (GPT with a KV cache); auto: all three")
+    precisions: tuple[str, ...] | None = doc_field(
+        None, "bf16, fp16, fp32 (the weights cast, torch.inference_mode); auto: bf16 (fp16 "
+              "where the GPU has no bf16) and fp32 on GPU, fp32 on CPU")
+    batch_sizes: tuple[int, ...] | None = doc_field(
+        None, "offline batch sizes; auto: 1, 2, 4 … 256 on GPU, 1, 2, 4, 8 on CPU (1, 4 with "
+              "--quick)")
+    image_size: int | None = doc_field(None, "square input side; auto: 224 on GPU, 64 on CPU")
+    channels_last: bool | None = doc_field(None, "NHWC memory format; auto: on for GPU")
+    latency_bound_s: float = doc_field(
+        MLPERF_RESNET50_BOUND_S, "server: the p99 latency a rate must stay under, in seconds "
+                                 "(MLPerf's 15 ms for ResNet50)")
+    max_batch: int | None = doc_field(
+        None, "server: dynamic batching takes at most this many queued requests; auto: 64 on "
+              "GPU, 8 on CPU")
+    requests: int | None = doc_field(
+        None, "server: requests per rate tried; auto: 2000 on GPU, 200 on CPU (100 with "
+              "--quick)")
+    preset: str | None = doc_field(
+        None, f"generation: the transformer preset, one of {', '.join(PRESETS)}; auto: "
+              "gpt2-124m on GPU, small on CPU")
+    prompt_tokens: int | None = doc_field(None, "generation: prompt length; auto: 512 on GPU, "
+                                                "64 on CPU")
+    new_tokens: int | None = doc_field(None, "generation: tokens generated per sequence; auto: "
+                                             "128 on GPU, 16 on CPU (8 with --quick)")
+    decode_batches: tuple[int, ...] | None = doc_field(
+        None, "generation: sequences decoded together; auto: 1, 8, 64")
+
+    def validate(self) -> None:
+        super().validate()
+        check_choices("parts", self.parts, PARTS)
+        check_choices("precisions", self.precisions, PRECISIONS)
+        for name in ("batch_sizes", "decode_batches"):
+            v = getattr(self, name)
+            if v is not None and (not v or min(v) < 1):
+                raise ConfigError(f"{name} must be a non-empty list of counts >= 1")
+        if not self.latency_bound_s > 0:
+            raise ConfigError(f"latency_bound_s must be positive, not {self.latency_bound_s:g}")
+        for name in ("max_batch", "requests", "prompt_tokens"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"{name} must be at least 1")
+        if self.new_tokens is not None and self.new_tokens < 2:
+            raise ConfigError("new_tokens must be at least 2: a first token, then decoding")
+        if self.image_size is not None and self.image_size < 32:
+            raise ConfigError("image_size must be at least 32 (ResNet50 downsamples 32x)")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ConfigError(f"preset: unknown {self.preset}; choose from {', '.join(PRESETS)}")
+        if self.preset and self.prompt_tokens and self.new_tokens and \
+                self.prompt_tokens + self.new_tokens > PRESETS[self.preset]["max_seq_len"]:
+            raise ConfigError(f"prompt_tokens + new_tokens exceed the {self.preset} model's "
+                              f"{PRESETS[self.preset]['max_seq_len']} positions")
+
+
+def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
+    sampling = sampling_defaults(device, quick)
+    if device == "cuda":
+        cap = capability(facts)
+        half = "fp16" if cap is not None and cap[0] < 8 else "bf16"
+        return {**sampling, "parts": PARTS, "precisions": (half, "fp32"),
+                "batch_sizes": tuple(2**i for i in range(9)), "image_size": 224,
+                "channels_last": True, "max_batch": 64, "requests": 2000,
+                "preset": "gpt2-124m", "prompt_tokens": 512, "new_tokens": 128,
+                "decode_batches": (1, 8, 64)}
+    return {**sampling, "parts": PARTS, "precisions": ("fp32",),
+            "batch_sizes": (1, 4) if quick else (1, 2, 4, 8), "image_size": 64,
+            "channels_last": False, "max_batch": 8, "requests": 100 if quick else 200,
+            "preset": "small", "prompt_tokens": 64, "new_tokens": 8 if quick else 16,
+            "decode_batches": (1, 8, 64)}
+
+
+SPEC = ProbeSpec(
+    name="inference",
+    budget_weight=1.5,
+    description="batch serving as MLPerf Inference measures it: ResNet50 offline (a batch "
+                "sweep), server (Poisson arrivals, the highest rate within a p99 bound), and "
+                "GPT generation with a KV cache (prefill, time to first token, per output "
+                "token, decode tokens/s)",
+    config_cls=InferenceConfig,
+    run="benchbench.workloads.inference.run",
+    gpu_resource="gpu_compute",
+    cpu_resource="cpu_compute",
+    defaults=defaults,
+)
