@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-CORE = ("matmul", "memory_bandwidth", "stability", "resnet50", "transformer", "dataloader",
-        "storage", "pipeline", "allreduce", "ddp_scaling")
+CORE = ("matmul", "memory_bandwidth", "stability", "resnet50", "transformer", "memory_fit",
+        "inference", "dataloader", "storage", "pipeline", "allreduce", "ddp_scaling")
 TARGET_S = {"quick": 60.0, "default": 240.0}
 
 
