@@ -10,6 +10,7 @@ and in seconds. Runs of another machine (compare/identity.py) are never mixed in
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,7 +53,9 @@ class Series:
     first_device: bool
     runs: list[int] = field(default_factory=list)  # the numbers of the runs that have it
     points: list[tuple[float, ...]] = field(default_factory=list)  # each run's round values
-    values: list[float] = field(default_factory=list)  # each run's figure (series.Figure.value)
+    # each run's figure: the median of its rounds, as the levels are (a peak's too, where the
+    # run's own figure is its best round: the dots and the levels must tell the same story)
+    values: list[float] = field(default_factory=list)
     shifts: list[cp.Shift] = field(default_factory=list)
     segments: list[cp.Segment] = field(default_factory=list)
     causes: list[list[EnvChange]] = field(default_factory=list)  # one list per shift
@@ -172,7 +175,7 @@ def build(args: Sequence[str], *, machine: str | None = None,
                 continue  # a measurement the run holds twice: its first stands
             s.runs.append(point.number)
             s.points.append(f.rounds)
-            s.values.append(f.value)
+            s.values.append(statistics.median(f.rounds))
     names = series.unique_names({k: s.name for k, s in by_key.items()})
     for k, s in by_key.items():
         s.name = names[k]

@@ -65,8 +65,9 @@ def _header(h: History) -> list[str]:
            "Rule: each run counts once, as the geometric mean of its values per round. Change "
            f"points are found by PELT (ruptures, penalty {PENALTY:g} σ² ln n, σ the run-to-run "
            "noise) on the runs' log values, and each is kept only when a two-sided Student "
-           "t-test between the segments on either side of it gives "
-           f"p ≤ {h.alpha:g} (Apache Otava's merge step). A series regressed when its latest "
+           "t-test between the segments on either side of it, times the number of places the "
+           f"split could have been (Bonferroni), gives p ≤ {h.alpha:g} (Apache Otava's merge "
+           "step). A series regressed when its latest "
            f"segment is worse than the segment before by more than {h.threshold_pct:g}%.", ""]
     return out
 

@@ -58,6 +58,14 @@ def test_no_change_point_on_pure_noise_of_this_vms_size(seed):
     assert cp.find(pts) == []
 
 
+def test_the_p_value_counts_the_places_the_split_could_have_been():
+    pts = series(12, steps=((6, 0.9),), run_cv=0.02, seed=4)
+    (shift,) = cp.find(pts, alpha=0.5)
+    logs = [sum(math.log(v) for v in p) / len(p) for p in pts]
+    bare = cp._t_test(logs[:6], logs[6:])
+    assert shift.p_value == pytest.approx(min(1.0, bare * 11))
+
+
 def test_identical_values_and_short_series_have_no_change_point():
     assert cp.find([[5.0, 5.0]] * 10) == []
     assert cp.find([[5.0], [1.0]]) == []  # fewer than MIN_RUNS
