@@ -25,15 +25,15 @@ def main(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
 
-    check = check_number
-    check("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
-    check("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
-    check("--utilization", args.utilization, 0 < args.utilization <= 1,
-          "a fraction above 0 and at most 1")
-    check("--years", args.years, args.years > 0, "positive")
-    check("--usd-per-kwh", args.usd_per_kwh, args.usd_per_kwh >= 0, "0 or more")
-    check("--ops-usd-per-year", args.ops_usd_per_year, args.ops_usd_per_year >= 0, "0 or more")
-    check("--power-watts", args.power_watts, (args.power_watts or 0) > 0, "positive")
+    check_number("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
+    check_number("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
+    check_number("--utilization", args.utilization, 0 < args.utilization <= 1,
+                 "a fraction above 0 and at most 1")
+    check_number("--years", args.years, args.years > 0, "positive")
+    check_number("--usd-per-kwh", args.usd_per_kwh, args.usd_per_kwh >= 0, "0 or more")
+    check_number("--ops-usd-per-year", args.ops_usd_per_year, args.ops_usd_per_year >= 0,
+                 "0 or more")
+    check_number("--power-watts", args.power_watts, (args.power_watts or 0) > 0, "positive")
     if args.tokens is not None and args.tokens <= 0:
         raise UsageError(f"--tokens {args.tokens}: must be a positive number of tokens")
     try:
