@@ -2,8 +2,8 @@
 imported when that verb runs.
 
 Exit codes: 0 all probes ok or skipped; 1 some probe failed (results still written); 2 bad
-usage or input (one line on stderr); 3 compare found a regression; 130 interrupted by SIGINT
-or SIGTERM.
+usage or input (one line on stderr); 3 compare found a regression, history a latest segment
+that regressed, fleet an outlier below its group; 130 interrupted by SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -157,8 +157,69 @@ def build_parser() -> argparse.ArgumentParser:
                    help="yearly running cost besides power: colocation, support (default 0)")
     c.add_argument("--utilization", type=float, default=0.7, metavar="U",
                    help="fraction of hours the bought machine does useful work (default 0.7)")
+    c.add_argument("--junit", metavar="FILE",
+                   help="also write JUnit XML: one test case per measurement and side, a "
+                        "regression failing its case")
     c.set_defaults(command="compare")
+
+    h = _runs_verb(
+        sub, "history", "history.md, history.html and history.csv",
+        "one test case per series, a regressed latest segment failing its case",
+        help="one machine's runs in order: change points per headline figure and what changed "
+             "around them (exit 3: the latest segment regressed)",
+        description="The runs of one machine (paths, run folders or quoted globs), ordered by "
+                    "start time. Each headline figure becomes a series; its change points are "
+                    "found with ruptures' PELT and kept when a t-test between the segments "
+                    "is significant; each is attributed to what changed in the environment "
+                    "between the runs around it. Runs of another machine are refused (or set "
+                    "apart with --machine). Prints Markdown; writes no file unless --out is "
+                    "given. Exit 0, 3 when a latest segment regressed, 2 bad input.")
+    h.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="a latest segment worse than the one before by more than this "
+                        "percentage is a regression (default 5)")
+    h.add_argument("--alpha", type=float, default=0.001, metavar="A",
+                   help="significance a change point needs, by the t-test between its "
+                        "segments (default 0.001, Apache Otava's)")
+    h.add_argument("--machine", metavar="NAME",
+                   help="the machine (host name or DMI serial) whose history this is, when "
+                        "the runs are of several; the others are set apart and listed")
+
+    f = _runs_verb(
+        sub, "fleet", "fleet.md, fleet.html and fleet.csv",
+        "one test case per measurement and group, an outlier below the group failing its case",
+        help="many nodes, one run each: outlier nodes and GPUs against their hardware group, "
+             "with evidence (exit 3: one is below its group)",
+        description="Nodes (runs, run folders, quoted globs, or the nodes of one multi-node "
+                    "run) grouped by GPU model and count and CPU model; each headline figure "
+                    "scored with a robust z against its group; each outlier with what its "
+                    "own run shows that the group's median node does not. Prints Markdown; "
+                    "writes no file unless --out is given. Exit 0, 3 when an outlier is "
+                    "below its group, 2 bad input.")
+    f.add_argument("--allow-same-machine", action="store_true",
+                   help="accept two runs of one machine as two nodes (refused by default)")
+
+    x = sub.add_parser("export", help="write a run's headline figures for monitoring: a "
+                                      "node_exporter textfile")
+    x.add_argument("run", metavar="RUN", help="a results.json or a run folder")
+    x.add_argument("--openmetrics", required=True, metavar="FILE",
+                   help="the textfile to write (Prometheus text format; node_exporter's "
+                        "textfile collector reads *.prom), replaced atomically")
+    x.set_defaults(command="export")
     return p
+
+
+def _runs_verb(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+               verb: str, files: str, cases: str, help: str, description: str
+               ) -> argparse.ArgumentParser:
+    """A verb over many runs (history, fleet): the runs, --out for its files, --junit."""
+    v: argparse.ArgumentParser = sub.add_parser(verb, help=help, description=description)
+    v.add_argument("runs", nargs="*", metavar="RUN",
+                   help="a results.json, a run folder, or a quoted glob of them")
+    v.add_argument("--out", metavar="DIR",
+                   help=f"also write {files} into this new or empty folder")
+    v.add_argument("--junit", metavar="FILE", help=f"also write JUnit XML: {cases}")
+    v.set_defaults(command=verb)
+    return v
 
 
 def _since_process_start() -> float | None:

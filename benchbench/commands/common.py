@@ -8,6 +8,8 @@ import argparse
 import math
 import os
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchbench.analysis.config import AnalysisConfig
@@ -19,6 +21,12 @@ from benchbench.probes._config import DatasetConfig
 
 class UsageError(Exception):
     """Bad usage or input: one line on stderr, exit code 2, nothing written."""
+
+
+def check_number(name: str, value: float | None, ok: bool, what: str) -> None:
+    """A flag's number: finite and `ok`, else one line saying what it must be."""
+    if value is not None and not (math.isfinite(value) and ok):
+        raise UsageError(f"{name} {value:g}: must be {what}")
 
 
 def probe_names(text: str | None, registry: Registry, flag: str) -> tuple[str, ...]:
@@ -111,3 +119,85 @@ def check_out_dir(out: Path) -> None:
                 break
 
 
+
+
+def check_out_file(path: Path, flag: str) -> None:
+    """A file the verb will write (--junit, --openmetrics): not a folder, in a folder that
+    exists and takes a new file. Tried with a scratch file made and removed again, because
+    root passes os.access everywhere while /proc and read-only mounts still refuse."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: the folder {parent} does not exist")
+    try:
+        fd, scratch = tempfile.mkstemp(prefix=".benchbench-check-", dir=parent)
+        os.close(fd)
+        os.unlink(scratch)
+    except OSError:
+        raise UsageError(f"{flag} {path}: {parent} is not writable") from None
+
+
+def write_files(out: Path, files: dict[str, str | bytes]) -> None:
+    """The report files into the checked --out folder, each atomically; says each on stderr."""
+    import sys
+
+    from benchbench.core.results import write_atomic
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            write_atomic(out / name, data)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write: {exc.strerror}") from None
+    for name in files:
+        print(f"written: {out / name}", file=sys.stderr)
+
+
+def write_file(path: Path, data: str | bytes, flag: str) -> None:
+    """One checked file (--junit, --openmetrics), atomically; says it on stderr."""
+    import sys
+
+    from benchbench.core.results import write_atomic
+
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write: {exc.strerror}") from None
+    print(f"written: {path}", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a report verb (compare, history, fleet) writes besides stdout: the --out folder
+    and the --junit file, both checked before anything is read or written."""
+
+    out: Path | None
+    junit: Path | None
+
+
+def outputs(args: argparse.Namespace) -> Outputs:
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        check_out_dir(out)
+    junit = Path(args.junit) if args.junit else None
+    if junit is not None:
+        check_out_file(junit, "--junit")
+    return Outputs(out, junit)
+
+
+def publish(where: Outputs, stem: str, md: str, *,
+            figures: Callable[[list[str]], dict[str, bytes]],
+            html: Callable[[str, dict[str, bytes], list[str]], str], csv: Callable[[], str],
+            junit: Callable[[], bytes]) -> None:
+    """The Markdown on stdout; <stem>.md, .html (with its figures, and the notes of those that
+    could not be drawn) and .csv under --out; the --junit file. Each is made only when asked
+    for."""
+    print(md, end="")
+    if where.out is not None:
+        notes: list[str] = []
+        plots = figures(notes)
+        write_files(where.out, {f"{stem}.md": md, f"{stem}.html": html(md, plots, notes),
+                                f"{stem}.csv": csv()})
+    if where.junit is not None:
+        write_file(where.junit, junit(), "--junit")

@@ -181,15 +181,20 @@ def headline(rows: Sequence[Row]) -> list[Row]:
 
 def short_name(row: Row) -> str:
     """A headline row's short name ('matmul peak fp32'), else its full name."""
-    template = HEADLINE.get((row.probe, row.metric))
+    return headline_name(row.probe, row.metric, row.key) or row_name(row)
+
+
+def headline_name(probe: str, metric: str, key: dict[str, Any]) -> str | None:
+    """A headline figure's short name ('matmul peak fp32'); None for another measurement."""
+    template = HEADLINE.get((probe, metric))
     if template is None:
-        return row_name(row)
+        return None
 
     class _Missing(dict[str, Any]):
         def __missing__(self, k: str) -> str:
             return "?"
 
-    return template.format_map(_Missing(row.key))
+    return template.format_map(_Missing(key))
 
 
 def row_name(row: Row, with_metric: bool = True) -> str:

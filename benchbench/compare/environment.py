@@ -3,7 +3,7 @@ CUDA, cuDNN, NCCL, torch, CPU, RAM, kernel, and which of them differ; and the ha
 that decides whether a regression may be called between two runs at all.
 
 Reads only the environment snapshot stored in results.json (environment.py's keys: host,
-virtualisation, versions, torch, driver, cuda_driver, gpus, storage).
+virtualisation, versions, torch, driver, cuda_driver, gpus, storage, identity).
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ ENV_FIELDS: list[tuple[str, Any]] = [
     ("MIG", lambda e: _per_gpu(e, _mig)),
     ("virtualisation", _virtualisation),
     ("driver", lambda e: e.get("driver")),
+    ("VBIOS", lambda e: ", ".join(dict.fromkeys(
+        str(g["vbios_version"]) for g in run_gpus(e) if g.get("vbios_version"))) or None),
     ("CUDA driver", lambda e: e.get("cuda_driver")),
     ("CUDA (torch)", lambda e: (e.get("torch") or {}).get("torch_cuda")),
     ("cuDNN", lambda e: _cudnn((e.get("torch") or {}).get("cudnn"))),
@@ -95,14 +97,32 @@ ENV_FIELDS: list[tuple[str, Any]] = [
     ("CPU cores usable", lambda e: (e.get("host") or {}).get("cores_usable")),
     ("RAM", lambda e: (e.get("host") or {}).get("memory_total")),
     ("kernel", lambda e: (e.get("host") or {}).get("kernel")),
+    ("BIOS", lambda e: " ".join(str(x) for x in (
+        ((e.get("identity") or {}).get("dmi") or {}).get(k) for k in ("bios_version",
+                                                                       "bios_date")) if x)
+     or None),
     ("OS", lambda e: (e.get("host") or {}).get("os")),
     ("storage", lambda e: " ".join(str(x) for x in (
         (e.get("storage") or {}).get("fstype"), (e.get("storage") or {}).get("device"))
         if x) or None),
     ("host", lambda e: (e.get("host") or {}).get("hostname")),
 ]
+_READERS = dict(ENV_FIELDS)
+# The fields that can explain a change of one machine's figures (history's attribution, the
+# fleet's evidence): all but the host name (the machine itself) and the memory sizes, which a
+# kernel's reservation moves by a few KiB between boots.
+EXPLAINING = tuple(name for name, _ in ENV_FIELDS if name not in ("host", "RAM", "GPU memory"))
 # Byte counts among ENV_FIELDS, shown in binary units by the renderers.
 ENV_BYTES = frozenset({"GPU memory", "RAM"})
+
+
+def env_value(env: dict[str, Any], name: str) -> Any:
+    """One ENV_FIELDS row's value for one environment snapshot; None where it is not recorded
+    or the snapshot has another shape."""
+    try:
+        return _READERS[name](env or {})
+    except (AttributeError, TypeError):
+        return None
 
 
 @dataclass
@@ -116,15 +136,12 @@ def environment_diff(sides: dict[str, list[RunResult]]) -> list[EnvRow]:
     """Every environment field, each side's values (by side label, over its runs), and
     whether any side differs."""
     out = []
-    for name, read in ENV_FIELDS:
+    for name, _ in ENV_FIELDS:
         values: dict[str, list[Any]] = {}
         for label, runs in sides.items():
             vals: list[Any] = []
             for r in runs:
-                try:
-                    v = read(r.environment or {})
-                except (AttributeError, TypeError):  # an environment of another shape
-                    v = None
+                v = env_value(r.environment, name)
                 if v not in vals:
                     vals.append(v)
             values[label] = vals

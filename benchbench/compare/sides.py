@@ -99,22 +99,29 @@ def expand(arg: str) -> list[str]:
     return found
 
 
-def _load(path: str) -> RunResult:
+def load(path: str) -> RunResult:
     try:
         return results.load(path)
     except results.ResultsError as exc:
         raise CompareError(str(exc)) from None
 
 
-def load_side(args: Sequence[str], baseline: bool = False) -> Side:
+def paths_of(args: Sequence[str]) -> list[str]:
+    """Every path the arguments name (globs expanded), each results.json once, in order."""
     paths: list[str] = []
+    seen: set[str] = set()
     for a in args:
         for p in expand(a):
             real = os.path.realpath(p if os.path.isfile(p) else os.path.join(p, "results.json"))
-            if real not in {os.path.realpath(q if os.path.isfile(q) else
-                                             os.path.join(q, "results.json")) for q in paths}:
+            if real not in seen:
+                seen.add(real)
                 paths.append(p)
-    runs = [_load(p) for p in paths]
+    return paths
+
+
+def load_side(args: Sequence[str], baseline: bool = False) -> Side:
+    paths = paths_of(args)
+    runs = [load(p) for p in paths]
     pattern = args[0] if len(args) == 1 and len(runs) > 1 else None
     return Side(label="", runs=runs, sources=paths, baseline=baseline, pattern=pattern)
 

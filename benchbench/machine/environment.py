@@ -1,4 +1,5 @@
-"""A read-only snapshot of the machine: host, virtualisation, GPUs (NVML), versions, storage.
+"""A read-only snapshot of the machine: host, virtualisation, GPUs (NVML), versions, storage,
+and its identity (identity.py).
 
 Nothing here changes a setting: NVML is only queried and sysfs only read. Units are fixed so
 key names carry none: sizes and memory in bytes, clocks in Hz, power in W, network link rates in
@@ -22,6 +23,7 @@ from typing import Any
 import psutil
 
 from benchbench.core.gpus import annotate
+from benchbench.machine.identity import identity
 from benchbench.machine.network import network_snapshot
 from benchbench.machine.nvml import (
     as_text,
@@ -247,6 +249,7 @@ def _gpu_record(nvml: Any, i: int, ncpus: int, own: set[int] | None = None) -> d
         "uuid": as_text(best_effort(lambda: nvml.nvmlDeviceGetUUID(h))),
         "pci_bus_id": bus_id,
         "capability": f"{cc[0]}.{cc[1]}" if cc else None,
+        "vbios_version": as_text(best_effort(lambda: nvml.nvmlDeviceGetVbiosVersion(h))),
         "memory_total": best_effort(lambda: nvml.nvmlDeviceGetMemoryInfo(h).total),
         **pcie_link(nvml, h),
         "persistence_mode": (None if (pm := best_effort(
@@ -383,4 +386,6 @@ def snapshot(out_dir: str | os.PathLike[str] = ".", facts: dict[str, Any] | None
             # NVML is absent but torch sees GPUs: fall back to torch's device properties.
             env["gpus"] = facts["gpus"]
             env["gpus_reason"] = f"{reason}; GPU facts from torch.cuda instead"
+    # Last: the GPUs' UUIDs are final only here (NVML's, else torch's).
+    env["identity"] = identity(env["host"]["hostname"], env["gpus"])
     return env

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from benchbench.analysis import regression as reg
@@ -13,7 +12,7 @@ from benchbench.compare.comparison import Comparison
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.core import units as fmt
 from benchbench.reports import compare_references
-from benchbench.reports.csv import write_table
+from benchbench.reports.csv import table_text
 from benchbench.reports.plots import resource_name
 from benchbench.reports.verdict import measured_au
 
@@ -398,5 +397,5 @@ def csv_rows(comp: Comparison) -> tuple[list[str], list[dict[str, Any]]]:
     return LEADING + [f"key.{k}" for k in keys] + TRAILING, out
 
 
-def write_csv(comp: Comparison, path: str | os.PathLike[str]) -> None:
-    write_table(path, *csv_rows(comp))
+def csv_text(comp: Comparison) -> str:
+    return table_text(*csv_rows(comp))

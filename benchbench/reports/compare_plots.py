@@ -6,7 +6,6 @@ matplotlib only through plot_base (Figure + FigureCanvasAgg, imported inside its
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,7 @@ from benchbench.analysis import regression as reg
 from benchbench.compare.align import headline, short_name
 from benchbench.compare.comparison import Comparison
 from benchbench.core import units as fmt
-from benchbench.reports.plot_base import draw_all, figure, finish, png, si_axis, style
+from benchbench.reports.plot_base import draw, figure, finish, png, si_axis, style
 
 NAMES = ("headline", "allreduce_busbw")
 ALT = {"headline": "Headline figures of each side relative to the baseline (1.0 = baseline; "
@@ -36,13 +35,9 @@ def _colour(comp: Comparison, label: str) -> str:
 def make(comp: Comparison, problems: list[str] | None = None) -> dict[str, bytes]:
     """PNG bytes per figure this comparison has data for. A figure that fails to draw is named
     in `problems` instead of stopping the report (when `problems` is given)."""
-    if importlib.util.find_spec("matplotlib") is None:
-        if problems is not None:
-            problems.append("no figures, because matplotlib is not installed")
-        return {}
     makers: dict[str, Callable[[], bytes | None]] = {
         "headline": lambda: headline_bars(comp), "allreduce_busbw": lambda: busbw(comp)}
-    return draw_all(makers, NAMES, problems)
+    return draw(makers, problems)
 
 
 def headline_bars(comp: Comparison) -> bytes | None:

@@ -41,9 +41,15 @@ def write(run: RunResult, path: str | os.PathLike[str]) -> None:
 def write_table(path: str | os.PathLike[str], columns: list[str],
                 data: list[dict[str, Any]]) -> None:
     """One CSV row per dict, under `columns`; a missing or None cell is empty. measurements.csv
-    and compare.csv are written here."""
+    is written here."""
+    write_atomic(path, table_text(columns, data))
+
+
+def table_text(columns: list[str], data: list[dict[str, Any]]) -> str:
+    """The CSV text of write_table: measurements.csv's, and compare.csv's, history.csv's and
+    fleet.csv's, which their verbs write with the rest of --out."""
     import pandas as pd
 
     # Nullable dtypes keep an integer key column integral where other rows leave it empty.
     frame = pd.DataFrame(data, columns=columns).convert_dtypes()
-    write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+    return str(frame.to_csv(index=False, lineterminator="\n"))

@@ -7,7 +7,9 @@ rcParams change, so nothing global moves under another user of matplotlib in the
 
 from __future__ import annotations
 
+import importlib.util
 import io
+from collections.abc import Callable
 from typing import Any
 
 from benchbench.core import units as fmt
@@ -42,15 +44,16 @@ def si_axis(axis: Any, unit: str) -> None:
 
 
 def finish(fig: Any, ax: Any, title: str, xlabel: str | None = None,
-           ylabel: str | None = None, legend_size: float = 7.5) -> bytes:
+           ylabel: str | None = None, legend_size: float = 7.5, legend_loc: str = "upper left",
+           legend_columns: int = 1) -> bytes:
     """The common ending of a one-axis figure: its labels, a left-aligned title, the legend
-    in the upper left, the house style; the PNG bytes."""
+    (in the upper left unless told), the house style; the PNG bytes."""
     if xlabel:
         ax.set_xlabel(xlabel, fontsize=8.5)
     if ylabel:
         ax.set_ylabel(ylabel, fontsize=8.5 if len(ylabel) < 30 else 8)
     ax.set_title(title, loc="left", fontsize=10)
-    ax.legend(fontsize=legend_size, frameon=False, loc="upper left")
+    ax.legend(fontsize=legend_size, frameon=False, loc=legend_loc, ncol=legend_columns)
     style(ax)
     return png(fig)
 
@@ -80,3 +83,14 @@ def draw_all(makers: dict[str, Any], names: tuple[str, ...] | list[str],
         if drawn is not None:
             out[name] = drawn
     return out
+
+
+def draw(makers: dict[str, Callable[[], bytes | None]],
+         problems: list[str] | None) -> dict[str, bytes]:
+    """Each figure's PNG by name, in the makers' order; none, said in `problems`, without
+    matplotlib."""
+    if importlib.util.find_spec("matplotlib") is None:
+        if problems is not None:
+            problems.append("no figures, because matplotlib is not installed")
+        return {}
+    return draw_all(makers, list(makers), problems)

@@ -114,6 +114,11 @@ TEXT_FILES = {
     "ENVLIST": lambda: _edited(lambda d: d.update(environment=[])),
     "KEYLIST": lambda: _edited(lambda d: _first_measurement(d).update(key=[])),
     "LABELNUM": lambda: _edited(lambda d: d.update(label=5)),
+    # another machine (history, fleet): another host name; and one with another CPU as well
+    "OTHERHOST": lambda: _edited(lambda d: d["environment"]["host"].update(hostname="box-b")),
+    "OTHERCPU": lambda: _edited(lambda d: d["environment"]["host"].update(
+        hostname="box-c", cpu_model="Other CPU")),
+    "BADDATE": lambda: _edited(lambda d: d.update(started_at="yesterday")),
 }
 
 
@@ -327,7 +332,7 @@ def test_the_page_is_well_formed():
         assert c.exit == 2, c.id
         if "CONFIG" in c.command:
             assert c.config_text, f"{c.id}: say the TOML in the case cell"
-    for verb in ("run", "report", "compare", "slurm", "doctor"):
+    for verb in ("run", "report", "compare", "history", "fleet", "export", "slurm", "doctor"):
         assert f"\n## {verb}\n" in text
     assert all(f"`{i}`" in text.split("## Known gaps")[-1] for i in KNOWN_GAPS)
     assert {c.id for c in CASES if "(known gap)" in c.what} == set(KNOWN_GAPS)

@@ -121,6 +121,9 @@ class FakeNvml:
     def nvmlDeviceGetPciInfo(self, h):
         return SimpleNamespace(busId=h["bus"].encode())  # older pynvml returns bytes
 
+    def nvmlDeviceGetVbiosVersion(self, h):
+        return h.get("vbios", "96.00.74.00.01")
+
     def nvmlDeviceGetCudaComputeCapability(self, h):
         return h["cc"]
 

@@ -1,0 +1,36 @@
+"""`benchbench fleet`: many nodes, one run each, grouped by hardware; every headline figure
+scored against its group, each outlier with the evidence of its own run; exit 3 when an outlier
+lies below its group."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from benchbench.commands.common import UsageError, outputs, publish
+from benchbench.engine.runner import EXIT_OK
+
+EXIT_OUTLIER = 3  # a node (or GPU) is an outlier below its group
+
+
+def main(args: argparse.Namespace) -> int:
+    """The fleet on stdout as Markdown; fleet.md/.html/.csv only under --out; --junit."""
+    from benchbench.compare import fleet
+    from benchbench.compare.sides import CompareError
+    from benchbench.reports import fleet_md, fleet_plots, junit, ops_html
+
+    started = time.perf_counter()
+    where = outputs(args)
+    try:
+        f = fleet.build(args.runs, allow_same_machine=args.allow_same_machine)
+    except CompareError as exc:
+        raise UsageError(str(exc)) from None
+    publish(where, "fleet", fleet_md.render(f),
+            figures=lambda notes: fleet_plots.make(f, notes),
+            html=lambda md, plots, notes: ops_html.fleet(f, md, plots, notes),
+            csv=lambda: fleet_md.csv_text(f),
+            junit=lambda: junit.document("benchbench fleet", junit.fleet_cases(f)))
+    print(f"fleet of {len(f.nodes)} node(s) in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
+    return EXIT_OUTLIER if f.low else EXIT_OK

@@ -1,0 +1,39 @@
+"""`benchbench history`: one machine's runs in order, a series per headline figure with its
+change points and what changed in the environment around each; exit 3 when a latest segment
+regressed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from benchbench.commands.common import UsageError, check_number, outputs, publish
+from benchbench.engine.runner import EXIT_OK
+
+EXIT_REGRESSION = 3  # a latest segment is worse than the one before by more than --threshold
+
+
+def main(args: argparse.Namespace) -> int:
+    """The history on stdout as Markdown; history.md/.html/.csv only under --out; --junit."""
+    from benchbench.compare import history
+    from benchbench.compare.sides import CompareError
+    from benchbench.reports import history_md, history_plots, junit, ops_html
+
+    started = time.perf_counter()
+    check_number("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
+    check_number("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
+    where = outputs(args)
+    try:
+        h = history.build(args.runs, machine=args.machine, threshold_pct=args.threshold,
+                          alpha=args.alpha)
+    except CompareError as exc:
+        raise UsageError(str(exc)) from None
+    publish(where, "history", history_md.render(h),
+            figures=lambda notes: history_plots.make(h, notes),
+            html=lambda md, plots, notes: ops_html.history(h, md, plots, notes),
+            csv=lambda: history_md.csv_text(h),
+            junit=lambda: junit.document("benchbench history", junit.history_cases(h)))
+    print(f"history of {len(h.runs)} run(s) in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
+    return EXIT_REGRESSION if h.regressions else EXIT_OK

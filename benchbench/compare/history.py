@@ -1,0 +1,191 @@
+"""One machine's runs in the order they started: a series per headline figure, its change
+points (analysis/change_points.py) and what changed in the environment between the runs on
+either side of each one.
+
+Each results.json is read once, and only what the series and the attribution need is kept
+(the run's figures per round and a few environment fields), so a thousand runs fit in memory
+and in seconds. Runs of another machine (compare/identity.py) are never mixed in: without
+--machine they are refused, with it they are set apart and listed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from benchbench.analysis import change_points as cp
+from benchbench.compare import identity, series
+from benchbench.compare.environment import EXPLAINING, env_value
+from benchbench.compare.sides import CompareError, load, paths_of
+
+ATTRIBUTED = EXPLAINING  # the environment fields a change point is attributed to
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    number: int  # 1 for the oldest
+    source: str
+    started_at: str
+    label: str | None
+    identity: identity.Identity
+    env: dict[str, Any]  # the ATTRIBUTED fields
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    field: str
+    before: Any
+    after: Any
+    runs: tuple[int, int]  # the numbers of the runs it changed between
+
+
+@dataclass
+class Series:
+    name: str
+    probe: str
+    metric: str
+    key: series.Key
+    unit: str
+    higher_is_better: bool
+    first_device: bool
+    runs: list[int] = field(default_factory=list)  # the numbers of the runs that have it
+    points: list[tuple[float, ...]] = field(default_factory=list)  # each run's round values
+    # each run's figure: the median of its rounds, as the levels are (a peak's too, where the
+    # run's own figure is its best round: the dots and the levels must tell the same story)
+    values: list[float] = field(default_factory=list)
+    shifts: list[cp.Shift] = field(default_factory=list)
+    segments: list[cp.Segment] = field(default_factory=list)
+    causes: list[list[EnvChange]] = field(default_factory=list)  # one list per shift
+    noise_pct: float = 0.0  # the run-to-run noise, as a CV in percent
+    regression: cp.Shift | None = None  # the shift that began a latest segment that regressed
+
+    def run_at(self, point: int) -> int:
+        return self.runs[point]
+
+
+@dataclass
+class History:
+    machine: str
+    runs: list[RunPoint]
+    series: list[Series]
+    changes: list[EnvChange]  # between every two successive runs
+    set_apart: list[tuple[str, str]]  # (source, why)
+    threshold_pct: float
+    alpha: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Series]:
+        return [s for s in self.series if s.regression is not None]
+
+    def run(self, number: int) -> RunPoint:
+        return self.runs[number - 1]
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    source: str
+    started: datetime
+    started_at: str
+    label: str | None
+    identity: identity.Identity
+    env: dict[str, Any]
+    figures: list[series.Figure]
+
+
+def _started(source: str, text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise CompareError(f"{source}: started_at {text!r} is not an ISO date and time") from None
+    return when if when.tzinfo else when.replace(tzinfo=datetime.now().astimezone().tzinfo)
+
+
+def _read(path: str) -> _Loaded:
+    run = load(path)
+    env = run.environment or {}
+    return _Loaded(path, _started(path, run.started_at), run.started_at, run.label,
+                   identity.of(env), {f: env_value(env, f) for f in ATTRIBUTED},
+                   series.figures(run))
+
+
+def _pick_machine(loaded: list[_Loaded], machine: str | None
+                  ) -> tuple[list[_Loaded], list[tuple[str, str]]]:
+    groups = identity.machines([x.identity for x in loaded])
+    named = sorted(((loaded[g[-1]].identity.name, g) for g in groups), key=lambda x: -len(x[1]))
+    listing = ", ".join(f"{n} ({len(g)} run(s))" for n, g in named)
+    if machine is None:
+        if len(groups) > 1:
+            raise CompareError(f"the runs are of {len(groups)} machines: {listing}; give one "
+                               "machine's runs, or choose one with --machine NAME")
+        return loaded, []
+    chosen = [g for n, g in named if n == machine
+              or any(machine in (loaded[i].identity.hostname, loaded[i].identity.serial)
+                     for i in g)]
+    if not chosen:
+        raise CompareError(f"--machine {machine}: no run here is of it; the machines here: "
+                           f"{listing}")
+    keep = set(chosen[0])
+    apart = [(x.source, f"another machine: {x.identity.name} (by its {x.identity.basis})")
+             for i, x in enumerate(loaded) if i not in keep]
+    return [x for i, x in enumerate(loaded) if i in keep], apart
+
+
+def _causes(runs: list[RunPoint], before: int, after: int) -> list[EnvChange]:
+    """What differs between the environments of runs `before` and `after` (numbers)."""
+    a, b = runs[before - 1].env, runs[after - 1].env
+    return [EnvChange(f, a.get(f), b.get(f), (before, after)) for f in ATTRIBUTED
+            if str(a.get(f)) != str(b.get(f))]
+
+
+def _analyse(s: Series, runs: list[RunPoint], threshold_pct: float, alpha: float) -> None:
+    s.shifts = cp.find(s.points, s.higher_is_better, alpha)
+    s.segments = cp.segments(s.points, s.shifts)
+    s.noise_pct = cp.noise_pct(s.points)
+    s.causes = [_causes(runs, s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
+    s.regression = cp.latest_regression(s.shifts, threshold_pct)
+
+
+def build(args: Sequence[str], *, machine: str | None = None,
+          threshold_pct: float = cp.DEFAULT_THRESHOLD_PCT,
+          alpha: float = cp.DEFAULT_ALPHA) -> History:
+    """The history of the runs the arguments name (paths, run folders, quoted globs)."""
+    paths = paths_of(args)
+    if not paths:
+        raise CompareError("no run given; give a machine's runs, e.g. 'runs/nightly-*'")
+    every = sorted((_read(p) for p in paths), key=lambda x: (x.started, x.source))
+    loaded, apart = _pick_machine(every, machine)
+    if len(loaded) < cp.MIN_RUNS:
+        have = f"got {len(loaded)}" + (": compare two with `benchbench compare A B`"
+                                        if len(loaded) == 2 else "")
+        raise CompareError(f"history needs at least {cp.MIN_RUNS} runs of one machine; {have}")
+    runs = [RunPoint(i + 1, x.source, x.started_at, x.label, x.identity, x.env)
+            for i, x in enumerate(loaded)]
+    by_key: dict[series.Key, Series] = {}
+    for point, x in zip(runs, loaded, strict=True):
+        for f in x.figures:
+            s = by_key.get(f.key)
+            if s is None:
+                s = by_key[f.key] = Series(f.name, f.probe, f.metric, f.key, f.unit,
+                                           f.higher_is_better, f.first_device)
+            if s.runs and s.runs[-1] == point.number:
+                continue  # a measurement the run holds twice: its first stands
+            s.runs.append(point.number)
+            s.points.append(f.rounds)
+            s.values.append(statistics.median(f.rounds))
+    names = series.unique_names({k: s.name for k, s in by_key.items()})
+    for k, s in by_key.items():
+        s.name = names[k]
+        _analyse(s, runs, threshold_pct, alpha)
+    changes = [c for a, b in zip(runs, runs[1:], strict=False)
+               for c in _causes(runs, a.number, b.number)]
+    notes = []
+    old = sum(not r.identity.recorded for r in runs)
+    if old:
+        notes.append(f"{old} run(s) predate the recorded machine identity: their host name and "
+                     "GPU UUIDs stand for it")
+    return History(runs[-1].identity.name, runs, list(by_key.values()), changes, apart,
+                   threshold_pct, alpha, notes)

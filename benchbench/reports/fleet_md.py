@@ -1,0 +1,140 @@
+"""Render a Fleet as Markdown (printed, and fleet.md) and as fleet.csv: the outliers with their
+evidence, every measurement's group statistics, the groups and the nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.analysis.outliers import TINY_PCT, Z_LIMIT
+from benchbench.compare.evidence import Evidence
+from benchbench.compare.fleet import Entity, Fleet, Measure
+from benchbench.core import units as fmt
+from benchbench.reports.csv import table_text
+from benchbench.reports.fleet_plots import entity_label
+from benchbench.reports.history_md import pct, value
+
+
+def fact(v: Any, unit: str | None) -> str:
+    if v is None:
+        return "—"
+    if unit == "ratio" and isinstance(v, (int, float)):
+        return fmt.percent(v)
+    if unit and isinstance(v, (int, float)):
+        return fmt.si(v, unit)
+    return str(v)
+
+
+def evidence_text(e: Evidence, reference: str) -> str:
+    if e.name == "flagged":
+        return f"flagged: {e.mine}"
+    return f"{e.name} {fact(e.mine, e.unit)} where {reference} has {fact(e.theirs, e.unit)}"
+
+
+def z_text(e: Entity) -> str:
+    return "z = —" if e.score.z is None else f"z = {e.score.z:+.1f}".replace("-", "−")
+
+
+def outlier_text(f: Fleet, m: Measure, e: Entity) -> str:
+    """'node17: matmul peak bf16 −14.0% vs the group median (z = −6.2); PCIe link under load
+    Gen4 x8 (capable Gen5 x16) where the median node (node03) has Gen5 x16'"""
+    median = "its node's median GPU" if e.within_node else "the group median"
+    head = f"{entity_label(f, e)}: {m.name} {pct(e.score.deviation_pct)} vs {median} " \
+           f"({z_text(e)})"
+    if e.against is None:
+        return head
+    ref = (f"its node's median GPU ({entity_label(f, e.against)})" if e.within_node
+           else f"the median node ({entity_label(f, e.against)})")
+    told = [evidence_text(x, ref) for x in e.evidence]
+    return "; ".join([head, *told] if told else
+                     [head, f"its run records nothing that {ref} does not"])
+
+
+def _header(f: Fleet) -> list[str]:
+    return [f"# benchbench fleet: {len(f.nodes)} nodes", "",
+            f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
+            "count and CPU model). Rule: each headline figure is held against its group's "
+            "median with a robust z = (x − median) / (1.4826 · MAD); a node is an outlier "
+            f"beyond |z| > {Z_LIMIT:g}, or, in a group so tight that {Z_LIMIT:g} of its robust "
+            f"deviations are under {TINY_PCT:g}% of the median, beyond {TINY_PCT:g}% from it. "
+            "A figure measured per GPU counts for its node as the median of its GPUs, and each "
+            "GPU is also held against the other GPUs of its node by the same rule. An outlier's "
+            "evidence is what its own run records that the group's median node (for a GPU: its "
+            "node's median GPU) does not.", ""]
+
+
+def _summary(f: Fleet) -> list[str]:
+    low = f.low
+    out = ["## Summary", ""]
+    if low:
+        out += [f"**{len(low)} outlier(s) below their group** (exit 3):", ""]
+        out += [f"- {outlier_text(f, m, e)}" for m, e in low]
+    else:
+        out.append("**No outlier below its group** (exit 0).")
+    high = [(m, e) for m in f.measures for e in m.outliers if not e.score.low]
+    if high:
+        out += ["", f"{len(high)} outlier(s) above their group (faster: not a failure, but not "
+                    "like the others):", ""]
+        out += [f"- {outlier_text(f, m, e)}" for m, e in high]
+    return out + [""]
+
+
+def _groups(f: Fleet) -> list[str]:
+    rows = [[g, str(len(members)), ", ".join(f.nodes[i].label for i in members),
+             "no: fewer than 3 nodes" if g in f.unscored else "yes"]
+            for g, members in f.groups.items()]
+    return ["## Groups", ""] + fmt.table(["hardware", "nodes", "which", "scored"], rows)
+
+
+def _measures(f: Fleet) -> list[str]:
+    rows = [[m.name, m.group, str(len(m.entities)), value(m.median, m.unit),
+             f"±{m.sigma_pct:.1f}%", f"{value(m.worst.figure.value, m.unit)} "
+             f"({entity_label(f, m.worst)})",
+             ", ".join(entity_label(f, e) for e in m.outliers) or "none"]
+            for m in f.measures]
+    return ["## Measurements", "", "Spread: the group's robust standard deviation (1.4826 · "
+            "MAD) in percent of its median. Each measurement is plotted in fleet.html.", ""] + \
+        fmt.table(["measurement", "group", "nodes", "median", "spread", "worst node",
+                   "outliers"], rows)
+
+
+def _nodes(f: Fleet) -> list[str]:
+    return ["## Nodes", ""] + fmt.table(
+        ["node", "source", "hardware", "identified by"],
+        [[n.label, f"`{n.source}`", n.group, n.identity.basis
+          + ("" if n.identity.recorded else " (an older run: no recorded identity)")]
+         for n in f.nodes])
+
+
+def render(f: Fleet) -> str:
+    lines = _header(f) + _summary(f) + _groups(f) + _measures(f) + _nodes(f)
+    if f.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in f.notes] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- fleet.csv --------------------------------------------------------------------------------
+
+def csv_rows(f: Fleet) -> tuple[list[str], list[dict[str, Any]]]:
+    """One row per measurement and node (or GPU)."""
+    keys: dict[str, None] = {}
+    out = []
+    for m in f.measures:
+        fields = dict(m.key[2])
+        keys.update(dict.fromkeys(fields))
+        for e in m.entities + m.gpus:
+            out.append({"group": m.group, "measurement": m.name, "probe": m.key[0],
+                        "metric": m.key[1], **{f"key.{k}": v for k, v in fields.items()},
+                        "node": f.nodes[e.node].label, "source": f.nodes[e.node].source,
+                        "device": e.device, "against": "node" if e.within_node else "group",
+                        "unit": m.unit, "value": e.figure.value, "z": e.score.z,
+                        "deviation_pct": e.score.deviation_pct, "outlier": e.score.outlier,
+                        "below": e.score.low,
+                        "evidence": outlier_text(f, m, e) if e.score.outlier else ""})
+    lead = ["group", "measurement", "probe", "metric"]
+    tail = ["node", "source", "device", "against", "unit", "value", "z", "deviation_pct",
+            "outlier", "below", "evidence"]
+    return lead + [f"key.{k}" for k in keys] + tail, out
+
+
+def csv_text(f: Fleet) -> str:
+    return table_text(*csv_rows(f))

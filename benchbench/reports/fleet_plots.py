@@ -1,0 +1,69 @@
+"""Draw a Fleet's figures as PNG bytes: one per measurement and hardware group, its nodes (or
+GPUs) sorted by their figure, the group's median and the band beyond which a value is an
+outlier, the outliers marked and named. matplotlib only through plot_base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from benchbench.compare.fleet import Entity, Fleet, Measure
+from benchbench.reports.plot_base import draw, figure, finish, si_axis
+
+POINT = "#0072B2"
+OUTLIER = "#c0392b"
+MEDIAN = "#333333"
+BAND = "#e8e8e8"
+
+
+def name(m: Measure) -> str:
+    return f"{m.name} · {m.group}"
+
+
+def entity_label(f: Fleet, e: Entity) -> str:
+    node = f.nodes[e.node].label
+    return f"{node} {e.device}" if e.within_node else node
+
+
+def make(f: Fleet, problems: list[str] | None = None) -> dict[str, bytes]:
+    makers: dict[str, Callable[[], bytes | None]] = {
+        name(m): (lambda m=m: measure_figure(f, m)) for m in f.measures}  # type: ignore[misc]
+    return draw(makers, problems)
+
+
+def measure_figure(f: Fleet, m: Measure) -> bytes | None:
+    ranked = sorted(m.entities, key=lambda e: e.figure.value)
+    if not ranked:
+        return None
+    unit = "images/s" if m.unit == "samples/s" else m.unit
+    fig = figure(7.6, 2.8)
+    fig.subplots_adjust(left=0.11, right=0.98, top=0.84, bottom=0.17)
+    ax = fig.add_subplot()
+    xs = list(range(1, len(ranked) + 1))
+    ax.axhspan(m.median - m.bar, m.median + m.bar, color=BAND, zorder=0,
+               label="within the group (not an outlier)")
+    ax.axhline(m.median, color=MEDIAN, linewidth=1.2, label="group median", zorder=1)
+    calm = [(x, e) for x, e in zip(xs, ranked, strict=True) if not e.score.outlier]
+    odd = [(x, e) for x, e in zip(xs, ranked, strict=True) if e.score.outlier]
+    ax.plot([x for x, _ in calm], [e.figure.value for _, e in calm], "o", markersize=3.5,
+            color=POINT, label="node", zorder=2)
+    if odd:
+        ax.plot([x for x, _ in odd], [e.figure.value for _, e in odd], "o", markersize=5,
+                color=OUTLIER, label="outlier", zorder=3)
+        for x, e in odd:
+            ax.annotate(entity_label(f, e), (x, e.figure.value), textcoords="offset points",
+                        xytext=(4, 4), fontsize=6.5, color=OUTLIER)
+    rank = {e.node: x for x, e in zip(xs, ranked, strict=True)}
+    inside = [e for e in m.gpus if e.score.outlier and e.node in rank]
+    if inside:
+        ax.plot([rank[e.node] for e in inside], [e.figure.value for e in inside], "x",
+                markersize=6, color=OUTLIER, label="GPU odd within its node", zorder=3)
+        for e in inside:
+            ax.annotate(entity_label(f, e), (rank[e.node], e.figure.value),
+                        textcoords="offset points", xytext=(4, -9), fontsize=6.5,
+                        color=OUTLIER)
+    ax.set_xlim(0.3, len(ranked) + 0.7)
+    ax.set_ylim(bottom=0)
+    si_axis(ax.yaxis, unit)
+    return finish(fig, ax, name(m), xlabel="nodes, slowest first", ylabel=unit,
+                  legend_size=6.5, legend_loc="lower left", legend_columns=3)

@@ -1,0 +1,189 @@
+"""Render a machine's History as Markdown (printed, and history.md) and as history.csv: the
+change points with what changed in the environment around them, the series, the environment's
+changes and the runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.analysis.change_points import PENALTY, Shift
+from benchbench.compare.environment import ENV_BYTES
+from benchbench.compare.history import EnvChange, History, Series
+from benchbench.core import units as fmt
+from benchbench.reports.csv import table_text
+
+FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
+
+
+def value(v: float, unit: str) -> str:
+    return fmt.value(v, "images/s" if unit == "samples/s" else unit)
+
+
+def pct(x: float) -> str:
+    return f"{x:+.1f}%".replace("-", "−")
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def env_text(name: str, v: Any) -> str:
+    if v is None or v == "":
+        return "—"
+    if name in ENV_BYTES and isinstance(v, (int, float)):
+        return fmt.iec(v)
+    return str(v)
+
+
+def change_text(c: EnvChange) -> str:
+    return f"{c.field} {env_text(c.field, c.before)} → {env_text(c.field, c.after)}"
+
+
+def causes_text(causes: list[EnvChange], runs: tuple[int, int]) -> str:
+    between = f"between runs {runs[0]} and {runs[1]}"
+    if not causes:
+        return f"nothing recorded changed {between}"
+    return "; ".join(change_text(c) for c in causes) + f" {between}"
+
+
+def shift_text(h: History, s: Series, i: int) -> str:
+    """'run 7 (2026-11-14): resnet50 amp_bf16 224px −6.1% (p < 0.001); driver 550.54 →
+    560.28 between runs 6 and 7'"""
+    x: Shift = s.shifts[i]
+    run = s.run_at(x.at)
+    before = s.run_at(x.at - 1)
+    return (f"run {run} ({h.run(run).started_at[:10]}): {s.name} {pct(x.change_pct)} "
+            f"({p_text(x.p_value)}); {causes_text(s.causes[i], (before, run))}")
+
+
+def _header(h: History) -> list[str]:
+    first, last = h.runs[0], h.runs[-1]
+    basis = last.identity.basis
+    out = [f"# benchbench history: {h.machine}", "",
+           f"{len(h.runs)} runs of **{h.machine}** (identified by its {basis}), from "
+           f"{first.started_at[:10]} to {last.started_at[:10]}, oldest first.", "",
+           "Rule: each run counts once, as the geometric mean of its values per round. Change "
+           f"points are found by PELT (ruptures, penalty {PENALTY:g} σ² ln n, σ the run-to-run "
+           "noise) on the runs' log values, and each is kept only when a two-sided Student "
+           "t-test between the segments on either side of it, times the number of places the "
+           f"split could have been (Bonferroni), gives p ≤ {h.alpha:g} (Apache Otava's merge "
+           "step). A series regressed when its latest "
+           f"segment is worse than the segment before by more than {h.threshold_pct:g}%.", ""]
+    return out
+
+
+def _summary(h: History) -> list[str]:
+    regs = h.regressions
+    out = ["## Summary", ""]
+    if regs:
+        out += [f"**{len(regs)} series regressed in the latest segment** (exit 3):", ""]
+        by_run: dict[tuple[int, str], list[str]] = {}
+        for s in regs:  # one line per change point and its cause, the series it moved listed
+            x = s.shifts[-1]
+            run, before = s.run_at(x.at), s.run_at(x.at - 1)
+            why = causes_text(s.causes[-1], (before, run))
+            by_run.setdefault((run, why), []).append(
+                f"{s.name} {pct(x.change_pct)} ({p_text(x.p_value)})")
+        out += [f"- run {run} ({h.run(run).started_at[:10]}): {', '.join(moved)}; {why}"
+                for (run, why), moved in sorted(by_run.items())]
+    else:
+        out.append("**No series regressed in its latest segment** (exit 0).")
+    n = sum(len(s.shifts) for s in h.series)
+    out += ["", f"{n} change point(s) in {len(h.series)} series."]
+    return out + [""]
+
+
+def _change_points(h: History) -> list[str]:
+    rows = []
+    for s in h.series:
+        for i, x in enumerate(s.shifts):
+            run, before = s.run_at(x.at), s.run_at(x.at - 1)
+            rows.append([s.name, str(run), h.run(run).started_at[:10], value(x.before, s.unit),
+                         value(x.after, s.unit), pct(x.change_pct), p_text(x.p_value),
+                         f"{x.runs[0]} / {x.runs[1]}", causes_text(s.causes[i], (before, run))])
+    if not rows:
+        return ["## Change points", "", "None: every series stayed at one level.", ""]
+    return ["## Change points", ""] + fmt.table(
+        ["series", "run", "date", "before", "after", "change", "p", "runs before / after",
+         "what changed"], rows)
+
+
+def _series(h: History) -> list[str]:
+    rows = []
+    for s in h.series:
+        latest = s.values[-1]
+        seg = s.segments[-1] if s.segments else None
+        state = ("**regressed**" if s.regression else
+                 f"since run {s.run_at(seg.start)}" if seg and seg.start else "one level")
+        rows.append([s.name, str(len(s.runs)), value(latest, s.unit),
+                     value(seg.level, s.unit) if seg else "—", f"±{s.noise_pct:.1f}%",
+                     str(len(s.shifts)), state])
+    return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs). Each "
+            "series' figure is plotted in history.html.", ""] + fmt.table(
+        ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
+         "latest segment"], rows)
+
+
+def _changes(h: History) -> list[str]:
+    if not h.changes:
+        return ["## Environment changes", "", "None recorded between the runs.", ""]
+    return ["## Environment changes", ""] + fmt.table(
+        ["between runs", "what", "before", "after"],
+        [[f"{c.runs[0]} and {c.runs[1]}", c.field, env_text(c.field, c.before),
+          env_text(c.field, c.after)] for c in h.changes])
+
+
+def _runs(h: History) -> list[str]:
+    marked = {s.run_at(x.at) for s in h.series for x in s.shifts}
+    marked |= {c.runs[1] for c in h.changes} | {1, len(h.runs)}
+    shown = [r for r in h.runs if len(h.runs) <= FULL_RUN_LIST or r.number in marked]
+    lead = ([] if len(shown) == len(h.runs) else
+            [f"The first and last runs and those where something changed; all {len(h.runs)} "
+             "are in history.csv.", ""])
+    return ["## Runs", ""] + lead + fmt.table(
+        ["run", "started", "label", "source"],
+        [[str(r.number), r.started_at, r.label or "—", f"`{r.source}`"] for r in shown])
+
+
+def render(h: History) -> str:
+    lines = _header(h) + _summary(h) + _change_points(h) + _series(h) + _changes(h) + _runs(h)
+    if h.set_apart:
+        lines += ["## Set apart", "", "Runs not of this machine, left out of every series:",
+                  ""] + fmt.table(["run", "why"], [[f"`{a}`", b] for a, b in h.set_apart])
+    if h.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in h.notes] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- history.csv ------------------------------------------------------------------------------
+
+def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
+    """One row per run and series: the run's figure and rounds, its segment and level, and,
+    on the first run of a segment, the change point's change and p."""
+    keys: dict[str, None] = {}
+    out = []
+    for s in h.series:
+        fields = dict(s.key[2])
+        keys.update(dict.fromkeys(fields))
+        starts = {x.at: x for x in s.shifts}
+        for i, (number, rounds, v) in enumerate(zip(s.runs, s.points, s.values, strict=True)):
+            seg = next(g for g in s.segments if g.start <= i < g.stop)
+            shift = starts.get(i)
+            run = h.run(number)
+            out.append({"run": number, "started_at": run.started_at, "source": run.source,
+                        "label": run.label, "series": s.name, "probe": s.probe,
+                        "metric": s.metric, **{f"key.{k}": v for k, v in fields.items()},
+                        "unit": s.unit, "value": v,
+                        "rounds": len(rounds), "segment": s.segments.index(seg) + 1,
+                        "segment_level": seg.level, "change_point": shift is not None,
+                        "change_pct": shift.change_pct if shift else None,
+                        "p_value": shift.p_value if shift else None,
+                        "regression": shift is not None and shift is s.regression})
+    lead = ["run", "started_at", "source", "label", "series", "probe", "metric"]
+    tail = ["unit", "value", "rounds", "segment", "segment_level", "change_point",
+            "change_pct", "p_value", "regression"]
+    return lead + [f"key.{k}" for k in keys] + tail, out
+
+
+def csv_text(h: History) -> str:
+    return table_text(*csv_rows(h))

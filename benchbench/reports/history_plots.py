@@ -1,0 +1,71 @@
+"""Draw a History's figures as PNG bytes: one per series, its runs as points (each round
+faint behind), the level of each segment, the change points and the environment's changes.
+
+The first device's series (cpu or cuda:0) are all drawn; another GPU's only where it changed,
+so an 8-GPU machine's history is not 60 figures of flat lines. matplotlib only through
+plot_base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from benchbench.compare.history import History, Series
+from benchbench.reports.plot_base import draw, figure, finish, si_axis
+
+POINT = "#0072B2"
+ROUND = "#b8cfe0"
+LEVEL = "#333333"
+SHIFT = "#c0392b"
+ENV = "#9a9a9a"
+MAX_ENV_LABELS = 12  # more changes than this are drawn as lines without their names
+
+
+def drawn(h: History) -> list[Series]:
+    return [s for s in h.series if s.first_device or s.shifts]
+
+
+def name(s: Series) -> str:
+    return f"series {s.name}"
+
+
+def make(h: History, problems: list[str] | None = None) -> dict[str, bytes]:
+    """PNG bytes per drawn series (by name()); a figure that fails is said in `problems`."""
+    makers: dict[str, Callable[[], bytes | None]] = {
+        name(s): (lambda s=s: series_figure(h, s)) for s in drawn(h)}  # type: ignore[misc]
+    return draw(makers, problems)
+
+
+def series_figure(h: History, s: Series) -> bytes | None:
+    if not s.runs:
+        return None
+    unit = "images/s" if s.unit == "samples/s" else s.unit
+    fig = figure(7.6, 2.8)
+    fig.subplots_adjust(left=0.11, right=0.98, top=0.84, bottom=0.17)
+    ax = fig.add_subplot()
+    rx = [n for n, p in zip(s.runs, s.points, strict=True) for _ in p]
+    ry = [v for p in s.points for v in p]
+    ax.scatter(rx, ry, s=5, color=ROUND, label="each round", zorder=2)
+    ax.plot(s.runs, s.values, "o", markersize=3, color=POINT, label="each run", zorder=3)
+    for i, seg in enumerate(s.segments):
+        ax.hlines(seg.level, s.run_at(seg.start) - 0.5, s.run_at(seg.stop - 1) + 0.5,
+                  color=LEVEL, linewidth=1.6, label="segment level" if i == 0 else None,
+                  zorder=4)
+    for i, x in enumerate(s.shifts):
+        ax.axvline(s.run_at(x.at) - 0.5, color=SHIFT, linestyle="--", linewidth=1.2,
+                   label="change point" if i == 0 else None, zorder=1)
+    at: dict[int, list[str]] = {}
+    for c in h.changes:
+        at.setdefault(c.runs[1], []).append(c.field)
+    for i, (run, fields) in enumerate(sorted(at.items())):
+        ax.axvline(run - 0.5, color=ENV, linestyle=":", linewidth=0.9,
+                   label="environment changed" if i == 0 else None, zorder=0)
+        if len(at) <= MAX_ENV_LABELS:
+            ax.text(run - 0.5, 1.0, " " + ", ".join(dict.fromkeys(fields)), rotation=90,
+                    va="top", ha="right", fontsize=6, color="#666",
+                    transform=ax.get_xaxis_transform())
+    ax.set_xlim(0.5, len(h.runs) + 0.5)
+    ax.set_ylim(bottom=0)
+    si_axis(ax.yaxis, unit)
+    return finish(fig, ax, s.name, xlabel="run (oldest first)", ylabel=unit, legend_size=6.5,
+                  legend_loc="lower left", legend_columns=3)

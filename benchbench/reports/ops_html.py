@@ -1,0 +1,43 @@
+"""Render history.html and fleet.html: the outcome banner, then the Markdown report's sections
+with each series' or measurement's figure inline (reports/page.py builds the page)."""
+
+from __future__ import annotations
+
+from benchbench.compare.fleet import Fleet
+from benchbench.compare.history import History
+from benchbench.reports import fleet_plots, history_plots, page
+from benchbench.reports.html import esc
+
+
+def history(h: History, markdown_text: str, plots: dict[str, bytes],
+            notes: list[str] | None = None) -> str:
+    regs = h.regressions
+    banner = page.outcome(
+        bool(regs), f"benchbench history · <strong>{esc(h.machine)}</strong> · "
+                    f"{len(h.runs)} runs",
+        f"{len(regs)} series regressed" if regs else "No regression in the latest segments",
+        [f"exit {3 if regs else 0}: a latest segment worse than the one before by more than "
+         f"{esc(f'{h.threshold_pct:g}')}%, its change point significant at "
+         f"p ≤ {esc(f'{h.alpha:g}')}."])
+    figures = [page.Figure(history_plots.name(s), plots[history_plots.name(s)],
+                           f"{s.name} over the runs: each run, the segments' levels, the change "
+                           "points and the environment's changes", "Series")
+               for s in history_plots.drawn(h) if history_plots.name(s) in plots]
+    return page.render(f"benchbench history: {h.machine}", banner, markdown_text, figures,
+                       notes)
+
+
+def fleet(f: Fleet, markdown_text: str, plots: dict[str, bytes],
+          notes: list[str] | None = None) -> str:
+    low = f.low
+    banner = page.outcome(
+        bool(low), f"benchbench fleet · {len(f.nodes)} nodes · {len(f.groups)} group(s)",
+        f"{len(low)} outlier(s) below their group" if low else "No outlier below its group",
+        [f"exit {3 if low else 0}: a node (or GPU) beyond |z| > 3.5 of its group's robust "
+         "spread, on the slower side."])
+    figures = [page.Figure(fleet_plots.name(m), plots[fleet_plots.name(m)],
+                           f"{m.name}: the nodes of {m.group} sorted, the group's median and "
+                           "band, the outliers marked", "Measurements")
+               for m in f.measures if fleet_plots.name(m) in plots]
+    return page.render(f"benchbench fleet: {len(f.nodes)} nodes", banner, markdown_text,
+                       figures, notes)

@@ -1,0 +1,211 @@
+"""fleet (#24): the planted outlier found with its evidence, no false outlier among 32 healthy
+nodes with 3% spread, the robust rule, the hardware groups, one machine refused as two nodes,
+the nodes of a multi-node run, the exit codes and the files, JUnit included."""
+
+import dataclasses
+import random
+from dataclasses import asdict
+
+import pytest
+from junitparser import JUnitXml
+from synthetic_runs import H100, cpu_run, environment, gpu_node
+
+from benchbench import cli
+from benchbench.analysis import outliers
+from benchbench.compare import fleet
+from benchbench.compare.sides import CompareError
+from benchbench.core import results
+from benchbench.reports import fleet_md
+
+
+def save(root, name, run):
+    d = root / name
+    d.mkdir()
+    results.save(run, d / "results.json")
+    return d
+
+
+def healthy_fleet(root, n=32, seed=7, spread=0.03, **odd):
+    """n nodes of 8 H100s: each node's figures off by a 3% (σ) node factor, each GPU's by 1%
+    more; `odd` maps a node number to gpu_node's arguments for it."""
+    rng = random.Random(seed)
+    for i in range(n):
+        host = f"node{i:02d}"
+        kw = {"factor": rng.gauss(1, spread),
+              "per_gpu": {g: rng.gauss(1, 0.01) for g in range(8)}}
+        planted = dict(odd.get(host, {}))
+        kw["per_gpu"].update(planted.pop("per_gpu", {}))
+        kw.update(planted)
+        save(root, host, gpu_node(host, **kw))
+
+
+# --- the rule ---------------------------------------------------------------------------------
+
+def test_robust_z_and_the_tiny_mad_rule():
+    g = outliers.score([100, 101, 99, 100, 102, 98, 100, 70])
+    assert g.median == 100 and g.sigma == pytest.approx(1.4826, rel=1e-4)
+    low = g.scores[-1]
+    assert low.outlier and low.low and low.z == pytest.approx(-30 / 1.4826, rel=1e-4)
+    assert not any(s.outlier for s in g.scores[:-1])
+    # a group that agrees to 0.1%: 1% off is no outlier, 6% off is, whatever its z
+    tight = outliers.score([100.0, 100.1, 99.9, 100.0, 100.05, 99, 94])
+    assert [s.outlier for s in tight.scores] == [False] * 6 + [True]
+    assert outliers.score([5.0] * 4).scores[0].z is None
+    with pytest.raises(ValueError):
+        outliers.score([1.0, 2.0])
+
+
+# --- synthetic fleets -------------------------------------------------------------------------
+
+def test_no_false_outlier_among_32_healthy_nodes_with_3_percent_spread(tmp_path):
+    healthy_fleet(tmp_path)
+    f = fleet.build([str(tmp_path / "*")])
+    assert len(f.nodes) == 32 and list(f.groups) == [f"8× {H100} · Intel Xeon Platinum 8480+"]
+    assert {m.name for m in f.measures} == {"matmul peak bf16", "matmul peak fp16",
+                                            "host-device h2d pinned", "resnet50 amp_bf16 224px"}
+    assert all(len(m.entities) == 32 for m in f.measures)
+    assert all(len(m.gpus) == 256 for m in f.measures if m.key[0] != "resnet50")
+    assert [(m.name, e.node) for m in f.measures for e in m.outliers] == []
+    assert 2 < max(m.sigma_pct for m in f.measures) < 4.5
+
+
+def test_the_planted_outlier_is_found_with_its_evidence(tmp_path):
+    """node17: every GPU's clock held at 1410 MHz under load (matmul −14%) and its links at
+    Gen4 x8; node05: one GPU 20% slow with a row remap pending, found inside its node."""
+    slow_link = {g: (4, 8) for g in range(8)}
+    healthy_fleet(tmp_path, node17={"factor": 0.86, "pcie": slow_link,
+                                    "sm_clock": dict.fromkeys(range(8), 1.41e9)},
+                  node05={"per_gpu": {3: 0.8}, "records": {3: {"remapped_rows": {
+                      "correctable": 0, "uncorrectable": 2, "pending": True,
+                      "failure": False}}}})
+    f = fleet.build([str(tmp_path / "*")])
+    bf16 = next(m for m in f.measures if m.name == "matmul peak bf16")
+    odd = {(f.nodes[e.node].label, e.device if e.within_node else None) for e in bf16.outliers}
+    assert odd == {("node17", None), ("node05", "cuda:3")}
+    assert all(e.score.low and e.score.z < -3.5 for e in bf16.outliers)
+    (e17,) = [e for e in bf16.entities if e.score.outlier]
+    told = {x.name: (x.mine, x.theirs) for x in e17.evidence}
+    assert told["PCIe link under load"] == ("Gen4 x8 (capable Gen5 x16)", "Gen5 x16")
+    assert told["SM clock under load"] == (1.41e9, 1.98e9)
+    assert told["throttle reasons under load"] == ("sw_power_cap", "none")
+    assert "driver" not in told  # the same on both: no evidence
+    text = fleet_md.outlier_text(f, bf16, e17)
+    mid = f.nodes[e17.against.node].label
+    assert text.startswith("node17: matmul peak bf16 −1") and "vs the group median (z = −" in text
+    assert ("PCIe link under load Gen4 x8 (capable Gen5 x16) where the median node "
+            f"({mid}) has Gen5 x16" in text)
+    assert f"SM clock under load 1.41 GHz where the median node ({mid}) has 1.98 GHz" in text
+    (e05,) = [e for e in bf16.gpus if e.score.outlier]
+    assert [(x.name, x.mine) for x in e05.evidence] == [("remapped rows",
+                                                           "2 uncorrectable, pending")]
+    assert fleet_md.outlier_text(f, bf16, e05).startswith(
+        "node05 cuda:3: matmul peak bf16 −19.8% vs its node's median GPU (z = −")
+    assert "vs its node's median GPU" in fleet_md.outlier_text(f, bf16, e05)
+    low = {}
+    for m, e in f.low:
+        low.setdefault(m.name, set()).add((f.nodes[e.node].label,
+                                           e.device if e.within_node else None))
+    assert low == {"matmul peak bf16": odd, "matmul peak fp16": odd,
+                   "host-device h2d pinned": {("node17", None)},
+                   "resnet50 amp_bf16 224px": {("node17", None)}}
+
+
+def test_nodes_compare_only_within_their_hardware_group(tmp_path):
+    healthy_fleet(tmp_path, n=5)
+    save(tmp_path, "h200a", gpu_node("h200a", name="NVIDIA H200", factor=1.6))
+    save(tmp_path, "h200b", gpu_node("h200b", name="NVIDIA H200", factor=1.6))
+    f = fleet.build([str(tmp_path / "*")])
+    assert len(f.groups) == 2 and list(f.unscored) == ["8× NVIDIA H200 · Intel Xeon "
+                                                        "Platinum 8480+"]
+    assert f.low == [] and {m.group for m in f.measures} == {
+        f"8× {H100} · Intel Xeon Platinum 8480+"}
+    assert "no: fewer than 3 nodes" in fleet_md.render(f)
+
+
+def test_two_runs_of_one_machine_are_refused_unless_accepted(tmp_path):
+    for i in range(3):
+        save(tmp_path, f"n{i}", gpu_node(f"node{i}"))
+    save(tmp_path, "again", gpu_node("node1"))  # the same GPU UUIDs
+    with pytest.raises(CompareError, match=r"again and \S+n1 are one machine \(the same GPU "
+                                           r"UUIDs\); a fleet takes one run per node"):
+        fleet.build([str(tmp_path / "*")])
+    f = fleet.build([str(tmp_path / "*")], allow_same_machine=True)
+    assert [n.label for n in f.nodes] == ["node1", "node0", "node1 #2", "node2"]
+    assert "counted as two nodes (--allow-same-machine)" in f.notes[0]
+
+
+def test_the_nodes_of_one_multi_node_run_are_the_fleet(tmp_path):
+    runs = [cpu_run("2026-11-30T02:00:00+00:00", env=environment(host=f"n{i}"),
+                    factors={"matmul": 0.7} if i == 2 else None) for i in range(4)]
+    main = runs[0]
+    allreduce = results.ProbeResult(name="allreduce", status="ok", resource="interconnect")
+    main.probes.append(allreduce)  # distributed: across all nodes, no node's own
+    main.extra["nodes"] = [{"host": f"n{i}", "node_rank": i, "rank": i * 8,
+                            "environment": r.environment, "dataset": None, "telemetry": None,
+                            "probes": [asdict(p) for p in r.probes]}
+                           for i, r in enumerate(runs) if i]
+    path = save(tmp_path, "multi", main)
+    f = fleet.build([str(path)])
+    assert [n.label for n in f.nodes] == ["n0", "n1", "n2", "n3"]
+    assert f.nodes[0].source.endswith("multi (node 0)")
+    assert all(p.name != "allreduce" for p in f.nodes[0].run.probes)
+    assert {(m.name, f.nodes[e.node].label) for m, e in f.low} == {
+        ("matmul peak fp32", "n2"), ("matmul peak bf16", "n2")}
+
+
+# --- the verb ---------------------------------------------------------------------------------
+
+def run_cli(capsys, *args):
+    code = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    bad.mkdir()
+    good.mkdir()
+    for i in range(6):
+        save(good, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00",
+                                    env=environment(host=f"n{i}"), base=1 + i * 0.002))
+        save(bad, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00",
+                                   env=environment(host=f"n{i}",
+                                                   kernel="6.9.0" if i == 4 else "6.8.0"),
+                                   base=1 + i * 0.002,
+                                   factors={"storage": 0.5} if i == 4 else None))
+    out, xml = tmp_path / "out", tmp_path / "fleet.xml"
+    code, md, err = run_cli(capsys, "fleet", bad / "*", "--out", out, "--junit", xml)
+    assert code == 3, err
+    assert "**1 outlier(s) below their group** (exit 3)" in md
+    assert ("n4: storage seq1m −49.8% vs the group median (z = −" in md
+            and "kernel 6.9.0 where the median node" in md)
+    assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "fleet.html", "fleet.md"]
+    assert (out / "fleet.html").read_text().count('<figure id="fig-') == 7
+    csv = (out / "fleet.csv").read_text().splitlines()
+    assert csv[0].startswith("group,measurement,probe,metric,key.") and len(csv) == 1 + 7 * 6
+    cases = [c for s in JUnitXml.fromfile(str(xml)) for c in s]
+    assert len(cases) == 7
+    failed = [c for c in cases if not c.is_passed]
+    assert [c.name for c in failed] == ["storage seq1m [no GPU · AMD EPYC]"]
+    assert "kernel 6.9.0" in failed[0].result[0].message
+    code, md, _ = run_cli(capsys, "fleet", good / "*")
+    assert code == 0 and "**No outlier below its group** (exit 0)" in md
+
+
+def test_a_faster_outlier_is_listed_but_passes(tmp_path, capsys):
+    for i in range(5):
+        save(tmp_path, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00",
+                                        env=environment(host=f"n{i}"),
+                                        factors={"dataloader": 1.5} if i == 0 else None))
+    code, md, _ = run_cli(capsys, "fleet", tmp_path / "*")
+    assert code == 0 and "1 outlier(s) above their group" in md
+
+
+def test_a_node_of_an_old_run_says_it_has_no_recorded_identity(tmp_path):
+    for i in range(3):
+        save(tmp_path, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00",
+                                        env=environment(host=f"n{i}", recorded=i != 1)))
+    f = fleet.build([str(tmp_path / "*")])
+    assert not f.nodes[1].identity.recorded
+    assert "host name (an older run: no recorded identity)" in fleet_md.render(f)
+    assert dataclasses.is_dataclass(f.nodes[1])

@@ -1,0 +1,212 @@
+"""history (#24): change points on synthetic series (planted steps at the right index, none on
+pure noise of this VM's size), their attribution to the environment, the refusal of another
+machine's runs, the exit codes and the files, JUnit included."""
+
+import math
+import random
+
+import pytest
+from junitparser import JUnitXml
+from synthetic_runs import cpu_run, environment
+
+from benchbench import cli
+from benchbench.analysis import change_points as cp
+from benchbench.compare import history
+from benchbench.compare.sides import CompareError
+from benchbench.core import results
+from benchbench.reports import history_md, history_plots
+
+
+def series(n, steps=(), run_cv=0.0, round_cv=0.0, rounds=3, seed=0):
+    """n runs of `rounds` values around 100, times each step's factor from its index on;
+    lognormal noise per run (shared by its rounds) and per round."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        level = 100.0 * math.prod(f for at, f in steps if i >= at)
+        run = level * math.exp(rng.gauss(0, run_cv))
+        out.append([run * math.exp(rng.gauss(0, round_cv)) for _ in range(rounds)])
+    return out
+
+
+# --- the change points ------------------------------------------------------------------------
+
+def test_planted_steps_are_found_at_their_index_with_levels_and_significance():
+    pts = series(30, steps=((10, 0.85), (20, 1.10)), run_cv=0.02, round_cv=0.01, seed=1)
+    shifts = cp.find(pts)
+    assert [s.at for s in shifts] == [10, 20]
+    down, up = shifts
+    assert down.change_pct == pytest.approx(-15, abs=2.5) and down.p_value < 1e-6
+    assert down.before == pytest.approx(100, rel=0.03) and down.after == pytest.approx(85, rel=0.03)
+    assert up.change_pct == pytest.approx(10, abs=2.5) and up.runs == (10, 10)
+    assert cp.latest_regression(shifts) is None  # the latest segment improved
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_large_step_is_found_at_its_index_in_this_vms_noise(seed):
+    """A 35% drop in 10% CV noise (this VM's run-to-run spread): found exactly where planted."""
+    pts = series(40, steps=((25, 0.65),), run_cv=0.07, round_cv=0.07, seed=seed)
+    (shift,) = cp.find(pts)
+    assert shift.at == 25 and shift.change_pct < -25 and shift.p_value < cp.DEFAULT_ALPHA
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_no_change_point_on_pure_noise_of_this_vms_size(seed):
+    """About 10% CV, half shared by a run's rounds, half per round: nothing to find."""
+    pts = series(40, run_cv=0.07, round_cv=0.07, seed=100 + seed)
+    assert 0.09 < math.expm1(math.hypot(0.07, 0.07)) < 0.11  # the CV of one value
+    assert cp.find(pts) == []
+
+
+def test_the_p_value_counts_the_places_the_split_could_have_been():
+    pts = series(12, steps=((6, 0.9),), run_cv=0.02, seed=4)
+    (shift,) = cp.find(pts, alpha=0.5)
+    logs = [sum(math.log(v) for v in p) / len(p) for p in pts]
+    bare = cp._t_test(logs[:6], logs[6:])
+    assert shift.p_value == pytest.approx(min(1.0, bare * 11))
+
+
+def test_identical_values_and_short_series_have_no_change_point():
+    assert cp.find([[5.0, 5.0]] * 10) == []
+    assert cp.find([[5.0], [1.0]]) == []  # fewer than MIN_RUNS
+    assert [s.at for s in cp.find([[5.0, 5.0]] * 5 + [[4.0, 4.0]] * 5)] == [5]
+
+
+def test_the_latest_regression_needs_the_threshold():
+    def shift(pct):
+        return cp.Shift(5, 100.0, 100 + pct, pct, 1e-9, (5, 5))
+
+    assert cp.latest_regression([shift(-6.0)]) is not None
+    assert cp.latest_regression([shift(-4.0)]) is None
+    assert cp.latest_regression([shift(-4.0)], threshold_pct=3) is not None
+    assert cp.latest_regression([shift(-20.0), shift(+19.0)]) is None  # recovered since
+
+
+# --- history from files -----------------------------------------------------------------------
+
+def day(i):
+    return f"2026-{10 + i // 28:02d}-{i % 28 + 1:02d}T02:00:00+00:00"
+
+
+def save_runs(root, n=24, drop_at=12, factor=0.85, env_of=None, name="r", seed=3, start=0):
+    rng = random.Random(seed)
+    for i in range(n):
+        base = (factor if i >= drop_at else 1.0) * math.exp(rng.gauss(0, 0.02))
+        rounds = tuple(math.exp(rng.gauss(0, 0.01)) for _ in range(2))
+        env = env_of(i) if env_of else environment()
+        d = root / f"{name}{i:03d}"
+        d.mkdir()
+        results.save(cpu_run(day(start + i), base=base, rounds=rounds, env=env),
+                     d / "results.json")
+
+
+def drivers(i):
+    """550 until run 12 (index 11), 560 from run 13; a kernel update at run 19 that moved
+    nothing."""
+    return environment(driver="550.54.15" if i < 12 else "560.28.03",
+                       kernel="6.8.0" if i < 18 else "6.8.12")
+
+
+def test_the_drop_is_attributed_to_the_driver_between_the_runs_around_it(tmp_path):
+    save_runs(tmp_path, env_of=drivers)
+    h = history.build([str(tmp_path / "r*")])
+    assert len(h.runs) == 24 and h.machine == "vm"
+    assert {s.name for s in h.series} >= {"matmul peak fp32", "resnet50 fp32 64px",
+                                          "storage seq1m", "dataloader best 224px"}
+    for s in h.series:
+        (x,) = s.shifts
+        assert s.run_at(x.at) == 13 and s.regression is x
+        (cause,) = s.causes[0]
+        assert (cause.field, cause.before, cause.after) == ("driver", "550.54.15", "560.28.03")
+        assert cause.runs == (12, 13)
+    assert [(c.field, c.runs) for c in h.changes] == [("driver", (12, 13)), ("kernel", (18, 19))]
+    text = history_md.shift_text(h, h.series[0], 0)
+    assert text.startswith("run 13 (2026-10-13): matmul peak fp32 −")
+    assert text.endswith("(p < 0.001); driver 550.54.15 → 560.28.03 between runs 12 and 13")
+
+
+def test_runs_are_ordered_by_start_time_not_by_name(tmp_path):
+    save_runs(tmp_path, n=12, drop_at=6, name="b", start=0)
+    # the same machine's older runs under names that sort last
+    save_runs(tmp_path, n=6, drop_at=99, name="z", start=-10, seed=9)
+    h = history.build([str(tmp_path / "*")])
+    assert [r.source.rsplit("/", 1)[1][0] for r in h.runs] == ["z"] * 6 + ["b"] * 12
+    assert [h.series[0].run_at(x.at) for x in h.series[0].shifts] == [13]
+
+
+def test_another_machines_runs_are_refused_or_set_apart(tmp_path):
+    save_runs(tmp_path, n=6, drop_at=99)
+    save_runs(tmp_path, n=3, drop_at=99, name="o", env_of=lambda i: environment(host="other"))
+    with pytest.raises(CompareError, match=r"^the runs are of 2 machines: vm \(6 run\(s\)\), "
+                                           r"other \(3 run\(s\)\); give one machine's runs"):
+        history.build([str(tmp_path / "*")])
+    h = history.build([str(tmp_path / "*")], machine="vm")
+    assert len(h.runs) == 6 and len(h.set_apart) == 3
+    assert h.set_apart[0][1] == "another machine: other (by its host name)"
+    with pytest.raises(CompareError, match="--machine nope: no run here is of it"):
+        history.build([str(tmp_path / "*")], machine="nope")
+
+
+def test_an_older_run_without_identity_joins_by_host_name_and_says_so(tmp_path):
+    save_runs(tmp_path, n=5, drop_at=99,
+              env_of=lambda i: environment(recorded=i > 1))
+    h = history.build([str(tmp_path / "*")])
+    assert len(h.runs) == 5
+    assert h.notes == ["2 run(s) predate the recorded machine identity: their host name and "
+                       "GPU UUIDs stand for it"]
+
+
+def test_other_gpus_are_drawn_only_where_they_changed(tmp_path):
+    save_runs(tmp_path, n=4, drop_at=99)
+    h = history.build([str(tmp_path / "*")])
+    first = h.series[0]
+    other = history.Series("matmul peak fp32 (cuda:1)", "matmul", "peak_flops", first.key,
+                           first.unit, True, False, runs=first.runs, points=first.points,
+                           values=first.values)
+    h.series.append(other)
+    assert other not in history_plots.drawn(h)
+    other.shifts = [cp.Shift(2, 1.0, 0.5, -50.0, 1e-9, (2, 2))]
+    assert other in history_plots.drawn(h)
+
+
+# --- the verb ---------------------------------------------------------------------------------
+
+def run_cli(capsys, *args):
+    code = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    save_runs(runs, env_of=drivers)
+    out, xml = tmp_path / "out", tmp_path / "history.xml"
+    code, md, err = run_cli(capsys, "history", runs / "*", "--out", out, "--junit", xml)
+    assert code == 3, err
+    assert "**7 series regressed in the latest segment** (exit 3)" in md
+    assert "driver 550.54.15 → 560.28.03 between runs 12 and 13" in md
+    assert sorted(p.name for p in out.iterdir()) == ["history.csv", "history.html",
+                                                     "history.md"]
+    html = (out / "history.html").read_text()
+    assert html.count('<figure id="fig-series ') == 7 and "7 series regressed" in html
+    csv = (out / "history.csv").read_text().splitlines()
+    assert csv[0].startswith("run,started_at,source,label,series,probe,metric,key.")
+    assert len(csv) == 1 + 24 * 7
+    suite = JUnitXml.fromfile(str(xml))
+    cases = [c for s in suite for c in s]
+    assert len(cases) == 7 and all(not c.is_passed for c in cases)
+    assert "560.28.03" in cases[0].result[0].message
+
+
+def test_exit_0_when_the_machine_recovered_and_a_threshold_above_the_drop(tmp_path, capsys):
+    save_runs(tmp_path, n=18, drop_at=9, factor=0.9)
+    code, md, _ = run_cli(capsys, "history", tmp_path / "*", "--threshold", "15")
+    assert code == 0 and "**No series regressed in its latest segment** (exit 0)" in md
+    code, _, _ = run_cli(capsys, "history", tmp_path / "*")
+    assert code == 3
+    xml = tmp_path / "h.xml"
+    code, _, _ = run_cli(capsys, "history", tmp_path / "*", "--threshold", "15",
+                         "--junit", xml)
+    cases = [c for s in JUnitXml.fromfile(str(xml)) for c in s]
+    assert code == 0 and cases and all(c.is_passed for c in cases)
