@@ -124,15 +124,6 @@ def estimate(shape: Shape, seq: int, batch: int, precision: str, checkpointing: 
 
 # --- what the measured points say beyond themselves ------------------------------------------
 
-def measured_ratio(points: list[dict[str, Any]]) -> float | None:
-    """The median measured ÷ estimated over the points that fitted: the estimate's error."""
-    ratios = sorted(p["ratio"] for p in points if p.get("fits") and p.get("ratio"))
-    if not ratios:
-        return None
-    mid = len(ratios) // 2
-    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-
-
 def needs(shape: Shape, seq: int, precision: str, checkpointing: bool, ratio: float) -> float:
     """Bytes a full fine-tune of `shape` needs at micro-batch 1: the estimate, corrected by
     the measured ratio."""

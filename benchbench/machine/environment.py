@@ -129,6 +129,11 @@ def _fio_version() -> str | None:
 DALI_WHEELS = ("nvidia-dali-cuda130", "nvidia-dali-cuda120", "nvidia-dali-cuda110")
 
 
+def dali_wheels() -> list[str]:
+    """The DALI wheels installed here, newest CUDA first (one, unless two were mixed)."""
+    return [w for w in DALI_WHEELS if _version(w)]
+
+
 def package_versions() -> dict[str, Any]:
     """Versions read from package metadata: no heavy import."""
     return {
@@ -136,8 +141,8 @@ def package_versions() -> dict[str, Any]:
         "benchbench": _version("benchbench"),
         "torch": _version("torch"),
         "torchvision": _version("torchvision"),
-        "nvidia_dali": next((v for v in (_version(w) for w in DALI_WHEELS) if v), None),
-        "nvidia_dali_wheel": next((w for w in DALI_WHEELS if _version(w)), None),
+        "nvidia_dali": next((_version(w) for w in dali_wheels()), None),
+        "nvidia_dali_wheel": next(iter(dali_wheels()), None),
         "nvidia_ml_py": _version("nvidia-ml-py"),
         "fio": _fio_version(),
     }

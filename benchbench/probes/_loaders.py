@@ -80,9 +80,9 @@ def dali_missing() -> str:
 def dali_mismatch() -> str | None:
     """Why the installed DALI wheel cannot feed this torch's GPU (its CUDA major differs),
     with the fix; None when they match or either is unknown."""
-    from benchbench.machine.environment import DALI_WHEELS, _version
+    from benchbench.machine.environment import dali_wheels
 
-    installed = [w for w in DALI_WHEELS if _version(w)]
+    installed = dali_wheels()
     wanted = dali_wheel()
     if not installed or wanted in installed or not torch.version.cuda:
         return None
