@@ -7,6 +7,7 @@ from typing import Any
 
 from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
+from benchbench.compare import identity
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import UNSTABLE_CV, summarize
@@ -53,6 +54,24 @@ def _sharing(g: dict[str, Any]) -> str:
             f"{mig_text}")
 
 
+def _identity(env: dict[str, Any]) -> str | None:
+    """What `history` and `fleet` know this machine by, and why a stronger fact is missing."""
+    rec = env.get("identity")
+    if not isinstance(rec, dict):
+        return None
+    ident = identity.of(env)
+    dmi: dict[str, Any] = rec["dmi"] if isinstance(rec.get("dmi"), dict) else {}
+    why: dict[str, Any] = (rec["dmi_unreadable"] if isinstance(rec.get("dmi_unreadable"), dict)
+                           else {})
+    board = " ".join(str(dmi[k]) for k in ("sys_vendor", "product_name") if dmi.get(k))
+    serial = (ident.serial.rsplit(" ", 1)[-1] if ident.serial
+              else "a placeholder" if dmi.get("product_serial")
+              else f"unread: {why.get('product_serial', 'not recorded')}")
+    n = len(ident.gpu_uuids)
+    return (f"{board or 'DMI product unknown'}, serial {serial}, {n} GPU UUID"
+            f"{'' if n == 1 else 's'}; `history` and `fleet` know it by its {ident.basis}")
+
+
 def environment_section(env: dict[str, Any]) -> list[str]:
     host = env.get("host", {})
     ver = env.get("versions", {})
@@ -66,6 +85,9 @@ def environment_section(env: dict[str, Any]) -> list[str]:
         ["RAM", fmt.iec(host.get("memory_total") or 0)],
         ["Virtualisation", _virtualisation(env.get("virtualisation"))],
     ]
+    machine = _identity(env)
+    if machine:
+        rows.append(["Machine identity", machine])
     gpus = env.get("gpus", [])
     if not gpus:
         rows.append(["GPUs", f"none ({env.get('gpus_reason') or 'no reason recorded'})"])

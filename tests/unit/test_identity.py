@@ -103,3 +103,27 @@ def test_machines_groups_runs_transitively_in_order():
     ids = [ident.of(e) for e in (_env("a", "S1"), _env("b"), _env("a2", "S1"), _env("b"),
                                  _env("c", uuids=("GPU-1",)))]
     assert ident.machines(ids) == [[0, 2], [1, 3], [4]]
+
+
+def _row(env):
+    from benchbench.reports.markdown import environment_section
+
+    rows = [r for r in environment_section(env) if r.startswith("| Machine identity |")]
+    return rows[0] if rows else None
+
+
+def test_report_md_shows_what_history_and_fleet_know_the_machine_by(tmp_path):
+    gpus = [{"uuid": f"GPU-{i}"} for i in range(8)]
+    env = {"host": {"hostname": "dgx01"},
+           "identity": machine_identity.identity("dgx01", gpus, build(tmp_path, DGX))}
+    row = _row(env)
+    assert row is not None
+    assert "NVIDIA DGXH100, serial 1660223000123, 8 GPU UUIDs" in row
+    assert "know it by its DMI serial" in row
+    env["identity"]["dmi"]["product_serial"] = "To Be Filled By O.E.M."
+    assert "serial a placeholder" in _row(env) and "by its GPU UUIDs" in _row(env)
+    bare = tmp_path / "vm"
+    bare.mkdir()
+    vm = {"host": {"hostname": "vm"}, "identity": machine_identity.identity("vm", [], bare)}
+    assert "serial unread: no DMI table" in _row(vm) and "by its host name" in _row(vm)
+    assert _row({"host": {"hostname": "old"}}) is None  # a run from before the record
