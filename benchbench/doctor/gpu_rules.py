@@ -98,7 +98,7 @@ def throttle_kind(reason: str) -> str | None:
         return None
     if "thermal" in n or "brake" in n or "hwslowdown" in n:
         return "fail"
-    if n.endswith(("powercap", "swpowercap")) or "powercapped" in n:
+    if n.endswith("powercap") or "powercapped" in n:
         return "held"
     if any(k in n for k in ("power", "slowdown", "throttl", "limit", "clockfell")):
         return "warn"

@@ -64,8 +64,8 @@ def _identity(env: dict[str, Any]) -> str | None:
     why: dict[str, Any] = (rec["dmi_unreadable"] if isinstance(rec.get("dmi_unreadable"), dict)
                            else {})
     board = " ".join(str(dmi[k]) for k in ("sys_vendor", "product_name") if dmi.get(k))
-    serial = (ident.serial.rsplit(" ", 1)[-1] if ident.serial
-              else "a placeholder" if dmi.get("product_serial")
+    raw = str(dmi.get("product_serial") or "").strip()
+    serial = (raw if ident.serial else f"a placeholder (\"{raw}\")" if raw
               else f"unread: {why.get('product_serial', 'not recorded')}")
     n = len(ident.gpu_uuids)
     return (f"{board or 'DMI product unknown'}, serial {serial}, {n} GPU UUID"

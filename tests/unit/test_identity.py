@@ -119,9 +119,12 @@ def test_report_md_shows_what_history_and_fleet_know_the_machine_by(tmp_path):
     row = _row(env)
     assert row is not None
     assert "NVIDIA DGXH100, serial 1660223000123, 8 GPU UUIDs" in row
+    env["identity"]["dmi"]["product_serial"] = "SN 42 7"  # a serial with spaces, kept whole
+    assert "serial SN 42 7, 8 GPU UUIDs" in _row(env)
     assert "know it by its DMI serial" in row
     env["identity"]["dmi"]["product_serial"] = "To Be Filled By O.E.M."
-    assert "serial a placeholder" in _row(env) and "by its GPU UUIDs" in _row(env)
+    row = _row(env)
+    assert 'serial a placeholder ("To Be Filled By O.E.M.")' in row and "by its GPU UUIDs" in row
     bare = tmp_path / "vm"
     bare.mkdir()
     vm = {"host": {"hostname": "vm"}, "identity": machine_identity.identity("vm", [], bare)}
