@@ -181,8 +181,9 @@ class _SimLoader:
 
 def _sim_loader(p: DeviceProfile, clock: FakeClock, kind: str, batch: int, w: int,
                 rate: float | None = None) -> _SimLoader:
-    # As the real loaders say: torchvision's workers each make a batch, DALI's share one.
-    parallel, prefetch = (max(1, w), 2 * w) if kind == "torchvision" else (1, 3)
+    from benchbench.probes._loaders import batching
+
+    parallel, prefetch = batching(kind, w)  # as the real loaders deliver and queue
     loader = _SimLoader(clock, batch, rate or _loader_rate(p, kind, w), 0.5 + 0.05 * w,
                         parallel, prefetch)
     loader.threads = max(1, w)

@@ -263,6 +263,18 @@ def _worker_context() -> Any:
 
 # DataLoader's own default: each worker holds this many batches' indices at a time.
 PREFETCH_FACTOR = 2
+DALI_QUEUE_DEPTH = 2  # DALI's default, stated so that the prefetch count follows it
+
+
+def batching(kind: str, workers: int) -> tuple[int, int]:
+    """(how many batches a loader delivers at once, how many it holds ready ahead), which its
+    warm-up and the pipeline's drain must cover. torchvision: worker i makes batches i, i + W,
+    ..., W at once, and each holds PREFETCH_FACTOR batches' indices, so that many can be done
+    before they are asked for. DALI: its threads share each batch; the pipeline runs
+    DALI_QUEUE_DEPTH batches ahead, and the iterator takes one more when it is built."""
+    if kind == "torchvision":
+        return max(1, workers), PREFETCH_FACTOR * workers
+    return 1, DALI_QUEUE_DEPTH + 1
 
 
 def _transform(image_size: int) -> Any:
@@ -281,10 +293,7 @@ class _TorchvisionLoader(Loader):
         super().__init__()
         self.kind, self.batch_size, self.workers = "torchvision", batch_size, workers
         self.threads = max(1, workers)  # workers=0 decodes in the main process: one core
-        # Worker i makes batches i, i + W, ...: W at once, and each holds PREFETCH_FACTOR
-        # batches' indices, so that many can be done before they are asked for.
-        self.parallel = max(1, workers)
-        self.prefetch = PREFETCH_FACTOR * workers
+        self.parallel, self.prefetch = batching(self.kind, workers)
         self.output_device = "cpu"
         self.images = len(dataset)  # type: ignore[arg-type]
         if workers > 0 and multiprocessing.current_process().daemon:
@@ -333,9 +342,6 @@ class _TorchvisionLoader(Loader):
 
 # --- DALI ---------------------------------------------------------------------------------------
 
-_DALI_QUEUE_DEPTH = 2  # DALI's default, stated so that Loader.prefetch follows it
-
-
 class _DaliLoader(Loader):
     def __init__(self, kind: str, samples: Samples, batch_size: int, workers: int,
                  image_size: int, device: str, seed: int) -> None:
@@ -345,9 +351,7 @@ class _DaliLoader(Loader):
             0 if gpu else None)
         self.kind, self.batch_size, self.workers = kind, batch_size, workers
         self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
-        # Its threads share each batch; the pipeline runs _DALI_QUEUE_DEPTH batches ahead,
-        # and the iterator takes one more when it is built.
-        self.parallel, self.prefetch = 1, _DALI_QUEUE_DEPTH + 1
+        self.parallel, self.prefetch = batching(kind, workers)
         self.output_device = f"cuda:{self._device_id}" if gpu else "cpu"
         self._files, self._labels = list(samples.files), list(samples.labels)
         self._image_size, self._seed = image_size, seed
@@ -368,7 +372,7 @@ class _DaliLoader(Loader):
                                     self._labels)
 
         @pipeline_def(batch_size=self.batch_size, num_threads=self.threads,
-                      prefetch_queue_depth=_DALI_QUEUE_DEPTH,
+                      prefetch_queue_depth=DALI_QUEUE_DEPTH,
                       # None (no GPU) is valid; DALI's stub says int.
                       device_id=self._device_id,  # type: ignore[arg-type]
                       seed=self._seed)

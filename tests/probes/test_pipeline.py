@@ -121,6 +121,21 @@ def test_pipeline_that_cannot_afford_three_steps_says_so_before_starting_the_loa
     assert pipeline.preflight(job, {}, "torchvision", 2, 0.1) is None  # nothing known yet
 
 
+@pytest.mark.parametrize("loader, batches", [("torchvision", 9), ("dali_cpu", 7)])
+def test_the_preflight_drains_what_the_loader_really_prefetched(loader, batches):
+    """A batch a second and no step figure: the warm round, three timed steps and the drain of
+    the loader's own prefetch (torchvision at 2 workers: 2 at once, 4 queued; DALI: 1 at once,
+    its queue depth 2 plus the iterator's one). The drain was 2 batches for DALI before."""
+    pytest.importorskip("torch")
+    from benchbench.workloads.pipeline import run as pipeline
+
+    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 4, 32, 5)
+    previous = {"dataloader": {"measurements": [
+        {"metric": "throughput", "key": {"loader": loader, "workers": 2}, "value": 4.0}]}}
+    assert pipeline.preflight(job, previous, loader, 2, batches + 0.01) is None
+    assert pipeline.preflight(job, previous, loader, 2, batches - 0.5) is not None
+
+
 def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
     pytest.importorskip("torch")
     from helpers import cpu_facts

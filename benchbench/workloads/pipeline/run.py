@@ -27,7 +27,7 @@ import torch
 from benchbench.analysis.derive import AU_PASS
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import apply_tf32
-from benchbench.probes._loaders import LoaderError, build_loader
+from benchbench.probes._loaders import LoaderError, batching, build_loader
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, median_of, resolved
 from benchbench.probes.dataset import loader_samples
 from benchbench.workloads._training import (
@@ -127,10 +127,10 @@ def preflight(job: Job, previous: dict[str, Any], loader: str, workers: int,
     if step_s is None and loader_s is None:
         return None
     real = max(step_s or 0.0, loader_s or 0.0)
-    group = max(1, workers) if loader == "torchvision" else 1
+    group, prefetch = batching(loader, workers)
     # The first step, a round of warm steps and three timed ones on loader batches, the
     # prefetched batches drained, then a warm step and three timed ones on synthetic data.
-    need = ((first_s or 0.0) + (group + FEW_STEPS) * real + 2 * group * (loader_s or 0.0)
+    need = ((first_s or 0.0) + (group + FEW_STEPS) * real + prefetch * (loader_s or 0.0)
             + (1 + FEW_STEPS) * (step_s or 0.0))
     if need <= remaining_s:
         return None
