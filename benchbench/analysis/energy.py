@@ -20,7 +20,7 @@ from benchbench.analysis import capacities as cap
 from benchbench.core.results import Measurement, RunResult
 from benchbench.machine.energy import (
     average_watts,
-    integrate_window,
+    integrate_power,
     per_sample_energy,
     samples_per_kwh,
 )
@@ -70,25 +70,35 @@ def _cpu_watts(energy: dict[str, Any]) -> float | None:
     return average_watts(energy.get("cpu_J"), float(energy.get("seconds") or 0))
 
 
+def _index(device: str) -> str:
+    return device.partition(":")[2] or "0"
+
+
+def _how(device: str, gpu_w: float | None, gpu_how: str, cpu_w: float | None, cpu_why: str
+         ) -> str:
+    """The load's basis in words: the GPU that trained (on a GPU) + the CPU packages."""
+    cpu_text = f"CPU packages {cpu_w:,.0f} W (RAPL)" if cpu_w is not None else f"CPU {cpu_why}"
+    if device.startswith("cuda"):
+        return f"GPU {_index(device)} {gpu_w:,.0f} W ({gpu_how}) + {cpu_text}"
+    return cpu_text
+
+
 def _load(energy: dict[str, Any], device: str) -> tuple[float | None, float | None, str]:
     """(W of the device that trained, W of the CPU packages or None, the basis or the reason
     there is none). On a GPU it is that GPU (+ the CPU when RAPL was readable); on a CPU, the
     CPU packages alone."""
     cpu_w = _cpu_watts(energy)
-    cpu_text = (f"CPU packages {cpu_w:,.0f} W (RAPL)" if cpu_w is not None
-                else f"CPU {energy.get('cpu_source') or 'not measurable here'}")
+    cpu_why = energy.get("cpu_source") or "not measurable here"
     if device.startswith("cuda"):
-        index = device.partition(":")[2] or "0"
-        gpu_w = _gpu_watts(energy).get(index)
+        gpu_w = _gpu_watts(energy).get(_index(device))
         if gpu_w is None:
-            return None, cpu_w, (f"skipped, because GPU {index}'s energy was not measured "
-                                 f"({energy.get('gpu_source')})")
-        how = energy.get("gpu_source") or "?"
-        return gpu_w, cpu_w, f"GPU {index} {gpu_w:,.0f} W ({how}) + {cpu_text}"
+            return None, cpu_w, (f"skipped, because GPU {_index(device)}'s energy was not "
+                                 f"measured ({energy.get('gpu_source')})")
+        return gpu_w, cpu_w, _how(device, gpu_w, energy.get("gpu_source") or "?", cpu_w,
+                                  cpu_why)
     if cpu_w is None:
-        return None, None, (f"skipped, because the CPU energy is "
-                            f"{energy.get('cpu_source') or 'not measurable here'}")
-    return None, cpu_w, cpu_text
+        return None, None, f"skipped, because the CPU energy is {cpu_why}"
+    return None, cpu_w, _how(device, None, "", cpu_w, cpu_why)
 
 
 def _best(run: RunResult, probe: str) -> Measurement | None:
@@ -102,39 +112,37 @@ MIN_COVERED = 0.5
 
 
 def _timed_load(run: RunResult, name: str, best: Measurement
-                ) -> tuple[float | None, float | None, str] | None:
-    """(W of the device that trained, W of the CPU packages or None, how) over the best
-    precision's own timed steps in round 1, from the stored power samples; None when the
-    measurement carries no step times or the samples do not cover them."""
+                ) -> tuple[tuple[float | None, float | None, str] | None, str]:
+    """((W of the device that trained, W of the CPU packages or None, how) over the best
+    precision's own timed steps in round 1, from the stored power samples, or None; and why
+    not, when None: the measurement carries no step times, or the samples do not cover them."""
     window = best.context.get("timed_monotonic_s")
     tel = _telemetry_probes(run).get(name) or {}
     origin, t = tel.get("t0_monotonic"), tel.get("t") or []
     if not (isinstance(window, list) and len(window) == 2 and isinstance(origin, (int, float))
             and t):
-        return None
+        return None, "this run recorded no timed-step times"
     a, b = window[0] - origin, window[1] - origin
     if b <= a:
-        return None
+        return None, "this run recorded no timed-step times"
 
     def mean_w(watts: list[float | None] | None) -> float | None:
-        joules, covered = integrate_window(t, watts or [], a, b)
+        joules, covered = integrate_power(t, watts or [], a, b)
         return None if joules is None or covered < MIN_COVERED * (b - a) else joules / covered
 
     device = str(best.key.get("device") or "cpu")
-    cpu_w = mean_w(tel.get("cpu_power_W"))
-    cpu_text = f"CPU packages {cpu_w:,.0f} W (RAPL)" if cpu_w is not None else (
-        "CPU not measurable here")
     steps = f"its {best.context.get('steps', '?')} timed steps ({b - a:.1f} s)"
+    short = (f"the stored power samples cover under {MIN_COVERED:.0%} of {steps}")
+    cpu_w = mean_w(tel.get("cpu_power_W"))
+    gpu_w = None
     if device.startswith("cuda"):
-        index = device.partition(":")[2] or "0"
-        gpu_w = mean_w(((tel.get("gpus") or {}).get(index) or {}).get("power_W"))
+        gpu_w = mean_w(((tel.get("gpus") or {}).get(_index(device)) or {}).get("power_W"))
         if gpu_w is None:
-            return None
-        return gpu_w, cpu_w, f"GPU {index} {gpu_w:,.0f} W (NVML power samples) + {cpu_text}, " \
-                             f"over {steps}"
-    if cpu_w is None:
-        return None
-    return None, cpu_w, f"{cpu_text}, over {steps}"
+            return None, short
+    elif cpu_w is None:
+        return None, short
+    how = _how(device, gpu_w, "NVML power samples", cpu_w, "not measurable here")
+    return (gpu_w, cpu_w, f"{how}, over {steps}"), ""
 
 
 def _first_round(best: Measurement) -> float:
@@ -180,7 +188,7 @@ def energy_rows(run: RunResult) -> list[dict[str, Any]]:
 def _training_row(run: RunResult, name: str, best: Measurement, energy: dict[str, Any]
                   ) -> dict[str, Any]:
     one, many = TRAINING[name]
-    timed = _timed_load(run, name, best)
+    timed, untimed = _timed_load(run, name, best)
     rate = _first_round(best) if timed else best.value
     shown = f"{rate:,.0f} {many}/s" if rate >= 100 else f"{rate:.3g} {many}/s"
     if timed:
@@ -194,7 +202,7 @@ def _training_row(run: RunResult, name: str, best: Measurement, energy: dict[str
         load = None if how.startswith("skipped") else (gpu_w or 0.0) + (cpu_w or 0.0)
         basis = how if load is None else (
             f"{load:,.0f} W under load ({how}), averaged over the probe's first round and all "
-            f"its precisions (this run recorded no timed-step times), ÷ its best throughput, "
+            f"its precisions ({untimed}), ÷ its best throughput, "
             f"{best.key.get('precision')} at {shown}")
     return {"per": one, "precision": best.key.get("precision"), "throughput": rate,
             "unit": best.unit, "load_watts": load,
@@ -212,7 +220,7 @@ def load_power(run: RunResult) -> dict[str, Any] | None:
         best, energy = _best(run, name), probe_energy(run, name)
         if best is None or energy is None:
             continue
-        timed = _timed_load(run, name, best)
+        timed, untimed = _timed_load(run, name, best)
         gpu_w, cpu_w, basis = timed or _load(energy, str(best.key.get("device") or "cpu"))
         if basis.startswith("skipped"):
             continue

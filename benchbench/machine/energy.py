@@ -7,6 +7,7 @@ come in as numbers, so nothing here imports pynvml. Units: J, W, s; energy per s
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,27 +108,16 @@ def nvml_energy_joules(before_mJ: int | None, after_mJ: int | None) -> float | N
     return (after_mJ - before_mJ) / 1e3
 
 
-def integrate_power(t: list[float], watts: list[float | None]) -> tuple[float | None, float]:
-    """(J, s covered): the trapezoid integral over consecutive samples that both have a value.
+def integrate_power(t: list[float | None], watts: list[float | None],
+                    start: float = -math.inf, end: float = math.inf
+                    ) -> tuple[float | None, float]:
+    """(J, s covered): the trapezoid integral over consecutive samples that both have a value,
+    within `start`..`end` (the clock of `t`; the whole series by default), the power at a
+    window's edge interpolated from its neighbours.
 
     A gap (None) is skipped, not bridged, so the J are only for the seconds covered; scale by
-    the probe's duration yourself if you accept that assumption. (None, 0.0) without a pair."""
-    joules, seconds = 0.0, 0.0
-    for i in range(min(len(t), len(watts)) - 1):
-        w0, w1 = watts[i], watts[i + 1]
-        dt = t[i + 1] - t[i]
-        if w0 is None or w1 is None or dt <= 0:
-            continue
-        joules += (w0 + w1) / 2 * dt
-        seconds += dt
-    return (joules if seconds > 0 else None), seconds
-
-
-def integrate_window(t: list[float | None], watts: list[float | None], start: float,
-                     end: float) -> tuple[float | None, float]:
-    """(J, s covered) of the power samples between `start` and `end` (same clock as `t`):
-    the trapezoid integral, with the power at each edge interpolated from its neighbours.
-    A gap (None) is skipped, not bridged. (None, 0.0) when no sample pair covers the window."""
+    the probe's duration yourself if you accept that assumption. (None, 0.0) without a pair
+    inside the window."""
     pts = list(zip(t, watts, strict=False))
     joules, seconds = 0.0, 0.0
     for (t0, w0), (t1, w1) in zip(pts, pts[1:], strict=False):
@@ -136,12 +126,9 @@ def integrate_window(t: list[float | None], watts: list[float | None], start: fl
         a, b = max(t0, start), min(t1, end)
         if t1 <= t0 or b <= a:
             continue
-
-        def at(x: float, t0: float = t0, w0: float = w0, t1: float = t1, w1: float = w1
-               ) -> float:
-            return w0 + (w1 - w0) * (x - t0) / (t1 - t0)
-
-        joules += (at(a) + at(b)) / 2 * (b - a)
+        wa = w0 if a == t0 else w0 + (w1 - w0) * (a - t0) / (t1 - t0)
+        wb = w1 if b == t1 else w0 + (w1 - w0) * (b - t0) / (t1 - t0)
+        joules += (wa + wb) / 2 * (b - a)
         seconds += b - a
     return (joules if seconds > 0 else None), seconds
 

@@ -219,10 +219,23 @@ def test_a_run_without_step_times_falls_back_to_the_whole_round_and_says_so():
     assert "recorded no timed-step times" in r["basis"]
 
 
+def test_timed_steps_the_samples_barely_cover_fall_back_and_say_why():
+    """The step times are there, but GPU 0's power samples have gaps over most of them: the
+    fallback names that, not a missing record of the step times."""
+    run = timed_run()
+    gpu_w = run.extra["telemetry"]["probes"]["resnet50"]["gpus"]["0"]["power_W"]
+    for i in range(20, 28):
+        gpu_w[i] = None
+    r = by_probe(run)["resnet50"]
+    assert r["load_watts"] == pytest.approx(400 + 110)
+    assert "the stored power samples cover under 50% of its 20 timed steps (10.0 s)" in r["basis"]
+    assert "recorded no timed-step times" not in r["basis"]
+
+
 def test_integrate_window_interpolates_its_edges_and_skips_gaps():
-    from benchbench.machine.energy import integrate_window
+    from benchbench.machine.energy import integrate_power
 
     t, w = [0.0, 1.0, 2.0, 3.0], [100.0, 200.0, None, 400.0]
     # 0.5 .. 1.0: 150 W -> 200 W is 87.5 J over 0.5 s; 1..3 has a gap on each side of 2.
-    assert integrate_window(t, w, 0.5, 3.0) == (pytest.approx(87.5), pytest.approx(0.5))
-    assert integrate_window(t, w, 5.0, 6.0) == (None, 0.0)
+    assert integrate_power(t, w, 0.5, 3.0) == (pytest.approx(87.5), pytest.approx(0.5))
+    assert integrate_power(t, w, 5.0, 6.0) == (None, 0.0)
