@@ -16,6 +16,10 @@ from typing import Any
 
 from benchbench.core.results import Measurement, RunResult
 
+# An SM clock under CLOCK_DROP of the GPU's busy median is a drop, while the GPU is over
+# BUSY_UTIL busy (an input-starved GPU lowers its clock on purpose): the telemetry flags' rule.
+from benchbench.machine.telemetry_series import BUSY_UTIL, CLOCK_DROP
+
 MIN_WINDOWS = 10  # fewer cannot give a 1st percentile or a first/last 10%
 # "stable": a spread well inside the 5% at which benchbench.stats flags a probe, no slow tail,
 # and no trend across the run.
@@ -23,8 +27,6 @@ STABLE_CV = 0.02
 STABLE_WORST = 0.90
 STABLE_DRIFT = 0.03
 DROP = 0.90  # a window under this share of the median throughput is a drop
-CLOCK_DROP = 0.90  # an SM clock under this share of the GPU's busy median clock is a drop...
-BUSY_UTIL = 0.5  # ...while the GPU was busy: an input-starved GPU lowers its clock on purpose
 EXPLAINED = 0.5  # "throttling" once at least this share of the drops coincide with it
 # A throttle reason explains drops only when it is active more often in the drop windows than
 # in the others: one-sided Fisher's exact test at this level. An H100 or H200 under dense bf16
@@ -97,6 +99,21 @@ def _at(series: list[Any] | None, i: int) -> Any:
     return series[i] if series is not None and i < len(series) else None
 
 
+def busy(gpu: dict[str, Any], i: int) -> bool:
+    """Whether a GPU's stored series says it was busy at sample i: over BUSY_UTIL, or no
+    utilisation known there (a run without a utilisation series counts every sample)."""
+    util = _at(gpu.get("util"), i)
+    return util is None or util > BUSY_UTIL
+
+
+def busy_median_clock(gpu: dict[str, Any]) -> float | None:
+    """The median SM clock over the samples where the GPU was busy: a boost peak at the start,
+    or idle samples, would make every loaded sample look like a drop, or hide one."""
+    clocks = [c for i, c in enumerate(gpu.get("sm_clock_Hz") or [])
+              if c is not None and busy(gpu, i)]
+    return float(statistics.median(clocks)) if clocks else None
+
+
 class _Telemetry:
     """The stored series, indexed for looking up what each GPU did around a moment."""
 
@@ -106,14 +123,7 @@ class _Telemetry:
         self.gpus = {g: s for g, s in sorted((telemetry.get("gpus") or {}).items(),
                                              key=lambda kv: (len(str(kv[0])), str(kv[0])))}
         self.cpu_util = telemetry.get("cpu_util")
-        # The median SM clock while busy: a boost peak at the start, or idle samples, would
-        # make every loaded sample look like a drop, or hide one.
-        self.median_clock: dict[str, float | None] = {}
-        for g, s in self.gpus.items():
-            clocks = s.get("sm_clock_Hz") or []
-            busy = [c for i, c in enumerate(clocks) if c is not None
-                    and (_at(s.get("util"), i) is None or s["util"][i] > BUSY_UTIL)]
-            self.median_clock[g] = statistics.median(busy) if busy else None
+        self.median_clock = {g: busy_median_clock(s) for g, s in self.gpus.items()}
         # Stored series are downsampled (one point may stand for a second or more), so a drop
         # is matched against the points within one telemetry step as well as one window.
         known = [x for x in self.t if x is not None]
@@ -139,8 +149,7 @@ class _Telemetry:
             idx[0] if idx else None)
         med = self.median_clock[g]
         drop = any(med is not None and med > 0 and s["sm_clock_Hz"][i] < CLOCK_DROP * med
-                   and (_at(s.get("util"), i) is None or s["util"][i] > BUSY_UTIL)
-                   for i in clocked)
+                   and busy(s, i) for i in clocked)
         out: dict[str, Any] = {"gpu": g, "throttle": reasons, "clock_drop": drop}
         for key in ("sm_clock_Hz", "power_W", "temp_degC"):
             out[key] = _at(s.get(key), low) if low is not None else None

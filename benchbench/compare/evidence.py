@@ -9,10 +9,10 @@ share explains nothing. Facts come from the run's own records only: the environm
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis.stability import busy_median_clock
 from benchbench.compare.environment import EXPLAINING, env_value
 from benchbench.core.gpus import gpu_for
 from benchbench.core.results import RunResult
@@ -70,16 +70,6 @@ def _telemetry(run: RunResult, probe: str) -> dict[str, Any]:
     return got if isinstance(got, dict) else {}
 
 
-def _under_load(gpu: dict[str, Any]) -> float | None:
-    """The median SM clock over the samples where the GPU was busy (all, without a
-    utilisation series)."""
-    clocks = gpu.get("sm_clock_Hz") or []
-    util = gpu.get("util") or []
-    busy = [c for i, c in enumerate(clocks) if c is not None
-            and (i >= len(util) or util[i] is None or util[i] >= 0.5)]
-    return float(statistics.median(busy)) if busy else None
-
-
 def _rows(g: dict[str, Any]) -> str | None:
     rows = g.get("remapped_rows")
     if not isinstance(rows, dict):
@@ -98,7 +88,7 @@ def _gpu_facts(run: RunResult, probe: str, device: str) -> list[Fact]:
     onoff = {True: "on", False: "off", None: None}
     return [f for f in (
         _pcie(run, device, g),
-        Fact("SM clock under load", _under_load(tel), "Hz"),
+        Fact("SM clock under load", busy_median_clock(tel), "Hz"),
         Fact("throttle reasons under load", ", ".join(reasons) or "none") if tel else None,
         Fact("power limit", g.get("power_limit"), "W"),
         Fact("ECC", onoff[g.get("ecc_current")]),
