@@ -236,7 +236,7 @@ class _SimTrainer:
 
     def __init__(self, ctx: ProbeContext, p: DeviceProfile, step_s: float, batch: int,
                  image: int) -> None:
-        self.queue, self.p = _queue(ctx), p
+        self.queue = _queue(ctx)
         self.copy_s = batch * 3 * image * image * 4 / p.h2d_pinned  # fp32 images, pinned
         self.step_fn = _steps(ctx, p, step_s, p.first_step_s)
 
@@ -329,7 +329,7 @@ def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                ) -> ProbeOutput:
     from benchbench.probes.stability import run as stability
 
-    n = cfg.size or stability.FALLBACK_SIZE["cuda"]
+    n, _ = stability.chosen_size(cfg, {}, "cuda:0", cfg.dtype)
     per_call_s = 2 * n**3 / (p.matmul_flops[cfg.dtype] * n / (n + 1024))
     queue = _queue(ctx)
 

@@ -57,7 +57,8 @@ def auto_workers(cores: int, quick: bool) -> tuple[int, ...]:
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     cores = facts.get("usable_cores")
     # Its warm-up is batches, not seconds: every worker's first batch and what start-up queued
-    # (the probe adds those to warmup_steps), which each configuration pays.
+    # (the probe warms up for the larger of those and warmup_steps), which each configuration
+    # pays.
     return {"batches": 5 if quick else 20, "min_seconds": 1.0 if quick else 2.0,
             "warmup_steps": 1 if quick else 2, "warmup_s": 0.0,
             "loaders": ("torchvision", "dali_cpu", *(("dali_gpu",) if device == "cuda" else ())),
