@@ -5,7 +5,6 @@ half of it."""
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 
 from benchbench.commands.common import UsageError, check_out_file, write_file
@@ -14,6 +13,8 @@ from benchbench.engine.runner import EXIT_OK
 
 
 def main(args: argparse.Namespace) -> int:
+    from benchbench.compare.history import started
+    from benchbench.compare.sides import CompareError
     from benchbench.reports import openmetrics
 
     target = Path(args.openmetrics)
@@ -23,9 +24,8 @@ def main(args: argparse.Namespace) -> int:
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
     try:
-        datetime.fromisoformat(run.started_at)
-    except ValueError:
-        raise UsageError(f"{args.run}: started_at {run.started_at!r} is not an ISO date and "
-                         "time") from None
+        started(args.run, run.started_at)
+    except CompareError as exc:
+        raise UsageError(str(exc)) from None
     write_file(target, openmetrics.exposition(run), "--openmetrics")
     return EXIT_OK

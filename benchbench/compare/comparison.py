@@ -9,6 +9,7 @@ from typing import Any
 from benchbench.analysis import regression
 from benchbench.compare.align import Row, align, pooled_run
 from benchbench.compare.environment import EnvRow, environment_diff
+from benchbench.compare.evidence import flags as probe_flags
 from benchbench.compare.sides import Side
 
 
@@ -104,8 +105,7 @@ def machine_evidence(side: Side, probe: str, base: Side) -> list[str]:
     tenant's CPU steal) and never on the baseline: a change measured then is the machine's
     state as much as the software's."""
     def flags(s: Side) -> list[str]:
-        return [f for r in s.runs
-                for f in ((r.extra.get("telemetry") or {}).get("flags") or {}).get(probe) or []]
+        return [f for r in s.runs for f in probe_flags(r, probe)]
 
     seen = set(flags(base))
     return list(dict.fromkeys(f for f in flags(side) if f not in seen))

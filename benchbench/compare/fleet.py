@@ -127,8 +127,7 @@ def _nodes(args: Sequence[str], allow_same: bool, notes: list[str]) -> list[Node
         for source, run in nodes_of(load(path), path):
             env = run.environment or {}
             ident = identity.of(env)
-            host = ident.hostname or (env.get("host") or {}).get("hostname") or "node"
-            made.append(Node(str(host), source, run, ident, hardware(env)))
+            made.append(Node(str(ident.hostname or "node"), source, run, ident, hardware(env)))
     for i, a in enumerate(made):
         for b in made[:i]:
             if not identity.same_machine(a.identity, b.identity):
@@ -161,7 +160,7 @@ def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: st
         if e.score.outlier and mid is not None:
             e.against = mid
             e.evidence = evidence.against(nodes[e.node].run, nodes[mid.node].run, probe,
-                                          _gpu(e.figure), _gpu(mid.figure))
+                                          e.figure.gpu_device, mid.figure.gpu_device)
     return scored, entities
 
 
@@ -183,12 +182,6 @@ def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure
             for e in _scored(nodes, [(i, f) for f in figs], first.probe, True)[1]]
     return Measure(group, name, key, first.unit, first.higher_is_better, scored.median,
                    scored.sigma_pct, scored.bar, entities, gpus)
-
-
-def _gpu(f: series.Figure) -> str | None:
-    """The GPU a figure was measured on: its device, or the memory a copy ran in."""
-    d = f.device or str(f.fields.get("memory") or "")
-    return d if d.startswith("cuda:") else None
 
 
 def build(args: Sequence[str], *, allow_same_machine: bool = False) -> Fleet:

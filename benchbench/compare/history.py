@@ -96,7 +96,9 @@ class _Loaded:
     figures: list[series.Figure]
 
 
-def _started(source: str, text: str) -> datetime:
+def started(source: str, text: str) -> datetime:
+    """A run's started_at as an aware time (a naive one is this machine's local time); a text
+    that is no ISO date and time is a CompareError naming `source`."""
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
@@ -107,7 +109,7 @@ def _started(source: str, text: str) -> datetime:
 def _read(path: str) -> _Loaded:
     run = load(path)
     env = run.environment or {}
-    return _Loaded(path, _started(path, run.started_at), run.started_at, run.label,
+    return _Loaded(path, started(path, run.started_at), run.started_at, run.label,
                    identity.of(env), {f: env_value(env, f) for f in ATTRIBUTED},
                    series.figures(run))
 

@@ -22,7 +22,6 @@ PLACEHOLDER_SERIALS = frozenset({
     "not applicable", "not specified", "n/a", "na", "oem", "o.e.m.", "system serial number",
     "to be filled by o.e.m.", "to be filled by oem", "unknown", "serial", "chassis serial number",
 })
-FALLBACK = ("the run predates the recorded identity: host name and GPU UUIDs stand for it")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ class Figure:
     metric: str
     key: Key
     unit: str
-    statistic: str
     higher_is_better: bool
     rounds: tuple[float, ...]  # the value of each round (rounds.round_values)
     value: float  # the run's figure: the median of its rounds; a peak's best round
@@ -46,6 +45,12 @@ class Figure:
     def device(self) -> str | None:
         d = self.fields.get("device")
         return None if d is None else str(d)
+
+    @property
+    def gpu_device(self) -> str | None:
+        """The GPU it was measured on (a cuda:N): its device, or the memory a copy ran in."""
+        d = self.device or str(self.fields.get("memory") or "")
+        return d if d.startswith("cuda:") else None
 
     @property
     def first_device(self) -> bool:
@@ -77,8 +82,9 @@ def figures(run: RunResult) -> list[Figure]:
             continue
         for m in p.measurements:
             if picked(p.name, m):
-                out.append(Figure(p.name, m.metric, match_key(p.name, m), m.unit, m.statistic,
-                                  m.higher_is_better, tuple(round_values(m)), side_value([m])))
+                out.append(Figure(p.name, m.metric, match_key(p.name, m), m.unit,
+                                  m.higher_is_better, tuple(round_values(m)),
+                                  side_value([m])))
     return out
 
 

@@ -136,13 +136,14 @@ def dali_wheels() -> list[str]:
 
 def package_versions() -> dict[str, Any]:
     """Versions read from package metadata: no heavy import."""
+    dali = next(iter(dali_wheels()), None)
     return {
         "python": platform.python_version(),
         "benchbench": _version("benchbench"),
         "torch": _version("torch"),
         "torchvision": _version("torchvision"),
-        "nvidia_dali": next((_version(w) for w in dali_wheels()), None),
-        "nvidia_dali_wheel": next(iter(dali_wheels()), None),
+        "nvidia_dali": _version(dali) if dali else None,
+        "nvidia_dali_wheel": dali,
         "nvidia_ml_py": _version("nvidia-ml-py"),
         "fio": _fio_version(),
     }

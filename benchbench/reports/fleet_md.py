@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.outliers import TINY_PCT, Z_LIMIT
+from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT, Z_LIMIT
 from benchbench.compare.evidence import Evidence
 from benchbench.compare.fleet import Entity, Fleet, Measure
 from benchbench.core import units as fmt
@@ -13,14 +13,18 @@ from benchbench.reports.csv import table_text
 from benchbench.reports.fleet_plots import entity_label
 from benchbench.reports.history_md import pct, value
 
+# The outlier rule (analysis/outliers.py) in words, as fleet.md's header and fleet.html's
+# banner state it.
+OUTLIER_RULE = (f"beyond |z| > {Z_LIMIT:g}, or, in a group so tight that {Z_LIMIT:g} of its "
+                f"robust deviations are under {TINY_PCT:g}% of the median, beyond {TINY_PCT:g}% "
+                "from it")
+
 
 def fact(v: Any, unit: str | None) -> str:
     if v is None:
         return "—"
-    if unit == "ratio" and isinstance(v, (int, float)):
-        return fmt.percent(v)
     if unit and isinstance(v, (int, float)):
-        return fmt.si(v, unit)
+        return fmt.value(v, unit)
     return str(v)
 
 
@@ -54,12 +58,10 @@ def _header(f: Fleet) -> list[str]:
             f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
             "count and CPU model). Rule: each headline figure is held against its group's "
             "median with a robust z = (x − median) / (1.4826 · MAD); a node is an outlier "
-            f"beyond |z| > {Z_LIMIT:g}, or, in a group so tight that {Z_LIMIT:g} of its robust "
-            f"deviations are under {TINY_PCT:g}% of the median, beyond {TINY_PCT:g}% from it. "
-            "A figure measured per GPU counts for its node as the median of its GPUs, and each "
-            "GPU is also held against the other GPUs of its node by the same rule. An outlier's "
-            "evidence is what its own run records that the group's median node (for a GPU: its "
-            "node's median GPU) does not.", ""]
+            f"{OUTLIER_RULE}. A figure measured per GPU counts for its node as the median of its "
+            "GPUs, and each GPU is also held against the other GPUs of its node by the same rule. "
+            "An outlier's evidence is what its own run records that the group's median node (for "
+            "a GPU: its node's median GPU) does not.", ""]
 
 
 def _summary(f: Fleet) -> list[str]:
@@ -80,7 +82,7 @@ def _summary(f: Fleet) -> list[str]:
 
 def _groups(f: Fleet) -> list[str]:
     rows = [[g, str(len(members)), ", ".join(f.nodes[i].label for i in members),
-             "no: fewer than 3 nodes" if g in f.unscored else "yes"]
+             f"no: fewer than {MIN_GROUP} nodes" if g in f.unscored else "yes"]
             for g, members in f.groups.items()]
     return ["## Groups", ""] + fmt.table(["hardware", "nodes", "which", "scored"], rows)
 

@@ -43,7 +43,7 @@ def _labels(run: RunResult, f: Figure) -> dict[str, str]:
     """The key fields, and the model of the GPU a figure was measured on (by its device, or
     the memory a copy ran in) where there is one."""
     labels = {k: str(v) for k, v in f.fields.items()}
-    gpu = gpu_for(run.environment or {}, f.device or str(f.fields.get("memory") or "")) or {}
+    gpu = gpu_for(run.environment or {}, f.gpu_device or "") or {}
     if gpu.get("name"):
         labels["gpu"] = str(gpu["name"])
     return labels

@@ -6,6 +6,7 @@ from __future__ import annotations
 from benchbench.compare.fleet import Fleet
 from benchbench.compare.history import History
 from benchbench.reports import fleet_plots, history_plots, page
+from benchbench.reports.fleet_md import OUTLIER_RULE
 from benchbench.reports.html import esc
 
 
@@ -33,8 +34,8 @@ def fleet(f: Fleet, markdown_text: str, plots: dict[str, bytes],
     banner = page.outcome(
         bool(low), f"benchbench fleet · {len(f.nodes)} nodes · {len(f.groups)} group(s)",
         f"{len(low)} outlier(s) below their group" if low else "No outlier below its group",
-        [f"exit {3 if low else 0}: a node (or GPU) beyond |z| > 3.5 of its group's robust "
-         "spread, on the slower side."])
+        [f"exit {3 if low else 0}: a node (or GPU) on the slower side of its group's median, "
+         f"{esc(OUTLIER_RULE)}."])
     figures = [page.Figure(fleet_plots.name(m), plots[fleet_plots.name(m)],
                            f"{m.name}: the nodes of {m.group} sorted, the group's median and "
                            "band, the outliers marked", "Measurements")

@@ -106,3 +106,13 @@ def test_snapshot_records_the_virtualisation(tmp_path):
     assert virt["kind"] in ("bare metal", "vm", "unknown")
     assert (virt["reason"] is None) == (virt["kind"] != "unknown")
     assert all(isinstance(e, str) for e in virt["evidence"])
+
+
+def test_package_versions_name_the_installed_dali_wheel_and_its_version(monkeypatch):
+    installed = {"nvidia-dali-cuda120": "1.52", "nvidia-dali-cuda110": "1.30"}
+    monkeypatch.setattr(environment, "_version", lambda name: installed.get(name))
+    v = environment.package_versions()
+    assert (v["nvidia_dali_wheel"], v["nvidia_dali"]) == ("nvidia-dali-cuda120", "1.52")
+    monkeypatch.setattr(environment, "_version", lambda name: None)
+    v = environment.package_versions()
+    assert v["nvidia_dali_wheel"] is None and v["nvidia_dali"] is None

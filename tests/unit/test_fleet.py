@@ -12,10 +12,10 @@ from synthetic_runs import H100, cpu_run, environment, gpu_node
 
 from benchbench import cli
 from benchbench.analysis import outliers
-from benchbench.compare import fleet
+from benchbench.compare import fleet, series
 from benchbench.compare.sides import CompareError
 from benchbench.core import results
-from benchbench.reports import fleet_md
+from benchbench.reports import fleet_md, ops_html
 
 
 def save(root, name, run):
@@ -209,3 +209,30 @@ def test_a_node_of_an_old_run_says_it_has_no_recorded_identity(tmp_path):
     assert not f.nodes[1].identity.recorded
     assert "host name (an older run: no recorded identity)" in fleet_md.render(f)
     assert dataclasses.is_dataclass(f.nodes[1])
+
+
+def test_a_figures_gpu_is_its_device_or_the_memory_a_copy_ran_in():
+    def fig(**key):
+        return series.Figure("p", "m", ("p", "m", tuple(key.items())), "B/s", True, (1.0,), 1.0)
+
+    assert fig(device="cuda:2").gpu_device == "cuda:2"
+    assert fig(direction="h2d", memory="cuda:1").gpu_device == "cuda:1"
+    assert fig(device="cpu", memory="cuda:1").gpu_device is None  # the device decides
+    assert fig(device="cpu").gpu_device is None and fig().gpu_device is None
+
+
+def test_evidence_reads_each_fact_in_its_unit():
+    assert fleet_md.fact(0.031, "ratio") == "3.1%"
+    assert fleet_md.fact(1.41e9, "Hz") == "1.41 GHz" and fleet_md.fact(700.0, "W") == "700 W"
+    assert fleet_md.fact("Gen5 x16", None) == "Gen5 x16" and fleet_md.fact(None, "W") == "—"
+
+
+def test_fleet_html_states_the_rule_fleet_md_does(tmp_path):
+    for i in range(3):
+        save(tmp_path, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00",
+                                        env=environment(host=f"n{i}")))
+    f = fleet.build([str(tmp_path / "*")])
+    banner = ops_html.fleet(f, fleet_md.render(f), {}).split("</section>")[0]
+    assert (f"|z| &gt; {outliers.Z_LIMIT:g}" in banner
+            and f"beyond {outliers.TINY_PCT:g}% from it" in banner)
+    assert fleet_md.OUTLIER_RULE in fleet_md.render(f)
