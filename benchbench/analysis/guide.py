@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
 from benchbench.analysis.capacities import metric, ok_probe, why_missing
 from benchbench.analysis.memory_fit import LADDER, billions, derived_lines, gb, needs
@@ -168,6 +167,3 @@ def serving(run: RunResult) -> Claim:
 def claims(run: RunResult) -> list[Claim]:
     return [fine_tuning(run), transformer_engine(run), serving(run)]
 
-
-def to_dict(c: Claim) -> dict[str, Any]:
-    return {"claim": c.claim, "measured": c.measured, "check": c.check, "derived": c.derived}
