@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from benchbench.analysis import capacities as cap
-from benchbench.analysis import energy
+from benchbench.analysis import energy, guide
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core.gpus import gpu_count, run_gpus
 from benchbench.core.results import Measurement, RunResult
@@ -228,13 +228,12 @@ def run_costs(run: RunResult, verdict: Verdict | None, usd_per_hour: float,
 def _served(run: RunResult) -> tuple[float | None, str]:
     """(ResNet50 images/s this machine serves: within the p99 bound, else offline; how)."""
     pr = cap.ok_probe(run, "inference")
-    served = next(iter(cap.metric(pr, "server_throughput")), None)
+    served = guide.server_rate(pr)
     if served is not None:
         return served.value, (f"inference server_throughput: ResNet50 within "
                               f"{served.key['latency_bound_s'] * 1e3:g} ms p99 "
                               f"({served.key['precision']})")
-    offline = max(cap.metric(pr, "peak_offline_throughput"), key=lambda m: m.value,
-                  default=None)
+    offline = guide.offline_peak(pr)
     if offline is not None:
         return offline.value, (f"inference peak_offline_throughput ({offline.key['precision']}; "
                                "no rate met the latency bound, so offline)")

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
 from benchbench.analysis.capacities import metric, ok_probe, why_missing
 from benchbench.analysis.memory_fit import LADDER, billions, derived_lines, gb, needs
 from benchbench.core.gpus import gpu_count
-from benchbench.core.results import Measurement, RunResult
+from benchbench.core.results import Measurement, ProbeResult, RunResult
 
 # MLPerf Inference, datacenter, closed division, ResNet-50 v1.5 Offline, samples/s per
 # accelerator (TensorRT, INT8), as benchbench's issue 23 gives them. They were not re-read from
@@ -118,13 +117,28 @@ def transformer_engine(run: RunResult) -> Claim:
     return Claim(claim, measured, check, [])
 
 
+def server_rate(pr: ProbeResult | None) -> Measurement | None:
+    """The inference probe's highest rate served within its p99 bound, or None."""
+    return next(iter(metric(pr, "server_throughput")), None)
+
+
+def offline_peak(pr: ProbeResult | None) -> Measurement | None:
+    """The inference probe's best offline rate over its precisions, or None."""
+    return max(metric(pr, "peak_offline_throughput"), key=lambda m: m.value, default=None)
+
+
+def in_t4s(images_per_s: float) -> float:
+    """A ResNet50 rate in T4s, at MLPerf's T4 offline figure."""
+    return images_per_s / MLPERF_OFFLINE["T4"]
+
+
 def serving(run: RunResult) -> Claim:
     claim = "batch inference is fine on 1-2 T4, L4 or RTX 4090"
     pr = ok_probe(run, "inference")
     if pr is None:
         return Claim(claim, None, f"not checked, because {why_missing(run, 'inference')}", [])
-    served = next(iter(metric(pr, "server_throughput")), None)
-    offline = max(metric(pr, "peak_offline_throughput"), key=lambda m: m.value, default=None)
+    served = server_rate(pr)
+    offline = offline_peak(pr)
     latency = next(iter(metric(pr, "server_latency")), None)
     ratios = [f"{offline.value / v:.3g}x {gpu}" for gpu, v in MLPERF_OFFLINE.items()] \
         if offline else []
@@ -139,7 +153,7 @@ def serving(run: RunResult) -> Claim:
             if bound else None, "not met here: ResNet50 is not served within MLPerf's bound",
             derived)
     bound = served.key["latency_bound_s"]
-    t4s = served.value / MLPERF_OFFLINE["T4"]
+    t4s = in_t4s(served.value)
     measured = (f"this machine serves ResNet50 at {served.value:,.0f} images/s within "
                 f"{bound * 1e3:g} ms p99 (p99 {served.context['p99_s'] * 1e3:,.3g} ms, "
                 f"{served.key.get('precision')}, dynamic batches up to "
@@ -153,6 +167,3 @@ def serving(run: RunResult) -> Claim:
 def claims(run: RunResult) -> list[Claim]:
     return [fine_tuning(run), transformer_engine(run), serving(run)]
 
-
-def to_dict(c: Claim) -> dict[str, Any]:
-    return {"claim": c.claim, "measured": c.measured, "check": c.check, "derived": c.derived}

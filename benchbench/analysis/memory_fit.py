@@ -139,6 +139,13 @@ def zero3_needs(shape: Shape, seq: int, precision: str, checkpointing: bool, rat
     return (e.states / gpus + sum(e.activations.values())) * ratio
 
 
+def zero3_largest(seq: int, precision: str, ratio: float, memory: float, gpus: int
+                  ) -> str | None:
+    """The largest rung whose full fine-tune with activation checkpointing fits `memory` per
+    GPU under ZeRO-3 over `gpus` GPUs (derived from the measured ratio)."""
+    return largest(lambda s: zero3_needs(s, seq, precision, True, ratio, gpus) <= memory)
+
+
 # LoRA: the base weights frozen in the compute dtype (2 B a parameter, no gradient, no
 # optimizer), adapters of about 1% of the parameters trained in full.
 LORA_FROZEN_BPP = 2.0
@@ -181,7 +188,7 @@ def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: i
            f"ratio {ratio:.2f})"]
     over = sorted({gpus, 8} - {0, 1})  # one GPU: the plain figures are the answer
     for n in over:
-        z = largest(lambda s, n=n: zero3_needs(s, seq, precision, True, ratio, n) <= memory)
+        z = zero3_largest(seq, precision, ratio, memory, n)
         out.append(f"ZeRO-3 over {n} such GPU{'s' if n > 1 else ''} would fully fine-tune up to "
                    f"{_rung(z)} with checkpointing (derived from the measured ratio and ZeRO-3's "
                    "partitioning, not measured)")

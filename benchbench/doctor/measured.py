@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from benchbench.analysis import guide
 from benchbench.analysis.capacities import metric, ok_probe
-from benchbench.analysis.memory_fit import LADDER, billions, largest, zero3_needs
+from benchbench.analysis.memory_fit import LADDER, billions, zero3_largest
 from benchbench.core.gpus import gpu_count
 from benchbench.core.results import RunResult
 from benchbench.doctor.rules import Check
@@ -37,7 +37,7 @@ def fine_tuning(key: str, run: RunResult | None) -> Check | None:
     if ratio is None or not memory or n < 2:
         return Check(name, "warn", measured, threshold, MEASURED,
                      "more GPU memory per GPU, or several GPUs with ZeRO-3 (or LoRA)")
-    fits = largest(lambda s: zero3_needs(s, seq, precision, True, ratio, n) <= memory)
+    fits = zero3_largest(seq, precision, ratio, memory, n)
     ok = fits is not None and LADDER[fits].params() >= LADDER[TARGET].params()
     derived = (f"; with ZeRO-3 over its {n} GPUs up to {fits or 'none'} (derived from the "
                "measured bytes, not measured)")
@@ -55,11 +55,11 @@ def serving(key: str, run: RunResult | None) -> Check | None:
         return None
     bound = latency.key["latency_bound_s"]
     threshold = f"some request rate kept within {bound * 1e3:g} ms at the 99th percentile"
-    served = next(iter(metric(pr, "server_throughput")), None)
+    served = guide.server_rate(pr)
     if served is None:
         return Check(name, "warn", f"no rate met it (p99 {latency.context['p99_s'] * 1e3:,.3g} "
                      "ms at the lowest tried)", threshold, MEASURED,
                      "a faster accelerator, or a serving engine (TensorRT, torch.compile)")
-    t4s = served.value / guide.MLPERF_OFFLINE["T4"]
+    t4s = guide.in_t4s(served.value)
     return Check(name, "pass", f"{served.value:,.0f} images/s within the bound, {t4s:,.1f} T4s "
                  "at MLPerf's T4 offline figure (TensorRT INT8)", threshold, MEASURED)

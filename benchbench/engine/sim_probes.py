@@ -349,26 +349,26 @@ def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
 def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                 ) -> ProbeOutput:
-    from benchbench.analysis.memory_fit import LADDER, estimate
     from benchbench.workloads.memory_fit import run as memory_fit
 
     seq, precision = cfg.seq_len, cfg.precision
+    est = memory_fit.estimator(seq, precision)
     queue = _queue(ctx)
 
     def attempt(rung: str, mode: str) -> Any:
         """The profile's memory model: fits when the estimate, times the allocator's ratio,
         is within the GPU's memory; two steps at the profile's speed when it does."""
-        shape, checkpointing = LADDER[rung], mode == "checkpointing"
-        est = estimate(shape, seq, 1, precision, checkpointing)
-        point = memory_fit.Point(rung, mode, est, False)
-        need = est.total * p.memory_fit_ratio
+        checkpointing = mode == "checkpointing"
+        e = est(rung, mode)
+        point = memory_fit.Point(rung, mode, e, False)
+        need = e.total * p.memory_fit_ratio
         # Building writes the fp32 weights; an attempt that does not fit fails as it fills up.
         clock.advance(min(need, p.memory_total) / p.memory_bandwidth + p.model_build_s)
         if need > p.memory_total:
             return point
-        work = 6 * est.params * seq * (4 / 3 if checkpointing else 1)
+        work = 6 * e.params * seq * (4 / 3 if checkpointing else 1)
         step = (work / (p.matmul_flops["bf16"] * p.llm_step_efficiency)
-                + 16 * est.params / p.memory_bandwidth)  # AdamW reads and writes its states
+                + 16 * e.params / p.memory_bandwidth)  # AdamW reads and writes its states
         for s in (step + p.first_step_s, step):
             queue.launch(s, p.step_kernels, p.step_host_s)
             queue.sync()
@@ -376,9 +376,9 @@ def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
         point.fits, point.peak_B = True, need
         return point
 
-    refuse = memory_fit.refusal(ctx, "cuda:0", seq, cfg.ram_share)
+    refuse = memory_fit.refusal(ctx, "cuda:0", est, cfg.ram_share)
     points = memory_fit.search_modes(ctx, list(cfg.ladder), list(cfg.modes), attempt, refuse,
-                                     "cuda:0", seq, precision, float(p.memory_total))
+                                     "cuda:0", est, float(p.memory_total))
     return memory_fit.output(points, "cuda:0", seq, precision, float(p.memory_total), [],
                              p.gpu_name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from benchbench.probes._config import capability as facts_capability
@@ -114,27 +115,6 @@ def capability(facts: dict[str, Any], dev: str) -> tuple[int, int]:
     return torch.cuda.get_device_capability(dev)
 
 
-def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
-              ampere_only: tuple[str, ...], cpu_reason: str, notes: list[str],
-              facts: dict[str, Any] | None = None) -> list[str]:
-    """The modes in `wanted` that `dev` can run; each one it cannot gets a note.
-
-    TF32 and bf16 tensor cores arrive with Ampere (compute capability 8.0). Judge by the
-    hardware: torch.cuda.is_bf16_supported() says True on V100/T4 through emulation, which
-    would be measured as if it were the real thing.
-    """
-    if dev == "cpu":
-        notes += [f"{m} on cpu skipped, because {cpu_reason}" for m in wanted
-                  if m not in cpu_allowed]
-        return [m for m in wanted if m in cpu_allowed]
-    major, minor = capability(facts or {}, dev)
-    if major >= 8:
-        return list(wanted)
-    notes += [f"{m} on {dev} skipped, because compute capability {major}.{minor} has no "
-              "TF32/bf16 tensor cores" for m in wanted if m in ampere_only]
-    return [m for m in wanted if m not in ampere_only]
-
-
 # fp8 tensor cores arrive with Ada (8.9) and Hopper (9.0).
 FP8_CAPABILITY = (8, 9)
 
@@ -153,6 +133,34 @@ def fp8_unavailable(dev: str, facts: dict[str, Any]) -> str | None:
     if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
         return f"torch {torch.__version__} has no float8_e4m3fn scaled matmul"
     return None
+
+
+def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
+              ampere_only: tuple[str, ...], cpu_reason: str, notes: list[str],
+              facts: dict[str, Any] | None = None,
+              fp8_why: Callable[[str, dict[str, Any]], str | None] = fp8_unavailable
+              ) -> list[str]:
+    """The modes in `wanted` that `dev` can run; each one it cannot gets a note.
+
+    fp8 goes first, by `fp8_why` (why `dev` cannot run it, or None): fp8 tensor cores by
+    default; training also needs torchao. TF32 and bf16 tensor cores arrive with Ampere
+    (compute capability 8.0). Judge by the hardware: torch.cuda.is_bf16_supported() says True
+    on V100/T4 through emulation, which would be measured as if it were the real thing.
+    """
+    why = fp8_why(dev, facts or {}) if "fp8" in wanted else None
+    if why:
+        notes.append(f"fp8 on {dev} skipped, because {why}")
+        wanted = tuple(m for m in wanted if m != "fp8")
+    if dev == "cpu":
+        notes += [f"{m} on cpu skipped, because {cpu_reason}" for m in wanted
+                  if m not in cpu_allowed]
+        return [m for m in wanted if m in cpu_allowed]
+    major, minor = capability(facts or {}, dev)
+    if major >= 8:
+        return list(wanted)
+    notes += [f"{m} on {dev} skipped, because compute capability {major}.{minor} has no "
+              "TF32/bf16 tensor cores" for m in wanted if m in ampere_only]
+    return [m for m in wanted if m not in ampere_only]
 
 
 def sync(device: str) -> None:

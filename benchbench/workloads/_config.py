@@ -68,7 +68,9 @@ def check_image_size(size: int | None) -> None:
 class TrainingConfig(ProbeConfig):
     precisions: tuple[str, ...] | None = doc_field(
         None, "fp32 (TF32 off), tf32, amp_bf16, amp_fp16, fp8 (the transformer only, through "
-        "torchao); auto: all of them on GPU, fp32 and amp_bf16 on CPU (fp32 with --quick)")
+        "torchao); auto: fp32, tf32, amp_bf16 and amp_fp16 on GPU, fp32 and amp_bf16 on CPU "
+        "(fp32 with --quick); the transformer adds fp8 on every device and says why it is "
+        "skipped where it cannot run; the pipeline takes the device's best one only")
     steps: int | None = doc_field(None, "timed training steps per precision (fewer when the "
                                         "time budget runs out); auto: 50 on GPU (20 with "
                                         "--quick), 5 on CPU (3 with --quick)")

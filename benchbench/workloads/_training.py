@@ -79,12 +79,9 @@ def fp8_training_unavailable(dev: str, facts: dict[str, Any] | None) -> str | No
 
 def usable_precisions(dev: str, wanted: tuple[str, ...], notes: list[str],
                       facts: dict[str, Any] | None = None) -> list[str]:
-    why = fp8_training_unavailable(dev, facts) if "fp8" in wanted else None
-    if why:
-        notes.append(f"fp8 on {dev} skipped, because {why}")
-        wanted = tuple(p for p in wanted if p != "fp8")
     return usable_on(dev, wanted, CPU_PRECISIONS, ("tf32", "amp_bf16"),
-                     "the CPU path trains in fp32 and amp_bf16 only", notes, facts)
+                     "the CPU path trains in fp32 and amp_bf16 only", notes, facts,
+                     fp8_training_unavailable)
 
 
 def precision_order(dev: str, usable: list[str]) -> list[str]:

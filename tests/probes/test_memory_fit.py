@@ -74,6 +74,31 @@ def test_cpu_search_measures_the_small_end_and_checks_the_estimate_against_rss()
     assert any(n.startswith("70b plain skipped, because its estimate of") for n in out.notes)
 
 
+def test_cpu_free_ram_refusal_judges_the_runs_precision(monkeypatch):
+    """The free-RAM refusal weighs the estimate the run reports: amp_bf16's on a CPU run in
+    amp_bf16 (its working copy makes 125m's larger than fp32's), not fp32's."""
+    pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes.api import ProbeContext
+    from benchbench.workloads.memory_fit import run as memory_fit
+
+    bf16, fp32 = (estimate(LADDER["125m"], 32, 1, p, False).total for p in ("amp_bf16", "fp32"))
+    free = fp32 + bf16  # half of it lies between the two estimates
+    assert fp32 < 0.5 * free < bf16
+    monkeypatch.setattr(memory_fit.psutil, "virtual_memory",
+                        lambda: SimpleNamespace(available=free, total=4 * free))
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(), budget=Budget(30.0),
+                       facts=cpu_facts())
+    cfg = resolved("memory_fit", ladder=("125m",), seq_len=32, modes=("plain",),
+                   precision="amp_bf16", ram_share=0.5)
+    out = memory_fit.run(ctx, cfg)
+    assert not [m for m in out.measurements if m.metric == "step_peak_memory"]
+    assert (f"125m plain skipped, because its estimate of {bf16 / 1e9:,.1f} GB is over 50% of "
+            f"the {free / 1e9:,.1f} GB of free RAM") in "; ".join(out.notes)
+
+
 @pytest.mark.parametrize("profile, plain, ckpt", [("h200", "7b", "7b"), ("8xh100", "3b", "3b")])
 def test_planning_on_the_simulated_gpus(profile, plain, ckpt):
     pytest.importorskip("torch")

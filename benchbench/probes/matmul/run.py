@@ -22,7 +22,6 @@ from benchbench.core.results import Measurement
 from benchbench.probes._devices import (
     apply_tf32,
     budget_allows,
-    fp8_unavailable,
     gpu_indices,
     is_oom,
     tf32_enabled,
@@ -45,10 +44,6 @@ Measure = Callable[[str, str, int, int, bool], Measurement]
 
 def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
                   facts: dict[str, Any]) -> list[str]:
-    why = fp8_unavailable(dev, facts) if "fp8" in wanted else None
-    if why:
-        notes.append(f"fp8 on {dev} skipped, because {why}")
-        wanted = tuple(d for d in wanted if d != "fp8")
     got = usable_on(dev, wanted, CPU_DTYPES, ("tf32", "bf16"),
                     "the CPU path measures fp32 and bf16", notes, facts)
     return got if dev == "cpu" else sorted(got, key=lambda d: GPU_ORDER.get(d, len(GPU_ORDER)))

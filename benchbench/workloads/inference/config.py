@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.core.config import ConfigError, SamplingConfig, check_choices, doc_field
-from benchbench.probes._config import capability, sampling_defaults
+from benchbench.probes._config import sampling_defaults
 from benchbench.probes.api import Facts, ProbeSpec
-from benchbench.workloads.transformer.config import PRESETS
+from benchbench.workloads._config import best_amp, check_image_size
+from benchbench.workloads.transformer.config import PRESETS, check_preset
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 PARTS = ("offline", "server", "generation")
@@ -65,10 +66,8 @@ class InferenceConfig(SamplingConfig):
                 raise ConfigError(f"{name} must be at least 1")
         if self.new_tokens is not None and self.new_tokens < 2:
             raise ConfigError("new_tokens must be at least 2: a first token, then decoding")
-        if self.image_size is not None and self.image_size < 32:
-            raise ConfigError("image_size must be at least 32 (ResNet50 downsamples 32x)")
-        if self.preset is not None and self.preset not in PRESETS:
-            raise ConfigError(f"preset: unknown {self.preset}; choose from {', '.join(PRESETS)}")
+        check_image_size(self.image_size)
+        check_preset(self.preset)
         if self.preset and self.prompt_tokens and self.new_tokens and \
                 self.prompt_tokens + self.new_tokens > PRESETS[self.preset]["max_seq_len"]:
             raise ConfigError(f"prompt_tokens + new_tokens exceed the {self.preset} model's "
@@ -78,8 +77,7 @@ class InferenceConfig(SamplingConfig):
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     sampling = sampling_defaults(device, quick)
     if device == "cuda":
-        cap = capability(facts)
-        half = "fp16" if cap is not None and cap[0] < 8 else "bf16"
+        half = best_amp(device, facts).removeprefix("amp_")
         return {**sampling, "parts": PARTS, "precisions": (half, "fp32"),
                 "batch_sizes": tuple(2**i for i in range(9)), "image_size": 224,
                 "channels_last": True, "max_batch": 64, "requests": 2000,

@@ -62,13 +62,25 @@ class Point:
 # err by tens of percent, not by this.
 FAR_BEYOND = 2.0
 
-# attempt(rung, mode) -> Point; refuse(rung, mode, tried, modes left) -> (why, bound) or None
+# attempt(rung, mode) -> Point; refuse(rung, mode, tried, modes left) -> (why, bound) or None;
+# est(rung, mode) -> the closed-form estimate
 Attempt = Callable[[str, str], Point]
 Refusal = Callable[[str, str, list[Point], int], "tuple[str, str] | None"]
+Estimator = Callable[[str, str], Estimate]
+
+
+def estimator(seq: int, precision: str) -> Estimator:
+    """A rung's closed-form estimate in a mode at micro-batch 1, in the run's precision: the
+    one the attempt reports, the search's bounds and the free-RAM refusal all judge by."""
+
+    def est(rung: str, mode: str) -> Estimate:
+        return estimate(LADDER[rung], seq, 1, precision, mode == "checkpointing")
+
+    return est
 
 
 def search(ladder: list[str], mode: str, attempt: Attempt, refuse: Refusal, modes_left: int,
-           gpu: bool, memory: float | None, est: Callable[[str, str], Estimate]) -> list[Point]:
+           gpu: bool, memory: float | None, est: Estimator) -> list[Point]:
     """The points tried for one mode, in the order tried. On a GPU a binary search over the
     ladder, starting at the largest size whose estimate fits `memory`; on a CPU the ladder
     from its small end. A size `refuse` turns down ends the search upwards, with its reason."""
@@ -165,14 +177,14 @@ def _two_steps(ctx: ProbeContext, rung: str, seq: int, checkpointing: bool, prec
     return [ctx.meter.timed_once(step, dev) for _ in range(2)]
 
 
-def device_attempt(ctx: ProbeContext, dev: str, seq: int, precision: str) -> Attempt:
+def device_attempt(ctx: ProbeContext, dev: str, seq: int, precision: str, est: Estimator
+                   ) -> Attempt:
     """Two real training steps of a rung in a mode on `dev`; out of memory is a Point that
     does not fit."""
 
     def attempt(rung: str, mode: str) -> Point:
         checkpointing = mode == "checkpointing"
-        point = Point(rung, mode, estimate(LADDER[rung], seq, 1, precision, checkpointing),
-                      False)
+        point = Point(rung, mode, est(rung, mode), False)
         free_memory()
         ctx.meter.reset_peak_memory(dev)
         rss = _RssPeak() if dev == "cpu" else None
@@ -191,7 +203,7 @@ def device_attempt(ctx: ProbeContext, dev: str, seq: int, precision: str) -> Att
     return attempt
 
 
-def refusal(ctx: ProbeContext, dev: str, seq: int, ram_share: float) -> Refusal:
+def refusal(ctx: ProbeContext, dev: str, est: Estimator, ram_share: float) -> Refusal:
     """Why a rung may not be tried now: its predicted time, from the last measured point
     scaled by parameters (a step's work grows with them), is beyond this mode's share of the
     budget; on a CPU also an estimate over `ram_share` of the free RAM."""
@@ -202,7 +214,7 @@ def refusal(ctx: ProbeContext, dev: str, seq: int, ram_share: float) -> Refusal:
         measured.extend(p for p in tried if p.fits and p not in measured)
         shape = LADDER[rung]
         if dev == "cpu":
-            need = estimate(shape, seq, 1, "fp32", mode == "checkpointing").total
+            need = est(rung, mode).total
             free = psutil.virtual_memory().available
             if need > ram_share * free:
                 return (f"its estimate of {need / 1e9:,.1f} GB is over {ram_share:.0%} of the "
@@ -232,24 +244,21 @@ def run(ctx: ProbeContext, cfg: MemoryFitConfig) -> ProbeOutput:
         raise ProbeSkipped("; ".join(notes))
     seq = resolved(cfg.seq_len, "seq_len")
     memory = _memory_total(ctx, dev)
+    est = estimator(seq, precision)
     points = search_modes(ctx, list(resolved(cfg.ladder, "ladder")),
                           list(resolved(cfg.modes, "modes")),
-                          device_attempt(ctx, dev, seq, precision),
-                          refusal(ctx, dev, seq, cfg.ram_share), dev, seq, precision, memory)
+                          device_attempt(ctx, dev, seq, precision, est),
+                          refusal(ctx, dev, est, cfg.ram_share), dev, est, memory)
     gpu_name = torch.cuda.get_device_name(dev) if dev != "cpu" else None
     return output(points, dev, seq, precision, memory, notes, gpu_name)
 
 
 def search_modes(ctx: ProbeContext, ladder: list[str], modes: list[str], attempt: Attempt,
-                 refuse: Refusal, dev: str, seq: int, precision: str, memory: float | None
+                 refuse: Refusal, dev: str, est: Estimator, memory: float | None
                  ) -> list[Point]:
     """Every mode's search in turn, each with its share of what is left of the budget (the
     simulator runs this with its own attempt)."""
     points: list[Point] = []
-
-    def est(rung: str, mode: str) -> Estimate:
-        return estimate(LADDER[rung], seq, 1, precision, mode == "checkpointing")
-
     for i, mode in enumerate(modes):
         ctx.progress(f"{mode}: searching {len(ladder)} sizes", i, len(modes))
         points += search(ladder, mode, attempt, refuse, len(modes) - i, dev != "cpu", memory,

@@ -95,9 +95,6 @@ class Llama(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def n_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         t = idx.shape[1]
         cos, sin = self.cos[:t], self.sin[:t]

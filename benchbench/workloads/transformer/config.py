@@ -27,6 +27,11 @@ PRESETS: dict[str, dict[str, int]] = {
 DIMENSIONS = ("n_layers", "d_model", "n_heads", "vocab_size")
 
 
+def check_preset(preset: str | None) -> None:
+    if preset is not None and preset not in PRESETS:
+        raise ConfigError(f"preset: unknown {preset}; choose from {', '.join(PRESETS)}")
+
+
 @dataclass(frozen=True)
 class TransformerConfig(TrainingConfig):
     preset: str | None = doc_field(
@@ -44,9 +49,7 @@ class TransformerConfig(TrainingConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.preset is not None and self.preset not in PRESETS:
-            raise ConfigError(f"preset: unknown {self.preset}; choose from "
-                              f"{', '.join(PRESETS)}")
+        check_preset(self.preset)
         for name in (*DIMENSIONS, "seq_len"):
             v = getattr(self, name)
             if v is not None and v < 1:
