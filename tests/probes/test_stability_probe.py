@@ -24,9 +24,13 @@ def test_a_real_cpu_run_keeps_every_window_and_its_shape():
     out = probe.run(ctx(), resolved("stability", duration_s=1.0, window_s=0.05, size=96))
     (m,) = out.measurements
     assert m.metric == "sustained_flops" and m.unit == "FLOP/s" and m.key["size"] == 96
-    assert len(m.samples) >= 15 and all(v > 0 for v in m.samples)  # every window kept
-    assert len(m.context["window_starts_s"]) == len(m.samples)
-    assert m.context["window_starts_s"][0] == 0.0 and m.context["n_windows"] == len(m.samples)
+    # Every window kept: one sample per start, the starts back to back over the whole second.
+    # How many fit depends on this VM's load (a busy CI neighbour stretches each window, which
+    # was calibrated before), so the count is held to the probe's own floor of ten, not to 20.
+    starts = m.context["window_starts_s"]
+    assert len(m.samples) >= 10 and all(v > 0 for v in m.samples)
+    assert len(starts) == len(m.samples) == m.context["n_windows"] and starts[0] == 0.0
+    assert all(b > a for a, b in zip(starts, starts[1:])) and starts[-1] >= 0.5
     assert {"cv", "worst_1pct_ratio", "drift", "drops"} <= set(m.context)
 
 
