@@ -1,6 +1,8 @@
 """The stability probe for real on the CPU, its place in a run's analysis and report, and its
 planning at GPU speed."""
 
+from itertools import pairwise
+
 import pytest
 from helpers import cpu_facts, render_md, resolved
 
@@ -30,7 +32,7 @@ def test_a_real_cpu_run_keeps_every_window_and_its_shape():
     starts = m.context["window_starts_s"]
     assert len(m.samples) >= 10 and all(v > 0 for v in m.samples)
     assert len(starts) == len(m.samples) == m.context["n_windows"] and starts[0] == 0.0
-    assert all(b > a for a, b in zip(starts, starts[1:])) and starts[-1] >= 0.5
+    assert all(b > a for a, b in pairwise(starts)) and starts[-1] >= 0.5
     assert {"cv", "worst_1pct_ratio", "drift", "drops"} <= set(m.context)
 
 
