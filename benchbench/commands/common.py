@@ -119,8 +119,6 @@ def check_out_dir(out: Path) -> None:
                 break
 
 
-
-
 def check_out_file(path: Path, flag: str) -> None:
     """A file the verb will write (--junit, --openmetrics): not a folder, in a folder that
     exists and takes a new file. Tried with a scratch file made and removed again, because
