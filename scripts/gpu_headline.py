@@ -19,6 +19,15 @@ torch.compile nearly halves this model's step time on an A100 (about 250 ms to 1
 code reaches about half of what tuned code does: 0.2 to 0.4 of the peak. Under 0.2 says the GPU
 is held back (clocks, power, a host too slow to launch the kernels); over 0.4 is better than
 expected, not a fault.
+
+The newer probes' figures follow, each with its reference: memory_fit's largest model per mode
+(bounded by memory, the answer on a GPU) and its measured ÷ estimated memory at that size (near
+1.0-1.2: the closed-form estimate leaves out the allocator's rounding and cuBLAS's workspaces);
+the inference server's rate within MLPerf's p99 bound, with what stopped its search (at most the
+offline peak; a search the budget cut short gives a lower bound); and fp8 ÷ bf16, for the matmul
+(1.5-1.9x on H100/H200 by mamf-finder's best shapes: H100 SXM 1402.6 ÷ 794.5 = 1.77x) and for
+the transformer's training (at or below 1.0: torchao's eager float8 is slower than bf16 below a
+width of about 2048, pytorch/ao#685, and gpt2-124m's width is 768).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from itertools import takewhile
 from typing import Any
 
 from benchbench.analysis import derive as analysis
@@ -59,6 +69,20 @@ REFERENCES: list[tuple[str, str, Callable[[float], bool], str]] = [
      lambda v: v >= 0.9, "ratio"),
 ]
 
+# The newer probes' references (see the docstring).
+LARGEST_REF = ("bounded by memory, the answer on a GPU (time, free RAM or an estimate too far "
+               "over the memory leave a lower bound)")
+RATIO_BAND = (0.95, 1.25)  # "near 1.0-1.2"
+RATIO_REF = "near 1.0-1.2 (the estimate leaves out the allocator's rounding and workspaces)"
+SERVER_REF = ("within MLPerf's p99 bound; at most the offline peak; the search ends by narrowing "
+              "or at the offline ceiling, not at the budget (then a lower bound)")
+MATMUL_FP8 = 1.5
+MATMUL_FP8_REF = ("1.5-1.9x (mamf-finder on H100/H200: H100 SXM 1402.6 ÷ 794.5 TFLOP/s = "
+                  "1.77x)")
+TRAINING_FP8 = 1.05  # at or below bf16, with a little noise
+TRAINING_FP8_REF = ("≤ 1.0: eager float8 is slower than bf16 below a width of ~2048 "
+                    "(pytorch/ao#685); gpt2-124m's is 768")
+
 
 def _find(run: RunResult, probe: str, metric: str, **key: Any) -> float | None:
     pr = run.probe(probe)
@@ -66,6 +90,98 @@ def _find(run: RunResult, probe: str, metric: str, **key: Any) -> float | None:
         if m.metric == metric and all(m.key.get(k) == v for k, v in key.items()):
             return m.value
     return None
+
+
+def _note(run: RunResult, probe: str, prefix: str, what: str) -> str:
+    """Why a figure is missing: the probe's own note about it, else its status."""
+    pr = run.probe(probe)
+    if pr is None:
+        return f"the {probe} probe did not run"
+    # The notes are joined by "; ", which a note may hold itself (the server's): the pieces
+    # after it that begin no note of their own (no "because", no ":") are its.
+    pieces = (pr.reason or "").split("; ")
+    for i, piece in enumerate(pieces):
+        if piece and piece.startswith(prefix):
+            rest = takewhile(lambda p: "because" not in p and ":" not in p, pieces[i + 1:])
+            return "; ".join([piece, *rest])
+    if pr.status != "ok":
+        return f"the {probe} probe {pr.status}: {pr.reason or 'no reason given'}"
+    return f"the {probe} probe measured no {what}"
+
+
+def _missing(why: str) -> str:
+    return f"not measured: {why}"
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def memory_fit_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
+    """Per mode: the largest model that fitted, and measured ÷ estimated memory at its size."""
+    pr = run.probe("memory_fit")
+    largest = [m for m in (pr.measurements if pr else []) if m.metric == "largest_model"]
+    if not largest:
+        why = _missing(_note(run, "memory_fit", "", "largest model")).replace("|", "/")
+        return [("memory_fit largest model", why, LARGEST_REF, "—"),
+                ("memory_fit measured ÷ estimated", why, RATIO_REF, "—")]
+    rows = []
+    for m in largest:
+        mode, c = m.key.get("mode"), m.context
+        bound, rung = c.get("bounded_by"), c.get("rung")
+        peak = fmt.si(c["peak_B"], "B") if c.get("peak_B") else "unknown"
+        rows.append((f"memory_fit largest model ({mode})",
+                     f"{m.value / 1e9:.2f} B parameters ({rung}, peak {peak}), bounded by "
+                     f"{bound}", LARGEST_REF, _yes(bound == "memory")))
+        ratio = _find(run, "memory_fit", "estimate_ratio", mode=mode, rung=rung)
+        rows.append((f"memory_fit measured ÷ estimated ({mode}, {rung})",
+                     f"{ratio:.2f}" if ratio else _missing(f"no estimate_ratio at {rung}"),
+                     RATIO_REF,
+                     _yes(RATIO_BAND[0] <= ratio <= RATIO_BAND[1]) if ratio else "—"))
+    return rows
+
+
+def server_row(run: RunResult) -> tuple[str, str, str, str]:
+    """The inference server's best rate within its p99 bound, and what stopped its search."""
+    pr = run.probe("inference")
+    rates = [m for m in (pr.measurements if pr else []) if m.metric == "server_throughput"]
+    best = max(rates, key=lambda m: m.value, default=None)
+    if best is None:
+        why = _note(run, "inference", "server", "server rate").replace("|", "/")
+        return ("inference server rate", _missing(why), SERVER_REF, "—")
+    precision = best.key.get("precision")
+    offline = _find(run, "inference", "peak_offline_throughput", precision=precision)
+    stopped = best.context.get("stopped_by")
+    bound_ms = float(best.key.get("latency_bound_s") or 0) * 1e3
+    shown = (f"{best.value:,.0f} img/s ({precision}, p99 ≤ {bound_ms:g} ms; search stopped by "
+             f"{stopped}" + (f"; {best.value / offline:.2f}x the offline peak" if offline
+                             else "") + ")")
+    ok = stopped != "budget" and (offline is None or best.value <= offline * 1.02)
+    return ("inference server rate", shown, SERVER_REF, _yes(ok))
+
+
+def fp8_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
+    """fp8 ÷ bf16: the matmul's peaks, and the transformer's training throughput."""
+    rows = []
+    fp8 = _find(run, "matmul", "peak_flops", device="cuda:0", dtype="fp8")
+    bf16 = _find(run, "matmul", "peak_flops", device="cuda:0", dtype="bf16")
+    if fp8 and bf16:
+        rows.append(("matmul fp8 ÷ bf16", f"{fp8 / bf16:.2f}x", MATMUL_FP8_REF,
+                     _yes(fp8 / bf16 >= MATMUL_FP8)))
+    else:
+        why = _note(run, "matmul", "bf16" if fp8 else "fp8", "fp8 and bf16 peak on cuda:0")
+        rows.append(("matmul fp8 ÷ bf16", _missing(why.replace("|", "/")), MATMUL_FP8_REF, "—"))
+    fp8 = _find(run, "transformer", "throughput", precision="fp8")
+    bf16 = _find(run, "transformer", "throughput", precision="amp_bf16")
+    if fp8 and bf16:
+        rows.append(("transformer fp8 ÷ amp_bf16", f"{fp8 / bf16:.2f}x", TRAINING_FP8_REF,
+                     _yes(fp8 / bf16 <= TRAINING_FP8)))
+    else:
+        why = _note(run, "transformer", "amp_bf16" if fp8 else "fp8",
+                    "fp8 and amp_bf16 throughput")
+        rows.append(("transformer fp8 ÷ amp_bf16", _missing(why.replace("|", "/")),
+                     TRAINING_FP8_REF, "—"))
+    return rows
 
 
 def figures(run: RunResult) -> dict[str, float | None]:
@@ -118,6 +234,8 @@ def table(run: RunResult, steps: list[dict[str, Any]] | None = None) -> list[str
         v = got.get(name)
         lines.append(f"| {name} | {_show(v, unit) if v is not None else 'not measured'} | "
                      f"{ref} | {'—' if v is None or ref == '—' else ('yes' if ok(v) else 'NO')} |")
+    newer = [*memory_fit_rows(run), server_row(run), *fp8_rows(run)]
+    lines += [f"| {name} | {shown} | {ref} | {meets} |" for name, shown, ref, meets in newer]
     lines += ["", "| probe | status | seconds | note |", "|---|---|---|---|"]
     for p in run.probes:
         lines.append(f"| {p.name} | {p.status} | {p.duration_s or 0:.1f} | "

@@ -230,9 +230,12 @@ def _served(run: RunResult) -> tuple[float | None, str]:
     pr = cap.ok_probe(run, "inference")
     served = guide.server_rate(pr)
     if served is not None:
+        # A rate whose search ran out of time is a floor: the cost it gives is a ceiling.
+        floor = (f"; {guide.LOWER_BOUND}; the cost per million inferences is at most this"
+                 if guide.rate_is_lower_bound(served) else "")
         return served.value, (f"inference server_throughput: ResNet50 within "
                               f"{served.key['latency_bound_s'] * 1e3:g} ms p99 "
-                              f"({served.key['precision']})")
+                              f"({served.key['precision']}){floor}")
     offline = guide.offline_peak(pr)
     if offline is not None:
         return offline.value, (f"inference peak_offline_throughput ({offline.key['precision']}; "

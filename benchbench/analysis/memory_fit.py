@@ -13,6 +13,9 @@ Pure functions: no torch. Units: B, parameters, tokens, ratio.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +65,19 @@ LADDER: dict[str, Shape] = {s.name: s for s in (
     Shape("34b", 48, 8192, 64, 8, 22016),
     Shape("70b", 80, 8192, 64, 8, 28672),
 )}
+
+
+def deeper(base: Shape, layers: int) -> Shape:
+    """`base`'s width at `layers` layers: a size between two rungs. At one width memory and
+    parameters grow with the layers alone, so whether a size fits is monotone in them."""
+    return dataclasses.replace(base, name=f"{base.name}@{layers}L", layers=layers)
+
+
+def layers_to_reach(base: Shape, upper: Shape) -> int:
+    """The fewest layers at `base`'s width with at least `upper`'s parameters."""
+    per_layer = deeper(base, base.layers + 1).params() - base.params()
+    return base.layers + max(0, math.ceil((upper.params() - base.params()) / per_layer))
+
 
 # Bytes per parameter, by precision, as the estimators count them. Under torch.autocast the
 # parameters stay fp32 (the master weights), their gradients are fp32, AdamW keeps two fp32
@@ -130,20 +146,22 @@ def needs(shape: Shape, seq: int, precision: str, checkpointing: bool, ratio: fl
     return estimate(shape, seq, 1, precision, checkpointing).total * ratio
 
 
-def zero3_needs(shape: Shape, seq: int, precision: str, checkpointing: bool, ratio: float,
-                gpus: int) -> float:
+def zero3_needs(shape: Shape, seq: int, precision: str, checkpointing: bool, gpus: int
+                ) -> float:
     """Bytes per GPU with ZeRO-3 over `gpus` GPUs: the weights, gradients, optimizer states
     and working copy partitioned over them (Rajbhandari et al. 2020, stage 3), activations
-    not; the measured ratio applied to both."""
+    not. The plain estimate: the measured ratio belongs to the unpartitioned full fine-tune it
+    was measured on (its allocator's rounding and workspaces do not shrink with the states)."""
     e = estimate(shape, seq, 1, precision, checkpointing)
-    return (e.states / gpus + sum(e.activations.values())) * ratio
+    return e.states / gpus + sum(e.activations.values())
 
 
-def zero3_largest(seq: int, precision: str, ratio: float, memory: float, gpus: int
+def zero3_largest(seq: int, precision: str, ratio: float | None, memory: float, gpus: int
                   ) -> str | None:
     """The largest rung whose full fine-tune with activation checkpointing fits `memory` per
-    GPU under ZeRO-3 over `gpus` GPUs (derived from the measured ratio)."""
-    return largest(lambda s: zero3_needs(s, seq, precision, True, ratio, gpus) <= memory)
+    GPU under ZeRO-3 over `gpus` GPUs, by the plain estimate. `ratio` is not applied (see
+    zero3_needs); the parameter stays for doctor/measured.py's call."""
+    return largest(lambda s: zero3_needs(s, seq, precision, True, gpus) <= memory)
 
 
 # LoRA: the base weights frozen in the compute dtype (2 B a parameter, no gradient, no
@@ -152,20 +170,43 @@ LORA_FROZEN_BPP = 2.0
 LORA_TRAINED_SHARE = 0.01
 
 
-def lora_needs(shape: Shape, seq: int, precision: str, checkpointing: bool,
-               ratio: float) -> float:
+def lora_needs(shape: Shape, seq: int, precision: str, checkpointing: bool) -> float:
+    """Bytes a LoRA fine-tune of `shape` needs, by the plain estimate: a ratio measured on a
+    full fine-tune, whose states are 18 B a parameter, says nothing of frozen 2 B weights (a
+    ratio of 0.9 applied here once fitted 70B on an H200's 150.75e9 B: its frozen weights
+    alone are 138 GB, 158 GB with the adapters' states and the activations)."""
     e = estimate(shape, seq, 1, precision, checkpointing)
     trained = e.params * LORA_TRAINED_SHARE * sum(e.per_param.values())
-    return (e.params * LORA_FROZEN_BPP + trained + sum(e.activations.values())) * ratio
+    return e.params * LORA_FROZEN_BPP + trained + sum(e.activations.values())
 
 
-def largest(fits: Any) -> str | None:
+def largest(fits: Callable[[Shape], bool]) -> str | None:
     """The largest rung of the ladder for which fits(shape) holds (the ladder is ordered)."""
     best = None
     for name, shape in LADDER.items():
         if fits(shape):
             best = name
     return best
+
+
+def largest_size(fits: Callable[[Shape], bool]) -> Shape | None:
+    """The largest size for which fits(shape) holds: the largest rung, then its width at more
+    layers, short of the next rung's parameters (the sizes memory_fit bisects on a GPU)."""
+    name = largest(fits)
+    if name is None:
+        return None
+    rungs = list(LADDER)
+    base = LADDER[name]
+    if rungs.index(name) + 1 == len(rungs):
+        return base
+    upper = LADDER[rungs[rungs.index(name) + 1]]
+    between = [deeper(base, n) for n in range(base.layers + 1, layers_to_reach(base, upper))]
+    return max((s for s in between if fits(s)), key=Shape.params, default=base)
+
+
+# "80 GB" cards (A100 80GB, H100 80GB) carry 80 GiB, 85.9e9 B, not 80e9: the name rounds GiB
+# to "GB" (NVML reports 81,920 MiB on an A100 80GB, a little less where the driver keeps some).
+CARD_80GB_B = 80 * 2**30
 
 
 def gb(n: float) -> str:
@@ -178,9 +219,10 @@ def billions(params: int) -> str:
 
 def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: int
                   ) -> list[str]:
-    """What the measured ratio derives for other models and set-ups, each said to be derived:
-    a 7B model's need, the largest ZeRO-3 and LoRA fine-tunes, and an 80 GB GPU's largest
-    (the buyer's guide: "LLM fine-tuning needs at least an A100 80GB")."""
+    """What the measurements derive for other models and set-ups, each said to be derived: a
+    7B model's need and an 80 GB GPU's largest (the buyer's guide: "LLM fine-tuning needs at
+    least an A100 80GB"), by the estimate × the measured ratio, which was measured on exactly
+    such full fine-tunes; the largest ZeRO-3 and LoRA fine-tunes by the plain estimate."""
     seven = LADDER["7b"]
     plain, ckpt = (needs(seven, seq, precision, c, ratio) for c in (False, True))
     out = [f"a 7B model ({billions(seven.params())}) needs {gb(plain)} plain and {gb(ckpt)} "
@@ -188,20 +230,24 @@ def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: i
            f"ratio {ratio:.2f})"]
     over = sorted({gpus, 8} - {0, 1})  # one GPU: the plain figures are the answer
     for n in over:
-        z = zero3_largest(seq, precision, ratio, memory, n)
+        z = zero3_largest(seq, precision, None, memory, n)
         out.append(f"ZeRO-3 over {n} such GPU{'s' if n > 1 else ''} would fully fine-tune up to "
-                   f"{_rung(z)} with checkpointing (derived from the measured ratio and ZeRO-3's "
-                   "partitioning, not measured)")
-    lora = largest(lambda s: lora_needs(s, seq, precision, True, ratio) <= memory)
-    out.append(f"LoRA on one such GPU would fit up to {_rung(lora)} (frozen weights at "
-               f"{LORA_FROZEN_BPP:g} B a parameter, {LORA_TRAINED_SHARE:.0%} of them trained; "
-               "derived, not measured)")
-    a100 = 80e9
-    on_a100 = [largest(lambda s, c=c: needs(s, seq, precision, c, ratio) <= a100)
-               for c in (False, True)]
+                   f"{_rung(z)} with checkpointing (derived from the plain estimate and "
+                   "ZeRO-3's partitioning, without the measured ratio, which was measured "
+                   "unpartitioned; not measured)")
+    lora = largest(lambda s: lora_needs(s, seq, precision, True) <= memory)
+    out.append(f"LoRA on one such GPU would fit up to {_rung(lora)} (the plain estimate, "
+               "without the measured ratio, which was measured on a full fine-tune: frozen "
+               f"weights at {LORA_FROZEN_BPP:g} B a parameter, {LORA_TRAINED_SHARE:.0%} of them "
+               "trained; derived, not measured)")
+
+    def on_80(checkpointing: bool) -> Shape | None:
+        return largest_size(lambda s: needs(s, seq, precision, checkpointing, ratio)
+                            <= CARD_80GB_B)
+
     out.append(f"the guide says LLM fine-tuning needs at least an A100 80GB: at this run's "
-               f"bytes, 80 GB fully fine-tunes up to {_rung(on_a100[0])} plain and "
-               f"{_rung(on_a100[1])} with checkpointing (derived)")
+               f"bytes, an 80 GB card (80 GiB) fully fine-tunes up to {_size(on_80(False))} "
+               f"plain and {_size(on_80(True))} with checkpointing (derived)")
     return out
 
 
@@ -209,3 +255,11 @@ def _rung(name: str | None) -> str:
     if name is None:
         return "none of the ladder (not even 125M)"
     return f"{name.upper()} ({billions(LADDER[name].params())})"
+
+
+def _size(shape: Shape | None) -> str:
+    if shape is None or shape.name in LADDER:
+        return _rung(shape.name if shape else None)
+    base = shape.name.split("@")[0]
+    return (f"{billions(shape.params())} ({base.upper()}'s width at {shape.layers} layers, "
+            f"between the ladder's rungs)")

@@ -173,7 +173,10 @@ class Scenario:
     gpus: str  # the row as the guide writes it
     gpu_count: int  # the fewest GPUs the row names
     gpu_ref: str  # the weakest GPU the row names, as NVML spells it (looked up in peaks)
-    gpu_memory: float  # B per GPU, decimal as marketed
+    # B per GPU as the card holds it: a GPU's marketed "GB" are GiB (an A100 or H100 80GB
+    # reports 81,559-81,920 MiB, an RTX 4090 24,564 MiB); the T4's 16 GB row is decimal, since
+    # ECC keeps 1 GiB of its 16 GiB and it reports 15,360 MiB.
+    gpu_memory: float
     dtype: str  # the precision the workload trains or serves in
     ram: float  # B
     ram_text: str
@@ -185,13 +188,13 @@ class Scenario:
 
 SCENARIOS = {
     "cv": Scenario("ResNet50-class CV training", "1–2× RTX 4090 24 GB", 1,
-                   "NVIDIA GeForce RTX 4090", 24 * GB, "bf16", 32 * GiB, "32–64 GB", 1 * TB,
+                   "NVIDIA GeForce RTX 4090", 24 * GiB, "bf16", 32 * GiB, "32–64 GB", 1 * TB,
                    "1 TB NVMe", 1e9 / 8, "1 GbE"),
     "nlp-finetune": Scenario("BERT/Llama fine-tuning", "4× A100 80 GB / H100", 4,
-                             "NVIDIA A100-SXM4-80GB", 80 * GB, "bf16", 256 * GiB, "256–512 GB",
+                             "NVIDIA A100-SXM4-80GB", 80 * GiB, "bf16", 256 * GiB, "256–512 GB",
                              2 * TB, "2 TB NVMe", None, "InfiniBand/RoCE"),
     "multimodal-pretrain": Scenario("GPT/CLIP-class pre-training", "8× H100 80 GB or more", 8,
-                                    "NVIDIA H100 80GB HBM3", 80 * GB, "bf16", 1024 * GiB,
+                                    "NVIDIA H100 80GB HBM3", 80 * GiB, "bf16", 1024 * GiB,
                                     "≥ 1 TB", 10 * TB, "10 TB+ all-flash", 200e9 / 8,
                                     "≥ 200 Gb/s"),
     # T4 has no bf16 tensor cores; batch inference on this row runs in fp16.

@@ -135,9 +135,8 @@ H200 = DeviceProfile(
     name="1x H200", gpus=1, gpu_name="NVIDIA H200", capability="9.0",
     resnet50_step_s={"fp32": 0.30, "tf32": 0.15, "amp_bf16": 0.085, "amp_fp16": 0.085},
     first_step_s=3.0,
-    # fp8 (torchao float8 training): the published end-to-end gains are 1.1-1.25x over bf16.
-    gpt_step_s={"fp32": 0.20, "tf32": 0.12, "amp_bf16": 0.05, "amp_fp16": 0.05,
-                "fp8": 0.05 / 1.15},
+    # fp8: amp_bf16's step over fp8_speedup (by the model's width and compile).
+    gpt_step_s={"fp32": 0.20, "tf32": 0.12, "amp_bf16": 0.05, "amp_fp16": 0.05},
     gpt_first_step_s=1.0,
     # fp8: mamf-finder's ~1.77x of bf16 on H100 (e4m3 scaled_mm against bf16 torch.mm).
     matmul_flops={"bf16": 7.85e14, "fp16": 7.85e14, "tf32": 3.9e14, "fp32": 5.2e13,
@@ -152,16 +151,42 @@ H100X8 = dataclasses.replace(
     rank_start_s=15.0)
 PROFILES = {"h200": H200, "8xh100": H100X8}
 
+# fp8 training (torchao's float8: dynamic tensor-wise scales) against amp_bf16, the whole step,
+# on Hopper. Eager float8 launches an amax, a scale and a cast around each of a Linear's three
+# GEMMs; below a width of about 2048 they cost more than the fp8 GEMMs save, and the step is
+# slower than bf16 (pytorch/ao#685; pytorch/ao#572: "fp8 will be slower for tiny models
+# because of overhead"). torch.compile fuses them (torchtitan's float8 docs make compile
+# required), and at large widths torchao publishes 1.1-1.25x end to end ("up to 1.25x at
+# 8 GPU / 8B parameter scale", docs.pytorch.org/ao, Quantized Training); its per-shape table
+# shows compiled float8 below 1x for K, N of 1024 too.
+FP8_PAYS_WIDTH = 2048
+# (compiled, d_model >= FP8_PAYS_WIDTH) -> fp8's speed over amp_bf16's
+FP8_SPEEDUP = {(False, False): 0.85, (False, True): 1.0, (True, False): 0.95, (True, True): 1.15}
+
+
+def fp8_speedup(d_model: int, compiled: bool) -> float:
+    """fp8's training-step speed over amp_bf16's (above 1: faster) for a GPT of this width."""
+    return FP8_SPEEDUP[(compiled, d_model >= FP8_PAYS_WIDTH)]
+
 RESNET_BATCH = 256
 GPT_TOKENS = 16 * 1024
 
 
 class SimMeter(Meter):
-    """A Meter whose device is a SimQueue on the fake clock: events and syncs as on CUDA."""
+    """A Meter whose device is a SimQueue on the fake clock: events and syncs as on CUDA, and
+    CUDA's documented rules for the state a probe sets and reads, so that a probe which breaks
+    one fails here, in CI, rather than on the one lent GPU run."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
         self.queue = SimQueue(clock)
+        self.initialised = False
+        # TF32 as CUDA starts: off for fp32 matmuls (torch's default since 1.12), on for cuDNN
+        # convolutions ("torch.backends.cudnn.allow_tf32 ... defaults to True", PyTorch's
+        # notes on TF32 on Ampere). None: the probe never said.
+        self.matmul_tf32: bool | None = None
+        self.conv_tf32: bool | None = None
+        self.cudnn_benchmark = False
 
     def timer_for(self, device: str) -> Timer:
         """As meter.cuda_timer: events around the calls, which queue their own work."""
@@ -191,11 +216,61 @@ class SimMeter(Meter):
         self.queue.sync()
         return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
-    def reset_peak_memory(self, device: str) -> None:
+    def init(self, device: str) -> None:
+        self.initialised = True
+
+    def device_name(self, device: str) -> str | None:
+        self.initialised = True
+        return "simulated"
+
+    def set_tf32(self, enabled: bool) -> None:
+        self.matmul_tf32 = self.conv_tf32 = enabled
+
+    def tf32(self) -> bool:
+        return bool(self.matmul_tf32)
+
+    def convolutions_in_tf32(self) -> bool:
+        """Whether an fp32 convolution runs in TF32 now: cuDNN does unless told otherwise."""
+        return self.conv_tf32 is not False
+
+    def set_cudnn_benchmark(self, device: str, enabled: bool) -> None:
+        self.cudnn_benchmark = enabled
+
+    def free(self, device: str | None = None) -> None:
         return None
 
+    def _statistics(self, what: str) -> None:
+        # The caching allocator has no device until CUDA is initialised: reading or resetting
+        # its statistics first raises "Invalid device argument : did you call init?"
+        # (pytorch/pytorch#49952; torch.cuda.memory's functions do not initialise CUDA).
+        if not self.initialised:
+            raise RuntimeError(f"{what}: Invalid device argument : did you call init? "
+                               "(the simulated CUDA is not initialised: call meter.init first)")
+
+    def reset_peak_memory(self, device: str) -> None:
+        self._statistics("reset_peak_memory_stats")
+
     def peak_memory(self, device: str) -> float | None:
+        self._statistics("max_memory_allocated")
         return None
+
+    def peak_reserved(self, device: str) -> float | None:
+        self._statistics("max_memory_reserved")
+        return None
+
+
+def queue_of(ctx: ProbeContext) -> SimQueue:
+    """The simulated device's queue, which the context's SimMeter times."""
+    assert isinstance(ctx.meter, SimMeter)
+    return ctx.meter.queue
+
+
+def conv_precision(meter: Meter, precision: str) -> str:
+    """The precision an fp32 convolution really runs in on the simulated device: "tf32" where
+    cuDNN was never told otherwise (see SimMeter), else `precision` as asked."""
+    if precision == "fp32" and isinstance(meter, SimMeter) and meter.convolutions_in_tf32():
+        return "tf32"
+    return precision
 
 
 def _charge(queue: SimQueue, per_call_s: float, first_s: float = 0.0) -> Timer:

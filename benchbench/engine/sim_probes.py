@@ -13,20 +13,43 @@ from benchbench.engine.sim_device import (
     RESNET_BATCH,
     DeviceProfile,
     FakeClock,
-    SimMeter,
-    SimQueue,
     _charge,
+    conv_precision,
+    fp8_speedup,
+    queue_of,
 )
+from benchbench.engine.sim_models import _inference, _memory_fit
 from benchbench.probes.api import ProbeContext, ProbeOutput, throughput
 
 
-def _queue(ctx: ProbeContext) -> SimQueue:
-    """The simulated device's queue, which the context's SimMeter times."""
-    assert isinstance(ctx.meter, SimMeter)
-    return ctx.meter.queue
+def scaled_mm_rule(a: Any, b: Any) -> None:
+    """CUDA's rule for scaled_mm's operands, raised in torch's words as torch raises it on a
+    GPU: fp8 both, `a` row-major and `b` column-major (cuBLASLt runs fp8 GEMMs in the "TN"
+    layout only: "To use FP8 kernels ... A must be transposed and B non-transposed", cuBLAS
+    docs, cublasLtMatmul), every dimension a multiple of 16 (torch/_meta_registrations.py
+    _check_scaled_mm_sizes; aten/src/ATen/native/cuda/Blas.cpp). torch's newer scaled_mm has
+    no meta check of these, so the simulator keeps them itself."""
+    import torch
+
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    if a.dtype not in fp8 or b.dtype not in fp8:
+        raise RuntimeError("Expected both inputs to be fp8 types but got self.dtype="
+                           f"{a.dtype} and mat2.dtype={b.dtype}")
+    if not (a.stride(0) > a.stride(1) and a.stride(1) == 1):
+        raise RuntimeError(f"self must be row_major, got stride {a.stride()}")
+    if not (b.stride(0) == 1 and b.stride(1) > 1):
+        raise RuntimeError(f"mat2 must be col_major, got stride {b.stride()}")
+    if a.size(1) % 16:
+        raise RuntimeError("Expected self.size(1) to be divisible by 16, but got "
+                           f"self.size(1)={a.size(1)}")
+    if b.size(0) % 16 or b.size(1) % 16:
+        raise RuntimeError("Expected both dimensions of mat2 to be divisible by 16 but got "
+                           f"{b.shape}")
 
 
 def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
+    import torch
+
     from benchbench.probes.matmul import run as matmul
 
     notes: list[str] = []
@@ -35,12 +58,19 @@ def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> 
     started: set[str] = set()
 
     def measure(dev: str, dt: str, n: int, left: int, warm: bool) -> Measurement:
+        if dt == "fp8":
+            # The probe's own operands and call on meta tensors (no memory, no time): CUDA's
+            # rule for their layout, and this torch's spelling of the call.
+            a, b = matmul.fp8_operands(*(torch.empty(n, n, device="meta", dtype=torch.bfloat16)
+                                         for _ in range(2)))
+            scaled_mm_rule(a, b)
+            matmul.fp8_mm(a, b, torch.ones((), device="meta", dtype=torch.float32))()
         # Small matrices leave tensor cores idle: about n / (n + 1024) of the sustained rate.
         rate = p.matmul_flops[dt] * n / (n + 1024)
         first = 0.0 if dev in started else p.first_call_s
         started.add(dev)
         timed = ctx.time_op(lambda: None, dev, left, cfg.min_sample_s,
-                            timer=_charge(_queue(ctx), 2 * n**3 / rate, first), warm=warm)
+                            timer=_charge(queue_of(ctx), 2 * n**3 / rate, first), warm=warm)
         return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
                           "FLOP/s", {"gpu_name": p.gpu_name})
 
@@ -59,7 +89,7 @@ def _memory_bandwidth(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
         rate = p.host_memory_bandwidth if host else p.memory_bandwidth
         clock.advance(item.size / (1e9 if host else 5e10))  # random fill, pre-touch
         timed = ctx.time_op(lambda: None, item.device, left, cfg.min_sample_s,
-                            timer=_charge(_queue(ctx), 2 * item.size / rate))
+                            timer=_charge(queue_of(ctx), 2 * item.size / rate))
         return throughput("copy_bandwidth", {"memory": "host" if host else item.device,
                                              "size_bytes": item.size}, timed, 2.0 * item.size,
                           "B/s")
@@ -90,7 +120,7 @@ def _host_device_copy(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: Fake
             rate = p.h2d_pinned if item.memory == "pinned" else p.h2d_pageable
             per_call = 10e-6 + item.size / rate
         timed = ctx.time_op(lambda: None, devs[0], left, cfg.min_sample_s,
-                            timer=_charge(_queue(ctx), per_call), warm=warm)
+                            timer=_charge(queue_of(ctx), per_call), warm=warm)
         metric = "aggregate_bandwidth" if item.device == "all" else "copy_bandwidth"
         key = {"device": item.device, "direction": item.direction, "memory": item.memory,
                "size_bytes": item.size}
@@ -104,7 +134,7 @@ def _steps(ctx: ProbeContext, p: DeviceProfile, step_s: float, first_s: float
            ) -> Callable[[], None]:
     """A built model's training step: each call queues one step of device work (its first
     call first_s more), launched in the profile's host time per step."""
-    queue = _queue(ctx)
+    queue = queue_of(ctx)
     queue.clock.advance(p.model_build_s)
     pending = [first_s]
 
@@ -123,7 +153,8 @@ def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -
 
     def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
         scale = batch / RESNET_BATCH * (cfg.image_size / 224) ** 2
-        return _steps(ctx, p, p.resnet50_step_s[precision.name] * scale, p.first_step_s)
+        runs_in = conv_precision(ctx.meter, precision.name)
+        return _steps(ctx, p, p.resnet50_step_s[runs_in] * scale, p.first_step_s)
 
     out, notes = _training.run_training(ctx, job, build)
     return ProbeOutput(out, notes=notes)
@@ -134,14 +165,21 @@ def _transformer(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
     from benchbench.workloads import _training
     from benchbench.workloads.transformer import run as transformer
 
-    job = transformer.job_for(cfg, "cuda:0", {"gpu_name": p.gpu_name})
+    dims = cfg.shape()
+    # The shape and compile, as the probe's context records them: the guide reads fp8 by them.
+    job = transformer.job_for(cfg, "cuda:0", {
+        "gpu_name": p.gpu_name, "compile": cfg.compile,
+        **{k: dims[k] for k in ("n_layers", "d_model", "n_heads", "vocab_size")}})
     # Steps scale with the tokens a step trains and the parameters: GPT-2 124M is the unit.
     params = {"small": 0.1, "gpt2-124m": 1.0, "gpt2-350m": 2.9, "1.3b": 10.5}
     size = params.get(cfg.preset or "small", 1.0)
+    d_model = dims["d_model"]
 
     def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
         scale = batch * cfg.seq_len / GPT_TOKENS * size
-        return _steps(ctx, p, p.gpt_step_s[precision.name] * scale, p.gpt_first_step_s)
+        step_s = p.gpt_step_s["amp_bf16"] / fp8_speedup(d_model, cfg.compile) if precision.fp8 \
+            else p.gpt_step_s[precision.name]
+        return _steps(ctx, p, step_s * scale, p.gpt_first_step_s)
 
     out, notes = _training.run_training(ctx, job, build)
     return ProbeOutput(out, notes=notes)
@@ -236,7 +274,7 @@ class _SimTrainer:
 
     def __init__(self, ctx: ProbeContext, p: DeviceProfile, step_s: float, batch: int,
                  image: int) -> None:
-        self.queue = _queue(ctx)
+        self.queue = queue_of(ctx)
         self.copy_s = batch * 3 * image * image * 4 / p.h2d_pinned  # fp32 images, pinned
         self.step_fn = _steps(ctx, p, step_s, p.first_step_s)
 
@@ -331,7 +369,7 @@ def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
 
     n, _ = stability.chosen_size(cfg, {}, "cuda:0", cfg.dtype)
     per_call_s = 2 * n**3 / (p.matmul_flops[cfg.dtype] * n / (n + 1024))
-    queue = _queue(ctx)
+    queue = queue_of(ctx)
 
     def step() -> None:
         queue.launch(per_call_s)
@@ -345,86 +383,6 @@ def _stability(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
         metric="sustained_flops", key={"device": "cuda:0", "dtype": cfg.dtype, "size": n},
         value=rates[len(rates) // 2], unit="FLOP/s", statistic="median", samples=rates,
         higher_is_better=True, context={"seconds": seconds})], notes=notes)
-
-
-def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
-                ) -> ProbeOutput:
-    from benchbench.workloads.memory_fit import run as memory_fit
-
-    seq, precision = cfg.seq_len, cfg.precision
-    est = memory_fit.estimator(seq, precision)
-    queue = _queue(ctx)
-
-    def attempt(rung: str, mode: str) -> Any:
-        """The profile's memory model: fits when the estimate, times the allocator's ratio,
-        is within the GPU's memory; two steps at the profile's speed when it does."""
-        checkpointing = mode == "checkpointing"
-        e = est(rung, mode)
-        point = memory_fit.Point(rung, mode, e, False)
-        need = e.total * p.memory_fit_ratio
-        # Building writes the fp32 weights; an attempt that does not fit fails as it fills up.
-        clock.advance(min(need, p.memory_total) / p.memory_bandwidth + p.model_build_s)
-        if need > p.memory_total:
-            return point
-        work = 6 * e.params * seq * (4 / 3 if checkpointing else 1)
-        step = (work / (p.matmul_flops["bf16"] * p.llm_step_efficiency)
-                + 16 * e.params / p.memory_bandwidth)  # AdamW reads and writes its states
-        for s in (step + p.first_step_s, step):
-            queue.launch(s, p.step_kernels, p.step_host_s)
-            queue.sync()
-            point.step_s.append(s)
-        point.fits, point.peak_B = True, need
-        return point
-
-    refuse = memory_fit.refusal(ctx, "cuda:0", est, cfg.ram_share)
-    points = memory_fit.search_modes(ctx, list(cfg.ladder), list(cfg.modes), attempt, refuse,
-                                     "cuda:0", est, float(p.memory_total))
-    return memory_fit.output(points, "cuda:0", seq, precision, float(p.memory_total), [],
-                             p.gpu_name)
-
-
-class _SimModels:
-    """inference's models on the simulated device: each call queues the profile's time."""
-
-    def __init__(self, ctx: ProbeContext, p: DeviceProfile, preset: str) -> None:
-        from benchbench.workloads.transformer.config import PRESETS
-
-        self.queue, self.p, self.dims = _queue(ctx), p, PRESETS[preset]
-
-    def classify(self, precision: str, batch: int) -> Callable[[], None]:
-        device_s = batch * self.p.resnet50_infer_s[precision]
-        return lambda: self.queue.launch(device_s, 160, self.p.infer_launch_s)
-
-    def generate(self, precision: str, batch: int, prompt: int, new: int
-                 ) -> tuple[Callable[[], None], Callable[[], None]]:
-        d = self.dims
-        params = 12 * d["n_layers"] * d["d_model"] ** 2 + d["vocab_size"] * d["d_model"]
-        rate = self.p.matmul_flops["bf16" if precision != "fp32" else "fp32"]
-        prefill = 2 * params * batch * prompt / (rate * self.p.llm_step_efficiency)
-        # A decode step reads every weight once; its ~10 kernels a layer bound it from below.
-        step = max(2 * params / self.p.memory_bandwidth, 10 * d["n_layers"] * 5e-6)
-        kernels = 10 * d["n_layers"]
-
-        def first() -> None:
-            self.queue.launch(prefill, kernels)
-
-        def decode() -> None:
-            self.queue.launch(step * (1 + batch / 256), kernels)
-
-        return first, decode
-
-    def release(self) -> None:
-        return None
-
-
-def _inference(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
-               ) -> ProbeOutput:
-    from benchbench.workloads.inference import run as inference
-
-    notes: list[str] = []
-    out = inference.measure(ctx, cfg, _SimModels(ctx, p, cfg.preset), "cuda:0",
-                            list(cfg.precisions), notes)
-    return ProbeOutput(out, notes=notes)
 
 
 SIMULATORS: dict[str, Callable[..., ProbeOutput]] = {

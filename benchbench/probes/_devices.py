@@ -1,4 +1,9 @@
-"""Helpers shared by the workload probes: which GPUs to use, OOM detection, budget checks."""
+"""The device layer's stateless half, shared by every probe and workload: which GPUs exist and
+which to use, selecting one, OOM detection, budget checks, random buffers, the TF32 modes, the
+allocator's cache, the NCCL version. The stateful half (initialisation, syncs, timers, the
+precision modes a probe sets, memory statistics) is the Meter (probes/meter.py), which the
+simulator replaces. Only these two modules touch torch.cuda and torch.backends
+(tests/invariants/test_device_layer.py)."""
 
 from __future__ import annotations
 
@@ -41,6 +46,13 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, oom_type) or any(t in text for t in _OOM_TEXT)
 
 
+def failure(exc: BaseException) -> str:
+    """An exception as a skipped row's reason: its type and the first line of its message (a
+    precision, dtype or size that raises is skipped; what was measured before it stays)."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
 def budget_allows(ctx: ProbeContext, est_call_s: float, items_left: int) -> bool:
     """Whether a measurement whose single call takes est_call_s fits its share of the budget.
 
@@ -74,34 +86,6 @@ def random_bytes(size: int, device: str, pin: bool = False) -> Any:
     buf[:whole].view(-1, block.numel()).copy_(block.expand(whole // block.numel(), -1))
     buf[whole:] = block[: size - whole]
     return buf
-
-
-def apply_tf32(enabled: bool) -> None:
-    """TF32 on or off for matmuls and cuDNN convolutions alike. cuDNN defaults to TF32, so a
-    true fp32 measurement must switch off both. Where torch has the fp32_precision API (2.9
-    and later) it is used: the legacy allow_tf32 flags print a deprecation warning in every
-    worker there, and mixing the two raises ("mix of legacy and new APIs")."""
-    import torch
-
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    if hasattr(matmul, "fp32_precision"):
-        mode = "tf32" if enabled else "ieee"
-        matmul.fp32_precision = mode
-        cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
-        cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
-    else:
-        matmul.allow_tf32 = enabled
-        cudnn.allow_tf32 = enabled
-
-
-def tf32_enabled() -> bool:
-    """Whether fp32 matmuls run in TF32, read through the same API apply_tf32 sets."""
-    import torch
-
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        return bool(matmul.fp32_precision == "tf32")
-    return bool(matmul.allow_tf32)
 
 
 def capability(facts: dict[str, Any], dev: str) -> tuple[int, int]:
@@ -163,12 +147,40 @@ def usable_on(dev: str, wanted: tuple[str, ...], cpu_allowed: tuple[str, ...],
     return [m for m in wanted if m not in ampere_only]
 
 
-def sync(device: str) -> None:
-    """Wait for a GPU's queued work before reading a host clock; nothing to do on the CPU."""
-    if device.startswith("cuda"):
-        import torch
+def cuda_available() -> bool:
+    """Whether torch sees a usable CUDA GPU (without initialising CUDA)."""
+    import torch
 
-        torch.cuda.synchronize(device)
+    return bool(torch.cuda.is_available())
+
+
+def device_count() -> int:
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def select_device(index: int) -> str:
+    """Make GPU `index` this process's current device (a rank's own GPU); returns 'cuda:N'."""
+    import torch
+
+    torch.cuda.set_device(index)
+    return f"cuda:{index}"
+
+
+def device_uuid(dev: str) -> str:
+    """The GPU's UUID as NVML spells it ('GPU-…'), to find its NVML handle."""
+    import torch
+
+    uuid = str(torch.cuda.get_device_properties(dev).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def nccl_version() -> str:
+    import torch
+
+    v = torch.cuda.nccl.version()  # a tuple in torch 2.x, an int in older releases
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
 def single_threaded() -> bool:

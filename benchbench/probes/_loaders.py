@@ -44,7 +44,7 @@ import torch
 from torchvision import transforms
 from torchvision.datasets.folder import pil_loader
 
-from benchbench.probes._devices import process_context
+from benchbench.probes._devices import cuda_available, process_context
 from benchbench.probes.dataset import Samples, loader_samples
 
 KINDS = ("torchvision", "dali_cpu", "dali_gpu")
@@ -128,7 +128,7 @@ def unavailable(kind: str, device: str) -> str | None:
         return f"unknown loader {kind!r}; choose from {', '.join(KINDS)}"
     if kind == "torchvision":
         return None
-    if kind == "dali_gpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+    if kind == "dali_gpu" and not (device.startswith("cuda") and cuda_available()):
         return "it decodes on a CUDA GPU and this run uses none"
     return dali_available() or (dali_mismatch() if kind == "dali_gpu" else None)
 

@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from benchbench.engine.isolation import describe_exit, die_with_parent, poll_message, stop_processes
 from benchbench.engine.launch import PORT_OFFSETS, free_port
-from benchbench.probes._devices import process_context
+from benchbench.probes._devices import device_count, process_context, select_device
 from benchbench.probes.api import ProbeContext, Progress
 
 # Spawned ranks import torch before they join: allow for that on a loaded 2-core box.
@@ -128,9 +128,7 @@ def run_rank(spec: RankSpec, progress: Progress | None = None) -> Any:
         os.environ.setdefault(k, v)
     device = "cpu"
     if spec.device == "cuda":
-        index = spec.local_rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        device = f"cuda:{index}"
+        device = select_device(spec.local_rank % device_count())
     store = _connect(spec)
     timeout = timedelta(seconds=spec.timeout_s)
     try:

@@ -1,30 +1,51 @@
-"""How a probe observes a device: CUDA-event timers for GPU work, the host clock for the CPU,
-device syncs, per-step times and the allocator's high-water mark.
+"""How a probe observes and sets up a device: CUDA-event timers for GPU work, the host clock
+for the CPU, device syncs, per-step times, CUDA's initialisation, the precision modes (TF32 for
+matmuls and cuDNN convolutions, cuDNN's autotuner), the allocator's cache and its high-water
+marks (allocated and reserved).
 
 The CPU path makes no CUDA call at all; the GPU path records events on the current stream, so
 no host overhead or queueing delay is counted, and synchronizes on the end event before
-reading. Probes reach the device's clock only through a `Meter`, so the simulator
-(engine/simulate.py) can replace it with a fake clock and a device profile and run the probes'
-own planning at GPU speed on a CPU machine. torch is imported inside the GPU paths only.
+reading. Probes reach the device's clock and state only through a `Meter` (and the stateless
+helpers of probes/_devices.py), so the simulator (engine/sim_device.py) can replace it with a
+fake clock and a device profile, keep CUDA's rules, and run the probes' own planning at GPU
+speed on a CPU machine. tests/invariants/test_device_layer.py keeps every other module off
+torch.cuda and torch.backends. torch is imported inside the GPU paths only.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from typing import Any
 
 from benchbench.core.timing import Clock, Timer, wall_timer
 
+# torch.cuda._sleep counts GPU cycles; at the highest data-center clock (~2 GHz) a cycle is
+# shortest, so this rate makes a hold at least as long as asked on any GPU.
+SLEEP_HZ = 2e9
 
-def cuda_timer(device: Any) -> Timer:
-    """CUDA-event timer on the current stream of `device`."""
+
+def can_hold_device() -> bool:
+    """Whether this torch can queue a device busy-wait (torch.cuda._sleep, a private API)."""
+    import torch
+
+    return hasattr(torch.cuda, "_sleep")
+
+
+def cuda_timer(device: Any, hold_s: float = 0.0) -> Timer:
+    """CUDA-event timer on the current stream of `device`. With `hold_s`, a device busy-wait
+    of that long is queued first (stas00's all_reduce_bench): while the GPU spins, the host
+    queues every call, so the events time the calls back to back and not the host's
+    per-call overhead."""
     import torch
 
     def timed(fn: Callable[[], Any], inner: int) -> float:
         with torch.cuda.device(device):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            if hold_s > 0 and can_hold_device():
+                torch.cuda._sleep(int(hold_s * SLEEP_HZ))
             start.record()
             for _ in range(inner):
                 fn()
@@ -57,6 +78,44 @@ def synchronized_wall_timer(devices: list[str], meter: Meter | None = None) -> T
         return meter.clock() - start
 
     return timed
+
+
+def apply_tf32(enabled: bool) -> None:
+    """TF32 on or off for matmuls and cuDNN convolutions alike. cuDNN defaults to TF32, so a
+    true fp32 measurement must switch off both. Where torch has the fp32_precision API (2.9
+    and later) it is used: the legacy allow_tf32 flags print a deprecation warning in every
+    worker there, and mixing the two raises ("mix of legacy and new APIs")."""
+    import torch
+
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision"):
+        mode = "tf32" if enabled else "ieee"
+        matmul.fp32_precision = mode
+        cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+        cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
+    else:
+        matmul.allow_tf32 = enabled
+        cudnn.allow_tf32 = enabled
+
+
+def tf32_enabled() -> bool:
+    """Whether fp32 matmuls run in TF32, read through the same API apply_tf32 sets."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        return bool(matmul.fp32_precision == "tf32")
+    return bool(matmul.allow_tf32)
+
+
+def free_memory() -> None:
+    """Drop unreachable tensors, and give the caching allocator's free blocks back to the
+    driver where CUDA is initialised (never initialising it for that)."""
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 class Meter:
@@ -129,18 +188,73 @@ class Meter:
         self.sync(device)
         return self.clock() - t0
 
-    def reset_peak_memory(self, device: str) -> None:
-        """Start a fresh high-water mark (a failed out-of-memory attempt must not count)."""
+    def init(self, device: str) -> None:
+        """Initialise CUDA before anything reads its state: the allocator's statistics raise
+        "Invalid device argument ... did you call init?" until then (pytorch#49952). A no-op
+        on the CPU, and once CUDA is initialised."""
         if device.startswith("cuda"):
             import torch
 
+            torch.cuda.init()
+
+    def device_name(self, device: str) -> str | None:
+        """The GPU's name as CUDA reports it (initialising CUDA); None on the CPU."""
+        if not device.startswith("cuda"):
+            return None
+        import torch
+
+        self.init(device)
+        return str(torch.cuda.get_device_name(device))
+
+    def set_tf32(self, enabled: bool) -> None:
+        """TF32 on or off for fp32 matmuls and cuDNN convolutions alike (cuDNN runs TF32
+        unless told otherwise, so a true fp32 figure must switch it off)."""
+        apply_tf32(enabled)
+
+    def tf32(self) -> bool:
+        """Whether fp32 matmuls run in TF32 now."""
+        return tf32_enabled()
+
+    def set_cudnn_benchmark(self, device: str, enabled: bool) -> None:
+        """cuDNN's autotuner for fixed shapes: it times the candidate kernels on the first
+        call of each shape and keeps the fastest. Nothing to do on the CPU."""
+        if device.startswith("cuda"):
+            import torch
+
+            torch.backends.cudnn.benchmark = enabled
+
+    def free(self, device: str | None = None) -> None:
+        """Drop what Python still holds, and give the caching allocator's free blocks back to
+        the driver where CUDA is initialised (so one attempt's cache cannot starve the
+        next)."""
+        free_memory()
+
+    def reset_peak_memory(self, device: str) -> None:
+        """Start fresh high-water marks (a failed out-of-memory attempt must not count).
+        CUDA raises here until it is initialised: a probe calls `init` first, and the
+        simulator refuses one that does not. On a real GPU the meter initialises anyway,
+        since a lent GPU gives one try."""
+        if device.startswith("cuda"):
+            import torch
+
+            self.init(device)
             torch.cuda.reset_peak_memory_stats(device)
 
     def peak_memory(self, device: str) -> float | None:
-        """Bytes the caching allocator held at most since the last reset; None on the CPU,
-        where torch tracks no allocator peak."""
+        """Bytes the caching allocator handed out at most since the last reset; None on the
+        CPU, where torch tracks no allocator peak."""
         if not device.startswith("cuda"):
             return None
         import torch
 
         return float(torch.cuda.max_memory_allocated(device))
+
+    def peak_reserved(self, device: str) -> float | None:
+        """Bytes the caching allocator held from the driver at most since the last reset
+        (what the card had to give: allocated plus the cache's rounding and free blocks);
+        None on the CPU."""
+        if not device.startswith("cuda"):
+            return None
+        import torch
+
+        return float(torch.cuda.max_memory_reserved(device))

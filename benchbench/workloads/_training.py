@@ -13,7 +13,6 @@ code against a device profile.
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import math
 import time
@@ -24,8 +23,9 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
-from benchbench.probes._devices import apply_tf32, fp8_unavailable, is_oom, usable_on
-from benchbench.probes.api import ProbeContext, median_of, total_over_time
+from benchbench.probes._devices import failure, fp8_unavailable, is_oom, usable_on
+from benchbench.probes.api import ProbeContext, ProbeSkipped, median_of, total_over_time
+from benchbench.probes.meter import free_memory
 
 Step = Callable[[], None]
 CPU_PRECISIONS = ("fp32", "amp_bf16")
@@ -154,12 +154,6 @@ def search_batch(start: int, fits: Callable[[int], bool], cap: int
     return best, tried
 
 
-def free_memory() -> None:
-    gc.collect()
-    if torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-
-
 def fits(build: Callable[[int], Step], ctx: ProbeContext, dev: str) -> Callable[[int], bool]:
     """A trial for search_batch: two steps at that batch without running out of memory."""
 
@@ -282,6 +276,7 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
     what was skipped and why)."""
     dev = job.dev
     notes: list[str] = []
+    ctx.meter.init(dev)  # before the first peak-memory reset: CUDA raises until initialised
     order = precision_order(dev, usable_precisions(dev, job.precisions, notes, ctx.facts))
     out: list[Measurement] = []
     seen = _Seen()
@@ -294,7 +289,7 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                          "first timed step")
             continue
         p = PRECISIONS[name]
-        apply_tf32(p.tf32)
+        ctx.meter.set_tf32(p.tf32)
 
         def build_at(b: int, p: Precision = p) -> Step:
             return build(b, p)
@@ -305,8 +300,14 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             notes.append("batch_size=auto on cpu: no search, because a CPU never reports out "
                          f"of memory (it swaps or is killed); used {job.default_batch}")
         elif job.batch_size == "auto":
-            found, tried = search_batch(job.default_batch, fits(build_at, ctx, dev),
-                                        job.batch_cap)
+            try:
+                found, tried = search_batch(job.default_batch, fits(build_at, ctx, dev),
+                                            job.batch_cap)
+            except ProbeSkipped:
+                raise
+            except Exception as exc:  # this precision fails; the others are still measured
+                notes.append(f"{name} on {dev} skipped, because {failure(exc)}")
+                continue
             extra["batch_search"] = [{"batch": b, "fits": ok} for b, ok in tried]
             if found is None:
                 notes.append(f"{name} skipped, because even a batch of 1 does not fit")
@@ -315,10 +316,12 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
         if dev == "cpu" and name != "fp32":
             try:
                 est = _cpu_preview(build_at, batch, ctx)
-            except RuntimeError as exc:
-                if not is_oom(exc):
-                    raise
-                est = 0.0  # unknown: the back-off below finds a batch that fits
+            except ProbeSkipped:
+                raise
+            except Exception:
+                # Unknown: out of memory, the back-off below finds a batch that fits; any
+                # other failure recurs there, and is noted there.
+                est = 0.0
             free_memory()
             if est > CPU_PREVIEW_SHARE * ctx.budget.remaining():
                 notes.append(f"{name} skipped, because one step at batch {batch} would take "
@@ -356,10 +359,14 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
 
         try:
             (times, warm, built_s), used, failed = with_backoff(batch, attempt)
-        except RuntimeError as exc:
-            if not is_oom(exc):
-                raise
-            notes.append(f"{name} skipped, because even a batch of 1 does not fit in memory")
+        except ProbeSkipped:
+            raise
+        except Exception as exc:
+            # One precision that fails (torchao's float8 conversion, a kernel this torch lacks)
+            # stays local: the figures before it stay, the ones after it are still measured.
+            # KeyboardInterrupt and the runner's signals are not Exceptions, and pass.
+            notes.append(f"{name} skipped, because even a batch of 1 does not fit in memory"
+                         if is_oom(exc) else f"{name} on {dev} skipped, because {failure(exc)}")
             continue
         finally:
             free_memory()
@@ -383,8 +390,9 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             out.append(Measurement(
                 metric="peak_memory", key=job.key(name), value=peak, unit="B", statistic="max",
                 samples=[peak], higher_is_better=False,
-                context={**ctx_m, "allocator": "torch.cuda.max_memory_allocated"}))
-    apply_tf32(False)
+                context={**ctx_m, "allocator": "torch.cuda.max_memory_allocated",
+                         "peak_reserved_B": ctx.meter.peak_reserved(dev)}))
+    ctx.meter.set_tf32(False)
     ctx.progress("done", len(order), len(order))
     if dev == "cpu" and out:
         notes.append("peak_memory on cpu skipped, because torch tracks allocator peaks on CUDA "

@@ -33,9 +33,11 @@ def test_the_report_shows_the_three_claims_beside_the_measurements():
         "| LLM fine-tuning needs at least an A100 80GB",
         "| H100's Transformer Engine cuts large-model training time by over 40%",
         "| batch inference is fine on 1-2 T4, L4 or RTX 4090"]
-    assert "largest full fine-tune here: 6.7B parameters (7b" in rows[0]
+    assert "largest full fine-tune here: 6.9B parameters (7b@33L" in rows[0]
     assert "holds: a 7B model's full fine-tune needs more than 80 GB" in rows[0]
-    assert "fp8 (torchao float8 training) saves 13% of the step time" in rows[1]
+    # The default run's fp8 is eager torchao on gpt2-124m: it cannot speak to the claim.
+    assert "fp8 (torchao float8 training) takes 18% more step time" in rows[1]
+    assert "cannot judge the claim, because it was measured eager" in rows[1]
     assert "this machine serves ResNet50 at" in rows[2] and "T4s at MLPerf's" in rows[2]
     assert "- a 7B model (6.7B) needs" in section and "(derived" in section
     assert "### Memory fit" in section and "measured ÷ estimated" in section
@@ -47,3 +49,47 @@ def test_a_run_without_the_workloads_says_why_each_claim_is_unchecked():
     i = text.index("## Fine-tuning, fp8 and serving")
     section = text[i:text.index("\n## ", i + 5)]
     assert section.count("not checked, because") == 3
+
+
+def test_a_server_rate_whose_search_ran_out_of_time_is_reported_as_a_lower_bound():
+    from benchbench.analysis import guide
+
+    def serving(budget):
+        sim = simulate.simulate_probe(simulate.H200, "inference", False, budget)
+        pr = ProbeResult(name="inference", status="ok", resource="gpu_compute",
+                         measurements=sim.measurements)
+        run = RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[pr])
+        return guide.server_rate(pr), guide.serving(run)
+
+    # 10 s: the search's second rate would not fit what was left, and its first met the bound.
+    served, claim = serving(10.0)
+    assert served.context["stopped_by"] == "budget"
+    assert claim.measured.startswith(f"this machine serves ResNet50 at a rate of at least "
+                                     f"{served.value:,.0f} images/s within 15 ms p99")
+    assert claim.measured.endswith("; a lower bound: the search's time budget ran out before "
+                                   "any rate it tried missed the bound, so the machine may "
+                                   "serve more")
+    assert claim.check.startswith("that is at least 0.1 T4s")
+    # 60 s: the search found the rate where p99 passes the bound: the capacity itself.
+    served, claim = serving(60.0)
+    assert served.context["stopped_by"] == "done"
+    assert "at least" not in claim.measured + claim.check
+
+
+def test_only_a_search_stopped_for_time_before_any_miss_is_a_lower_bound():
+    from benchbench.analysis import guide
+    from benchbench.core.results import Measurement
+
+    def served(stopped_by, *p99s):
+        return Measurement(metric="server_throughput", key={"latency_bound_s": 0.015},
+                           value=100.0, unit="samples/s", statistic="max", samples=[100.0],
+                           higher_is_better=True, context={
+                               "stopped_by": stopped_by,
+                               "tried": [{"rate": 100.0, "p99_s": p} for p in p99s]})
+
+    assert guide.rate_is_lower_bound(served("budget", 0.003, 0.010))
+    # Out of time while narrowing: a rate had already missed, so the ceiling was found.
+    assert not guide.rate_is_lower_bound(served("budget", 0.003, 0.020, 0.012))
+    # At the offline rate at max_batch no server sustains more; a finished search found it.
+    assert not guide.rate_is_lower_bound(served("ceiling", 0.003, 0.010))
+    assert not guide.rate_is_lower_bound(served("done", 0.003, 0.020, 0.012))

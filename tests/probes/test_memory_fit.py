@@ -44,7 +44,65 @@ def test_derived_lines_say_they_are_derived_and_answer_the_guide():
                 if ln.startswith("ZeRO-3 over")]) == 2  # this machine's 4 and a node's 8
     assert any(ln.startswith("LoRA on one such GPU would fit up to") for ln in lines)
     (guide,) = [ln for ln in lines if ln.startswith("the guide says")]
-    assert "80 GB fully fine-tunes up to 3B (3.4B) plain and 3B (3.4B) with checkpointing" in guide
+    # Between the rungs, as memory_fit bisects on a GPU: 3B's width at more layers.
+    assert ("an 80 GB card (80 GiB) fully fine-tunes up to 4.0B (3B's width at 31 layers, "
+            "between the ladder's rungs) plain and 4.5B (3B's width at 35 layers") in guide
+
+
+# An H200 as CUDA reports it (143,771 MiB), and a measured ratio under 1: the estimate
+# over-counts what this allocator kept.
+H200_B, UNDER_ONE = 150.75e9, 0.9
+
+
+def test_lora_and_zero3_lines_take_the_plain_estimate_not_the_measured_ratio():
+    """The ratio was measured on a full fine-tune on one GPU; applied to LoRA's frozen 2 B
+    weights, or to ZeRO-3's partitioned states, a ratio under 1 turned 34B into 70B: 70B's
+    frozen bf16 weights alone are 138 GB, 158 GB with adapters and activations."""
+    seventy = mf.LADDER["70b"]
+    assert mf.lora_needs(seventy, 2048, "amp_bf16", True) > H200_B  # it does not fit
+    assert mf.zero3_needs(seventy, 2048, "amp_bf16", True, 8) > H200_B
+    lines = mf.derived_lines(2048, "amp_bf16", UNDER_ONE, H200_B, 1)
+    (lora,) = [ln for ln in lines if ln.startswith("LoRA")]
+    (zero3,) = [ln for ln in lines if ln.startswith("ZeRO-3")]
+    assert lora.startswith("LoRA on one such GPU would fit up to 34B (33.7B) (the plain "
+                           "estimate, without the measured ratio")
+    assert zero3.startswith("ZeRO-3 over 8 such GPUs would fully fine-tune up to 34B (33.7B) "
+                            "with checkpointing (derived from the plain estimate")
+    assert mf.zero3_largest(2048, "amp_bf16", UNDER_ONE, H200_B, 8) == "34b"  # the doctor's
+    # The full fine-tune it was measured on keeps it: 7B's line is the estimate x 0.9.
+    seven = mf.estimate(mf.LADDER["7b"], 2048, 1, "amp_bf16", False).total
+    assert lines[0].startswith(f"a 7B model (6.7B) needs {mf.gb(seven * UNDER_ONE)} plain")
+
+
+def test_an_80_gb_card_has_80_gib():
+    """A100 80GB and H100 80GB carry 80 GiB: 85.9e9 B, not 80e9. At a ratio that puts
+    3B's full fine-tune at 83 GB, it fits such a card; counted as 80e9 B it did not."""
+    assert mf.CARD_80GB_B == 80 * 2**30
+    three = mf.estimate(mf.LADDER["3b"], 2048, 1, "amp_bf16", False).total
+    ratio = 83e9 / three
+    (guide,) = [ln for ln in mf.derived_lines(2048, "amp_bf16", ratio, H200_B, 1)
+                if ln.startswith("the guide says")]
+    plain = guide.split("fully fine-tunes up to ", 1)[1].split(" plain")[0]
+    assert plain.startswith(("3B (3.4B)", "3.")), guide  # 3B or more, not 1.3B
+
+
+def test_the_guide_judges_a_7b_against_80_gib():
+    """The guide's verdict: a 7B with checkpointing at 83 GB fits an 80 GB card (85.9e9 B)."""
+    pytest.importorskip("torch")
+    from benchbench.analysis import guide
+    from benchbench.core.results import ProbeResult, RunResult
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "memory_fit", False, 60.0)
+    ratio = 83e9 / estimate(LADDER["7b"], 2048, 1, "amp_bf16", True).total
+    for m in sim.measurements:
+        if m.metric == "step_peak_memory":
+            m.context["ratio"] = ratio
+    run = RunResult(tool={}, started_at="", environment={}, config={}, argv=[],
+                    probes=[ProbeResult(name="memory_fit", status="ok", resource="gpu_memory",
+                                        measurements=sim.measurements)])
+    claim = guide.fine_tuning(run)
+    assert claim.check == "does not hold for a 7B model: with checkpointing it needs 83 GB"
 
 
 def test_cpu_search_measures_the_small_end_and_checks_the_estimate_against_rss():
@@ -99,21 +157,214 @@ def test_cpu_free_ram_refusal_judges_the_runs_precision(monkeypatch):
             f"the {free / 1e9:,.1f} GB of free RAM") in "; ".join(out.notes)
 
 
-@pytest.mark.parametrize("profile, plain, ckpt", [("h200", "7b", "7b"), ("8xh100", "3b", "3b")])
+# --- the search on the simulated GPUs: the real run's attempt skeleton, the profile's memory --
+
+def _largest(sim):
+    return {m.key["mode"]: m for m in sim.measurements if m.metric == "largest_model"}
+
+
+@pytest.mark.parametrize("profile, plain, ckpt", [("h200", "7b@33L", "7b@37L"),
+                                                  ("8xh100", "3b@29L", "3b@34L")])
 def test_planning_on_the_simulated_gpus(profile, plain, ckpt):
+    """The ladder's 2x gaps, then a bisection between the last rung that fits and the first
+    that does not: the largest is the lower rung's width at the most layers that fit, one
+    layer under a measured out of memory (on the ladder alone: 7B on the H200, 3B on 80 GB)."""
     pytest.importorskip("torch")
     from benchbench.engine import simulate
 
     p = simulate.PROFILES[profile]
     spec_budget = 60.0
     sim = simulate.simulate_probe(p, "memory_fit", False, spec_budget)
-    largest = {m.key["mode"]: m for m in sim.measurements if m.metric == "largest_model"}
+    largest = _largest(sim)
     assert largest["plain"].context["rung"] == plain
     assert largest["checkpointing"].context["rung"] == ckpt
-    for m in largest.values():  # bounded by memory: the next size up ran out of it
+    for mode, m in largest.items():  # bounded by memory: the next size up ran out of it
         assert m.context["bounded_by"] == "memory"
         assert m.context["next_up"]["outcome"] == "out of memory"
-    # A binary search: a handful of real attempts, far beyond sizes never tried.
-    tried = [t for m in largest.values() for t in m.context["tried"] if t["fits"] is not None]
-    assert len(tried) <= 6
+        rung, layers = m.context["rung"].split("@")
+        assert m.value > LADDER[rung].params()  # more than the ladder's answer
+        assert m.context["next_up"]["rung"] == f"{rung}@{int(layers[:-1]) + 1}L"  # tight
+        # The profile's memory model: the estimate x 1.05 within the GPU's memory, and one
+        # layer more over it.
+        def need(layers, mode=mode, rung=rung):
+            shape = mf.deeper(LADDER[rung], layers)
+            return estimate(shape, 2048, 1, "amp_bf16", mode == "checkpointing").total * 1.05
+
+        assert need(m.context["layers"]) <= p.memory_total < need(m.context["layers"] + 1)
+        # The binary search over the ladder, then at most 3 sizes between two rungs.
+        tried = [t for t in m.context["tried"] if t["fits"] is not None]
+        assert len([t for t in tried if "@" not in t["rung"]]) <= 3
+        assert len([t for t in tried if "@" in t["rung"]]) <= 3
     assert sim.duration_s <= spec_budget
+
+
+def test_the_simulator_goes_through_the_real_attempt_and_its_cuda_rules():
+    """The simulated H200 runs memory_fit's own attempt skeleton: CUDA initialised before the
+    peak is reset (the SimMeter raises otherwise, as CUDA does: pytorch#49952), both peaks
+    read, the build timed apart from the steps."""
+    pytest.importorskip("torch")
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "memory_fit", False, 60.0)
+    peaks = [m for m in sim.measurements if m.metric == "step_peak_memory"]
+    assert peaks
+    for m in peaks:
+        assert m.context["peak_reserved_B"] == m.value  # the simulated allocator's model
+        assert m.context["build_s"] > 0 and len(m.context["step_s"]) == 2
+
+
+def _sim_ctx(budget_s=60.0):
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.engine.sim_device import FakeClock, SimMeter
+    from benchbench.probes.api import ProbeContext
+
+    clock = FakeClock()
+    return ProbeContext(device="cuda", policy=RepeatPolicy(), facts={},
+                        budget=Budget(budget_s, clock=clock), clock=clock,
+                        meter=SimMeter(clock))
+
+
+def test_an_attempt_initialises_cuda_and_turns_out_of_memory_into_a_point():
+    from benchbench.engine.sim_device import SimMeter
+    from benchbench.workloads.memory_fit import search
+
+    ctx = _sim_ctx()
+    with pytest.raises(RuntimeError, match="did you call init"):  # the rule it must keep
+        SimMeter(ctx.clock).reset_peak_memory("cuda:0")
+    est = search.estimator(2048, "amp_bf16")
+
+    def two_steps(shape, mode):
+        if shape.params() > 7e9:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        if shape.name == "125m":
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+        return search.Ran(0.5, [3.2, 0.2], peak_B=1e9, reserved_B=1.1e9)
+
+    attempt = search.attempt_with(ctx, "cuda:0", est, two_steps)
+    fits = attempt(LADDER["7b"], "plain")
+    assert fits.fits and fits.step_s == [3.2, 0.2] and fits.build_s == 0.5
+    assert (fits.peak_B, fits.reserved_B) == (1e9, 1.1e9)
+    assert attempt(LADDER["13b"], "plain").fits is False
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):  # a real failure stays one
+        attempt(LADDER["125m"], "plain")
+
+
+def _search_on(capacity, ratio, steps, gpu=True):
+    """The search against a device whose steps need the estimate x `ratio` and which holds
+    `capacity` B; the search is told the device has `capacity` B."""
+    from benchbench.workloads.memory_fit import search
+
+    est = search.estimator(2048, "amp_bf16")
+
+    def attempt(shape, mode):
+        need = est(shape, mode).total * ratio
+        point = search.Point(shape, mode, est(shape, mode), need <= capacity)
+        if point.fits:
+            point.peak_B = point.reserved_B = need
+            point.build_s, point.step_s = 0.1, [1.0, 0.1]
+        return point
+
+    return search.search(list(LADDER.values()), "plain", attempt, lambda *a: None, 1, gpu,
+                         capacity, est, steps)
+
+
+def test_the_bisection_closes_the_gap_between_two_rungs():
+    from benchbench.workloads.memory_fit import search
+
+    est = search.estimator(2048, "amp_bf16")
+    tried = _search_on(150e9, 1.05, 3)
+    fitted = max((p for p in tried if p.fits), key=lambda p: p.estimate.params)
+    assert fitted.shape.name.startswith("7b@")
+    assert est(fitted.shape, "plain").total * 1.05 <= 150e9
+    one_more = mf.deeper(LADDER["7b"], fitted.shape.layers + 1)
+    assert est(one_more, "plain").total * 1.05 > 150e9
+    assert [p.rung for p in tried if "@" in p.rung] == [fitted.rung, one_more.name]
+    # No bisection asked: the ladder's answer.
+    assert max((p for p in _search_on(150e9, 1.05, 0) if p.fits),
+               key=lambda p: p.estimate.params).rung == "7b"
+
+
+@pytest.mark.parametrize("growth, short_by", [(1.1, 0), (1.3, 2)])
+def test_the_bisection_converges_where_the_ratio_grows_with_size(growth, short_by):
+    """The ratio measured at the lower rung is 1.05, but each added layer needs `growth` x
+    its estimate: the estimate's first guess overshoots and runs out of memory; its neighbour
+    closes the gap (a little growth), or halves narrow it (more). What is reported always
+    fitted, `short_by` layers at most under the true largest."""
+    from benchbench.workloads.memory_fit import search
+
+    est = search.estimator(2048, "amp_bf16")
+    base = est(LADDER["7b"], "plain").total
+    capacity = 170e9
+
+    def need(shape):
+        return 1.05 * (base + (est(shape, "plain").total - base) * growth)
+
+    def attempt(shape, mode):
+        point = search.Point(shape, mode, est(shape, mode), need(shape) <= capacity)
+        if point.fits:
+            point.peak_B = point.reserved_B = need(shape)
+            point.build_s, point.step_s = 0.1, [1.0, 0.1]
+        return point
+
+    tried = search.search(list(LADDER.values()), "plain", attempt, lambda *a: None, 1, True,
+                          capacity, est, 3)
+    between = [p for p in tried if "@" in p.rung]
+    assert between[0].fits is False and len(between) <= 3  # the estimate's guess overshot
+    best = max((p for p in tried if p.fits), key=lambda p: p.estimate.params)
+    truth = max(n for n in range(32, 64) if need(mf.deeper(LADDER["7b"], n)) <= capacity)
+    assert truth - short_by <= best.shape.layers <= truth
+
+
+def test_a_cpu_climb_is_not_bisected():
+    """A CPU's climb ends at a refusal (time or free RAM), never at out of memory: no
+    boundary to narrow, and a guess could wake the OOM killer."""
+    tried = _search_on(150e9, 1.05, 3, gpu=False)
+    assert not [p for p in tried if "@" in p.rung]
+
+
+def test_time_refusal_prices_the_warm_step_not_the_first_steps_start_up():
+    """The next size's time: the last build and warm step grown with the parameters, plus the
+    first step's start-up once. A 10 s first step (lazy kernels, the optimizer's states) and
+    0.3 s warm step do not make 13B a 40 s attempt."""
+    from benchbench.workloads.memory_fit import search
+
+    ctx = _sim_ctx(budget_s=30.0)
+    est = search.estimator(2048, "amp_bf16")
+    refuse = search.refusal(ctx, "cuda:0", est, 0.5)
+    last = search.Point(LADDER["7b"], "plain", est(LADDER["7b"], "plain"), True,
+                        peak_B=1.0, build_s=1.0, step_s=[10.0, 0.3])
+    scale = LADDER["13b"].params() / LADDER["7b"].params()
+    assert scale * (10.3 + 10.0) > 30.0  # the old price: the first step counted as a step
+    assert refuse(LADDER["13b"], "plain", [last], 1) is None
+    # A slow warm step still refuses, and says from what.
+    slow = search.Point(LADDER["7b"], "plain", last.estimate, True, peak_B=1.0, build_s=1.0,
+                        step_s=[10.3, 10.0])
+    why, bound = search.refusal(ctx, "cuda:0", est, 0.5)(LADDER["13b"], "plain", [slow], 1)
+    assert bound == "time"
+    assert f"~{scale * (1.0 + 20.0) + 0.3:,.3g} s" in why and "10 s warm step" in why
+
+
+def test_13b_is_reached_on_a_short_budget_and_runs_out_of_memory():
+    """On the simulated H200 with 20 s, 7B's 3 s first step priced as a per-step cost put 13B
+    at ~13 s, over the mode's share: refused for time, the out-of-memory answer never seen.
+    Priced from the warm step, 13B is tried and runs out of memory."""
+    pytest.importorskip("torch")
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "memory_fit", False, 20.0,
+                                  overrides={"bisect_steps": 0})
+    for m in _largest(sim).values():
+        assert m.context["rung"] == "7b" and m.context["bounded_by"] == "memory"
+        assert m.context["next_up"] == {"rung": "13b", "params": LADDER["13b"].params(),
+                                        "outcome": "out of memory"}
+
+
+def test_bisect_steps_is_checked_and_defaults_by_device():
+    from benchbench.core.config import ConfigError
+    from benchbench.engine.sim_device import H200, facts_for
+
+    assert resolved("memory_fit").bisect_steps == 0  # a CPU's climb has no boundary to bisect
+    assert resolved("memory_fit", device="cuda", quick=False,
+                    facts=facts_for(H200)).bisect_steps == 3
+    with pytest.raises(ConfigError, match="bisect_steps must be 0 or more"):
+        resolved("memory_fit", bisect_steps=-1)

@@ -10,11 +10,12 @@ torch = pytest.importorskip("torch")
 from benchbench.core.results import UNITS  # noqa: E402
 from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
-from benchbench.probes._devices import random_bytes, tf32_enabled  # noqa: E402
+from benchbench.probes._devices import random_bytes  # noqa: E402
 from benchbench.probes.api import ProbeContext, ProbeSkipped  # noqa: E402
 from benchbench.probes.host_device_copy import run as host_device_copy  # noqa: E402
 from benchbench.probes.matmul import run as matmul  # noqa: E402
 from benchbench.probes.memory_bandwidth import run as memory_bandwidth  # noqa: E402
+from benchbench.probes.meter import tf32_enabled  # noqa: E402
 
 
 def ctx(device="cpu", budget=5.0, facts=None):
@@ -189,7 +190,7 @@ def test_tf32_is_set_through_the_new_api_without_a_warning():
     legacy and new APIs are mixed; benchbench sets and reads the new one only."""
     import warnings
 
-    from benchbench.probes._devices import apply_tf32
+    from benchbench.probes.meter import apply_tf32
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -11,8 +11,8 @@ from benchbench.commands.common import UsageError  # noqa: E402
 from benchbench.core.results import Measurement, ProbeResult, RunResult  # noqa: E402
 from benchbench.core.sampling import Budget, RepeatPolicy  # noqa: E402
 from benchbench.machine.environment import torch_facts  # noqa: E402
-from benchbench.probes._devices import tf32_enabled  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
+from benchbench.probes.meter import tf32_enabled  # noqa: E402
 from benchbench.workloads import _training  # noqa: E402
 from benchbench.workloads.models.gpt import GPT, transformer_flops_per_token  # noqa: E402
 from benchbench.workloads.resnet50 import run as resnet50  # noqa: E402

@@ -462,3 +462,21 @@ def test_dollars_per_million_inferences_and_the_largest_model_per_dollar():
     bare = cost.run_costs(make_run(), vd(), usd_per_hour=24.0)
     assert bare["usd_per_million_inferences"] is None and bare["params_per_usd_hour"] is None
     assert bare["inferences_basis"].startswith("skipped, because")
+    assert "lower bound" not in c["inferences_basis"]
+
+
+def test_a_server_rate_whose_search_ran_out_of_time_costs_at_most_its_figure():
+    run = make_run()
+    # The search stopped for its budget before any rate tried missed 15 ms: 8,000/s is a floor.
+    served = m("server_throughput", {"precision": "bf16", "image_size": 224, "max_batch": 64,
+                                     "latency_bound_s": 0.015}, 8000.0,
+               context={"stopped_by": "budget", "tried": [{"rate": 5000.0, "p99_s": 0.004},
+                                                          {"rate": 8000.0, "p99_s": 0.009}]})
+    run.probes.append(ProbeResult(name="inference", status="ok", resource="gpu_compute",
+                                  measurements=[served]))
+    c = cost.run_costs(run, vd(), usd_per_hour=24.0)
+    assert c["usd_per_million_inferences"] == pytest.approx(24 / (8000 * 3600) * 1e6)
+    assert c["inferences_basis"] == (
+        "inference server_throughput: ResNet50 within 15 ms p99 (bf16); a lower bound: the "
+        "search's time budget ran out before any rate it tried missed the bound, so the "
+        "machine may serve more; the cost per million inferences is at most this")

@@ -606,7 +606,7 @@ def test_nlp_finetune_is_answered_by_the_measured_fit():
     on_h200 = {c.name: c for c in scenario_checks("nlp-finetune", *_env_run(
         _simulated_run("h200", "memory_fit")))}
     fit = on_h200["nlp-finetune: full fine-tune of a 7B model (measured)"]
-    assert fit.status == "pass" and fit.measured.startswith("largest on one GPU: 6.7B")
+    assert fit.status == "pass" and fit.measured.startswith("largest on one GPU: 7.8B")
     assert "nlp-finetune: GPU memory" not in on_h200  # the measurement answers, not the name
     # An 80 GB GPU fits 3B alone; over 8 of them ZeRO-3 fits 7B: derived, and said so.
     node = {c.name: c for c in scenario_checks("nlp-finetune", *_env_run(
@@ -628,6 +628,27 @@ def test_inference_is_answered_by_the_measured_serving_rate():
     served = got["inference: ResNet50 served within MLPerf's p99 bound (measured)"]
     assert served.status == "pass" and "T4s at MLPerf's T4 offline figure" in served.measured
     assert "inference: GPU fp16 compute" not in got
+
+
+def test_a_serving_rate_whose_search_ran_out_of_time_is_a_lower_bound():
+    pytest.importorskip("torch")
+    from benchbench.doctor.checks import scenario_checks
+    from benchbench.engine import simulate
+
+    # 10 s: the server search's second rate would not fit, so it stopped at its first rate,
+    # which met the bound: the machine serves at least that.
+    sim = simulate.simulate_probe(simulate.H200, "inference", False, 10.0)
+    run = RunResult(tool={}, started_at="", environment=env_of(FakeNvml(gpus=[healthy()])),
+                    config={}, argv=[], probes=[ProbeResult(
+                        name="inference", status="ok", resource="gpu_compute",
+                        measurements=sim.measurements)])
+    got = {c.name: c for c in scenario_checks("inference", *_env_run(run))}
+    served = got["inference: ResNet50 served within MLPerf's p99 bound (measured)"]
+    rate = next(m for m in sim.measurements if m.metric == "server_throughput").value
+    assert served.status == "pass"
+    assert served.measured.startswith(f"at least {rate:,.0f} images/s within the bound, at "
+                                      "least 0.1 T4s")
+    assert "a lower bound: the search's time budget ran out" in served.measured
 
 
 def _env_run(run):

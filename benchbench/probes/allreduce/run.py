@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from benchbench.core.results import Measurement
 from benchbench.core.units import iec
+from benchbench.probes._devices import nccl_version
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes.allreduce.config import CPU_RANKS, AllreduceConfig
 from benchbench.probes.api import (
@@ -31,6 +32,7 @@ from benchbench.probes.api import (
     peak_of,
     resolved,
 )
+from benchbench.probes.meter import Meter, can_hold_device, cuda_timer
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -54,13 +56,6 @@ def choose_backend(requested: str, device: str) -> str:
 # Host time to queue one all_reduce through torch.distributed (20-40 us on a server CPU), with
 # room to spare: the busy-wait below must outlast the queueing of a whole sample.
 LAUNCH_S = 100e-6
-# torch.cuda._sleep counts GPU cycles; at the highest data-center clock (~2 GHz) a cycle is
-# shortest, so this rate makes the wait at least as long as asked on any GPU.
-SLEEP_HZ = 2e9
-
-
-def hides_launch_overhead() -> bool:
-    return hasattr(torch.cuda, "_sleep")
 
 
 def _timed(comm: Any, x: torch.Tensor, iters: int) -> float:
@@ -72,16 +67,9 @@ def _timed(comm: Any, x: torch.Tensor, iters: int) -> float:
     not NCCL."""
     comm.barrier()
     if x.is_cuda:
-        torch.cuda.synchronize(x.device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if hides_launch_overhead():
-            torch.cuda._sleep(int((1e-3 + iters * LAUNCH_S) * SLEEP_HZ))
-        start.record()
-        for _ in range(iters):
-            dist.all_reduce(x)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
+        Meter().sync(str(x.device))
+        timer = cuda_timer(x.device, hold_s=1e-3 + iters * LAUNCH_S)
+        return timer(lambda: dist.all_reduce(x), iters)
     t0 = time.perf_counter()
     for _ in range(iters):
         dist.all_reduce(x)
@@ -254,12 +242,11 @@ def run(ctx: ProbeContext, cfg: AllreduceConfig) -> ProbeOutput:
     if ctx.device == "cuda":
         context["launch_overhead"] = (
             "hidden: a device busy-wait is queued before each sample's calls"
-            if hides_launch_overhead() else
+            if can_hold_device() else
             "included: small sizes time torch's per-call host overhead, not only NCCL")
     artifacts = []
     if backend == "nccl":
-        v = torch.cuda.nccl.version()  # a tuple in torch 2.x, an int in older releases
-        context["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        context["nccl_version"] = nccl_version()
         if log_pattern:
             files = sorted(glob.glob(log_pattern.replace("%h", "*").replace("%p", "*")))
             text = "".join(open(f, errors="replace").read() for f in files)

@@ -21,10 +21,16 @@ import torch
 
 from benchbench.core.results import Measurement
 from benchbench.machine.nvml import pcie_link
-from benchbench.probes._devices import budget_allows, gpu_indices, is_oom, random_bytes
+from benchbench.probes._devices import (
+    budget_allows,
+    device_uuid,
+    gpu_indices,
+    is_oom,
+    random_bytes,
+)
 from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, resolved, throughput
 from benchbench.probes.host_device_copy.config import HostDeviceCopyConfig
-from benchbench.probes.meter import synchronized_wall_timer
+from benchbench.probes.meter import Meter, synchronized_wall_timer
 
 # Link readings taken while a burst of copies is in flight, LINK_POLL_S apart.
 LINK_READINGS = 8
@@ -158,7 +164,7 @@ def max_link(read: Callable[[], dict[str, Any]], busy: Callable[[], bool],
     return best
 
 
-def _link_under_load(dev: str, bufs: _Buffers) -> dict[str, Any]:
+def _link_under_load(dev: str, bufs: _Buffers, meter: Meter) -> dict[str, Any]:
     """PCIe link state read from NVML while pinned copies keep the link busy."""
     try:
         import pynvml as nvml
@@ -167,16 +173,13 @@ def _link_under_load(dev: str, bufs: _Buffers) -> dict[str, Any]:
     except Exception as exc:
         return {"pcie_link_reason": f"NVML unavailable: {exc}"}
     try:
-        uuid = str(torch.cuda.get_device_properties(dev).uuid)
-        h = nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        h = nvml.nvmlDeviceGetHandleByUUID(device_uuid(dev))
         copy = bufs.copy_fn("h2d", "pinned", bufs.size)
-        with torch.cuda.device(dev):
-            done = torch.cuda.Event()
-            for _ in range(16):  # 16 of the largest copies: about 0.3 s at Gen5 x16
-                copy()
-            done.record()
-            link = max_link(lambda: pcie_link(nvml, h), lambda: not done.query())
-            done.synchronize()
+        for _ in range(16):  # 16 of the largest copies: about 0.3 s at Gen5 x16
+            copy()
+        done = meter.event(dev)
+        link = max_link(lambda: pcie_link(nvml, h), lambda: not done.query())
+        meter.sync(dev)
         return link
     except Exception as exc:
         return {"pcie_link_reason": f"could not read the PCIe link: {exc}"}
@@ -198,7 +201,7 @@ def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
             for other in buffers.values():  # pageable copies are done once the next GPU starts
                 other.drop_pageable()
             buffers[dev] = _Buffers(dev, top)
-            links[dev] = _link_under_load(dev, buffers[dev])
+            links[dev] = _link_under_load(dev, buffers[dev], ctx.meter)
         return buffers[dev]
 
     def measure(item: Item, items_left: int, warm: bool) -> Measurement:
@@ -218,13 +221,13 @@ def run(ctx: ProbeContext, cfg: HostDeviceCopyConfig) -> ProbeOutput:
                "size_bytes": item.size}
         return throughput("copy_bandwidth", key, timed, float(item.size), "B/s",
                           {**links[item.device],
-                           "gpu_name": torch.cuda.get_device_name(item.device)})
+                           "gpu_name": ctx.meter.device_name(item.device)})
 
     try:
         measured = sweep(ctx, plan(gpus, cfg), measure, notes)
     finally:
         buffers.clear()
-        torch.cuda.empty_cache()
+        ctx.meter.free("cuda")
     if len(gpus) > 1:
         notes.append(f"the other GPUs copied {top >> 20} MiB from pinned memory only: the "
                      f"size sweep and pageable memory ran on cuda:{gpus[0]}")

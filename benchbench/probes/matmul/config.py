@@ -18,8 +18,9 @@ class MatmulConfig(SamplingConfig):
         None, "square matrix sizes n (n x n @ n x n); auto: 2048..16384 on GPU, 256..2048 on CPU")
     dtypes: tuple[str, ...] | None = doc_field(
         None, "fp32 (TF32 off), tf32, bf16, fp16, fp8 (e4m3 inputs, bf16 output, tensor-wise "
-              "scales; compute capability 8.9 and later); auto: all five on GPU, fp32 and bf16 "
-              "on CPU (fp8 listed to say why it is skipped)")
+              "scales; compute capability 8.9 and later; sizes in multiples of 16, as cuBLASLt "
+              "takes them: others are skipped with the reason); auto: all five on GPU, fp32 "
+              "and bf16 on CPU (fp8 listed to say why it is skipped)")
     devices: tuple[int, ...] | None = doc_field(None, "GPU indices to measure; auto: every GPU")
 
     def validate(self) -> None:

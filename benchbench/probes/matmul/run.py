@@ -20,14 +20,20 @@ import torch
 
 from benchbench.core.results import Measurement
 from benchbench.probes._devices import (
-    apply_tf32,
     budget_allows,
+    failure,
     gpu_indices,
     is_oom,
-    tf32_enabled,
     usable_on,
 )
-from benchbench.probes.api import ProbeContext, ProbeOutput, peak_of, resolved, throughput
+from benchbench.probes.api import (
+    ProbeContext,
+    ProbeOutput,
+    ProbeSkipped,
+    peak_of,
+    resolved,
+    throughput,
+)
 from benchbench.probes.matmul.config import MatmulConfig
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
@@ -52,14 +58,42 @@ def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
 def fp8_mm(a: Any, b: Any, scale: Any) -> Callable[[], Any]:
     """A call of the scaled fp8 matmul a @ b with one tensor-wise scale each, bf16 out:
     torch.nn.functional.scaled_mm where this torch has it (its public successor), else
-    torch._scaled_mm. `b` must be column-major, as cuBLASLt wants it."""
+    torch._scaled_mm. `b` must be column-major, as cuBLASLt wants it (fp8_operands)."""
     functional = torch.nn.functional
-    if hasattr(functional, "scaled_mm") and hasattr(functional, "ScalingType"):
-        tensor_wise = functional.ScalingType.TensorWise
+    # The public API's enum has been spelled differently across torch versions: take it only
+    # where both it and its TensorWise member are there.
+    tensor_wise = getattr(getattr(functional, "ScalingType", None), "TensorWise", None)
+    if hasattr(functional, "scaled_mm") and tensor_wise is not None:
         return lambda: functional.scaled_mm(a, b, scale, tensor_wise, scale, tensor_wise,
                                             output_dtype=torch.bfloat16)
     return lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale,
                                     out_dtype=torch.bfloat16)
+
+
+# cuBLASLt's fp8 GEMM takes sizes in multiples of 16 only, and torch refuses the rest before
+# the call ("Expected self.size(1) to be divisible by 16"; "Expected both dimensions of mat2 to
+# be divisible by 16": aten/src/ATen/native/cuda/Blas.cpp, torch/_meta_registrations.py
+# _check_scaled_mm_sizes). Such a size is skipped with this reason, not rounded: every dtype is
+# then compared at the same n.
+FP8_MULTIPLE = 16
+
+
+def unmeasurable(dt: str, n: int) -> str | None:
+    """Why dtype `dt` cannot be timed at size n (completes "skipped, because …"); None when
+    it can."""
+    if dt == "fp8" and n % FP8_MULTIPLE:
+        return (f"scaled_mm takes fp8 sizes in multiples of {FP8_MULTIPLE} only (cuBLASLt's fp8 "
+                f"GEMM), and {n} is not one")
+    return None
+
+
+def fp8_operands(a: Any, b: Any) -> tuple[Any, Any]:
+    """a and b as scaled_mm takes them: e4m3 (values of N(0, 1) are well inside its range, so
+    a scale of 1 keeps them), a row-major and b column-major (cuBLASLt's fp8 GEMM runs the
+    "TN" layout only). The one place the probe lays fp8 operands out; it runs on meta tensors
+    too, where the simulator checks the layout against CUDA's rule."""
+    e4m3 = torch.float8_e4m3fn
+    return a.to(e4m3), b.to(e4m3).t().contiguous().t()
 
 
 def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
@@ -71,15 +105,15 @@ def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
     dtypes = {dev: usable_dtypes(dev, wanted, notes, ctx.facts) for dev in devices}
 
     def measure(dev: str, dt: str, n: int, items_left: int, warm: bool) -> Measurement:
-        apply_tf32(dt == "tf32")
+        ctx.meter.set_tf32(dt == "tf32")
         try:
             return _measure(ctx, cfg, dev, dt, n, items_left, warm)
         finally:
             if dev != "cpu":
-                torch.cuda.empty_cache()
+                ctx.meter.free(dev)
 
     measurements = sweep(ctx, devices, dtypes, sizes, measure, notes)
-    apply_tf32(False)
+    ctx.meter.set_tf32(False)
     return ProbeOutput(measurements, notes=notes,
                        params={"sizes": list(sizes), "dtypes": list(wanted)})
 
@@ -100,6 +134,10 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
         ctx.progress(f"{dev} {dt} n={n}", done, total)
         items_left = total - done
         done += 1
+        why = unmeasurable(dt, n)
+        if why:
+            notes.append(f"{dt} n={n} on {dev} skipped, because {why}")
+            return None
         if est_s is not None and not budget_allows(ctx, est_s, items_left):
             notes.append(f"{dt} n={n} on {dev} skipped, because one call would take "
                          f"~{est_s:.2g} s, beyond its time budget")
@@ -108,10 +146,14 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
             m = measure(dev, dt, n, items_left, dev in warmed)
             warmed.add(dev)
             return m
-        except RuntimeError as exc:
-            if not is_oom(exc):
-                raise
-            notes.append(f"{dt} n={n} on {dev} skipped, because it does not fit in memory")
+        except ProbeSkipped:
+            raise
+        except Exception as exc:
+            # One dtype or size that fails stays local: what was measured stays. ProbeSkipped
+            # (the whole probe) passes, and so do KeyboardInterrupt and the runner's signals,
+            # which are not Exceptions.
+            notes.append(f"{dt} n={n} on {dev} skipped, because "
+                         + ("it does not fit in memory" if is_oom(exc) else failure(exc)))
             return None
 
     for dt in dtypes[first]:
@@ -150,13 +192,9 @@ def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
     # Random operands: zeros would let hardware with zero-skipping or power gating cheat.
     a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
-    context: dict[str, Any] = {"tf32_enabled": tf32_enabled()}
+    context: dict[str, Any] = {"tf32_enabled": ctx.meter.tf32()}
     if dt == "fp8":
-        # e4m3 inputs (values of N(0, 1) are well inside its range, so a scale of 1 keeps
-        # them), b transposed to column-major; the output in bf16.
-        e4m3 = torch.float8_e4m3fn
-        call = fp8_mm(a.to(e4m3), b.to(e4m3).t().contiguous().t(),
-                      torch.ones((), device=dev, dtype=torch.float32))
+        call = fp8_mm(*fp8_operands(a, b), torch.ones((), device=dev, dtype=torch.float32))
         context.update(inputs="e4m3", output="bf16", scaling="tensor-wise")
     else:
         c = torch.empty(n, n, device=dev, dtype=dtype)
@@ -169,6 +207,6 @@ def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
     if dev == "cpu":
         context["threads"] = torch.get_num_threads()
     else:
-        context["gpu_name"] = torch.cuda.get_device_name(dev)
+        context["gpu_name"] = ctx.meter.device_name(dev)
     return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
                       "FLOP/s", context)

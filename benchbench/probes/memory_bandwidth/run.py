@@ -82,7 +82,7 @@ def run(ctx: ProbeContext, cfg: MemoryBandwidthConfig) -> ProbeOutput:
             return _copy_bandwidth(ctx, cfg, item, items_left)
         finally:
             if item.device != "cpu":
-                torch.cuda.empty_cache()
+                ctx.meter.free(item.device)
 
     measurements = sweep(ctx, items, measure, notes)
     gpu_sizes = [i.size for i in items if i.device != "cpu"]
@@ -102,7 +102,7 @@ def _copy_bandwidth(ctx: ProbeContext, cfg: MemoryBandwidthConfig, item: Item,
     context: dict[str, Any] = (
         {"resource": "host_memory", "llc_bytes": item.cache, "threads": torch.get_num_threads()}
         if host else {"resource": "gpu_memory", "l2_cache_bytes": item.cache,
-                      "gpu_name": torch.cuda.get_device_name(item.device)})
+                      "gpu_name": ctx.meter.device_name(item.device)})
     return throughput("copy_bandwidth", {"memory": "host" if host else item.device,
                                          "size_bytes": item.size}, timed, 2.0 * item.size,
                       "B/s", context)

@@ -22,7 +22,7 @@ import torch
 from benchbench.analysis.stability import summarize
 from benchbench.core.results import Measurement
 from benchbench.core.stats import median
-from benchbench.probes._devices import apply_tf32, usable_on
+from benchbench.probes._devices import usable_on
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
 from benchbench.probes.stability.config import StabilityConfig
 
@@ -125,7 +125,7 @@ def run(ctx: ProbeContext, cfg: StabilityConfig) -> ProbeOutput:
                      "the CPU path measures fp32 and bf16", notes, ctx.facts):
         raise ProbeSkipped(notes[-1].split("because ", 1)[-1])
     n, why = chosen_size(cfg, ctx.inputs.previous, dev, wanted)
-    apply_tf32(False)
+    ctx.meter.set_tf32(False)
 
     # Set-up: random operands (never zeros), the output preallocated.
     dtype = TORCH_DTYPES[wanted]
@@ -154,7 +154,7 @@ def run(ctx: ProbeContext, cfg: StabilityConfig) -> ProbeOutput:
         "t0_monotonic": starts[0], "window_starts_s": [round(t - starts[0], 4) for t in starts],
         **{k: shape[k] for k in ("cv", "worst_1pct_ratio", "drift", "drops", "n_windows")}}
     if dev != "cpu":
-        context["gpu_name"] = torch.cuda.get_device_name(dev)
+        context["gpu_name"] = ctx.meter.device_name(dev)
     m = Measurement(metric="sustained_flops", key=key, value=median(rates), unit="FLOP/s",
                     statistic="median", samples=rates, higher_is_better=True, context=context)
     return ProbeOutput([m], notes=notes, params={"size": n, "seconds": round(seconds, 3)})

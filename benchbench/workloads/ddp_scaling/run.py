@@ -18,20 +18,18 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from benchbench.core.results import Measurement
-from benchbench.probes._devices import apply_tf32
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
-from benchbench.probes.meter import Meter
+from benchbench.probes.meter import Meter, free_memory
 from benchbench.workloads._training import (
     PRECISIONS,
     Step,
-    free_memory,
     plan_steps,
     step_measurements,
     usable_precisions,
 )
 from benchbench.workloads.ddp_scaling.config import DdpScalingConfig
-from benchbench.workloads.models.resnet import ResNetTrainer, prepare_device
+from benchbench.workloads.models.resnet import ResNetTrainer
 
 
 def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
@@ -56,10 +54,10 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
     precision = PRECISIONS[job["precision"]]
-    apply_tf32(precision.tf32)
-    prepare_device(comm.device)
-    deadline = time.monotonic() + job["work_s"]
     meter = Meter()
+    meter.set_tf32(precision.tf32)
+    meter.set_cudnn_benchmark(comm.device, True)  # fixed shapes: cuDNN picks its fastest kernels
+    deadline = time.monotonic() + job["work_s"]
     rows, notes = [], []
     counts = job["counts"]
     for i, n in enumerate(counts):

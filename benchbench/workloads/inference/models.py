@@ -1,5 +1,5 @@
 """What the inference workload serves: ResNet50 and the transformer workload's GPT on a device,
-behind one small interface, so that the simulator can serve its own (engine/sim_probes.py)
+behind one small interface, so that the simulator can serve its own (engine/sim_models.py)
 and plan with the workload's own code.
 
 A call returns once its work is queued on a GPU; the meter that times it synchronizes.
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import torch
 import torchvision
 
-from benchbench.workloads._training import free_memory
+from benchbench.probes.meter import free_memory
 from benchbench.workloads.models.gpt import GPT
 from benchbench.workloads.models.gpt_generate import KVCache, forward_cached, next_token
 from benchbench.workloads.transformer.config import PRESETS

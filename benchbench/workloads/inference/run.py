@@ -18,8 +18,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import torch
-
 from benchbench.core.results import Measurement
 from benchbench.core.sampling import Budget
 from benchbench.probes._devices import budget_allows, is_oom, usable_on
@@ -33,7 +31,7 @@ from benchbench.probes.api import (
     throughput,
     total_over_time,
 )
-from benchbench.workloads._training import free_memory
+from benchbench.probes.meter import free_memory
 from benchbench.workloads.inference import server
 from benchbench.workloads.inference.config import InferenceConfig
 from benchbench.workloads.inference.models import Models, TorchModels
@@ -192,6 +190,12 @@ def measure(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
     its own models)."""
     parts = list(resolved(cfg.parts, "parts"))
     out: list[Measurement] = []
+    # "fp32" means fp32: cuDNN runs convolutions in TF32 unless told otherwise, which on an
+    # A100, H100, L4 or RTX 4090 would read 2-3x true fp32. Fixed shapes (the batch sizes,
+    # the server's power-of-two buckets): cuDNN's autotuner picks the fastest kernels, as the
+    # resnet50 probe lets it.
+    ctx.meter.set_tf32(False)
+    ctx.meter.set_cudnn_benchmark(dev, True)
     for i, part in enumerate(parts):
         ctx.progress(part, i, len(parts))
         sub = dataclasses.replace(ctx, budget=Budget(ctx.budget.remaining() / (len(parts) - i),
@@ -219,7 +223,7 @@ def run(ctx: ProbeContext, cfg: InferenceConfig) -> ProbeOutput:
                          resolved(cfg.preset, "preset"))
     out = measure(ctx, cfg, models, dev, precisions, notes)
     if dev != "cpu":
-        name = torch.cuda.get_device_name(dev)
+        name = ctx.meter.device_name(dev)
         for m in out:
             m.context["gpu_name"] = name
     return ProbeOutput(out, notes=notes, params={"precisions": precisions})

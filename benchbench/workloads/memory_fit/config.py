@@ -25,6 +25,10 @@ class MemoryFitConfig(ProbeConfig):
     precision: str | None = doc_field(
         None, "amp_bf16, amp_fp16 (with GradScaler) or fp32; auto: amp_bf16 where the GPU has "
               "bf16 tensor cores, amp_fp16 on older GPUs, fp32 on CPU")
+    bisect_steps: int | None = doc_field(
+        None, "on a GPU, sizes tried between the last rung that fits and the first that does "
+              "not (the lower rung's width at more layers); auto: 3 on GPU, 0 on CPU, whose "
+              "search ends at time or free RAM, never at out of memory")
     ram_share: float = doc_field(
         0.5, "on a CPU, try a size only when its estimate is under this share of the free "
              "RAM: a CPU never reports out of memory, the kernel's OOM killer ends the run")
@@ -43,6 +47,8 @@ class MemoryFitConfig(ProbeConfig):
             check_choices("modes", self.modes, MODES)
         if self.precision is not None:
             check_choices("precision", (self.precision,), ("amp_bf16", "amp_fp16", "fp32"))
+        if self.bisect_steps is not None and self.bisect_steps < 0:
+            raise ConfigError("bisect_steps must be 0 or more")
         if not 0 < self.ram_share <= 1:
             raise ConfigError("ram_share must be in (0, 1]")
 
@@ -50,11 +56,13 @@ class MemoryFitConfig(ProbeConfig):
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     if device == "cuda":
         return {"ladder": tuple(LADDER), "seq_len": 2048, "modes": MODES,
-                "precision": best_amp(device, facts), "warmup_steps": 0, "warmup_s": 0.0}
+                "precision": best_amp(device, facts), "bisect_steps": 3, "warmup_steps": 0,
+                "warmup_s": 0.0}
     # A 125M step on 2 cores takes about a second, most of it AdamW and the 32k-token head, so
     # --quick shortens the sequence to leave time for both modes.
     return {"ladder": ("125m",) if quick else ("125m", "350m"), "seq_len": 64 if quick else 256,
-            "modes": MODES, "precision": "fp32", "warmup_steps": 0, "warmup_s": 0.0}
+            "modes": MODES, "precision": "fp32", "bisect_steps": 0, "warmup_steps": 0,
+            "warmup_s": 0.0}
 
 
 SPEC = ProbeSpec(

@@ -38,7 +38,3 @@ class ResNetTrainer:
         return make_step(lambda: self.loss(self.forward(self.x), self.y), self.optimizer,
                          precision, self.dev)
 
-
-def prepare_device(dev: str) -> None:
-    if dev != "cpu":
-        torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels

@@ -22,11 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import torch
-
 from benchbench.analysis.derive import AU_PASS
 from benchbench.core.results import Measurement
-from benchbench.probes._devices import apply_tf32
 from benchbench.probes._loaders import LoaderError, batching, build_loader
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, median_of, resolved
 from benchbench.probes.dataset import loader_samples
@@ -40,7 +37,7 @@ from benchbench.workloads._training import (
     usable_precisions,
     warm_up,
 )
-from benchbench.workloads.models.resnet import ResNetTrainer, prepare_device
+from benchbench.workloads.models.resnet import ResNetTrainer
 from benchbench.workloads.pipeline.config import PipelineConfig
 
 # The fewest timed steps of a half that the probe reports, labelled "few steps": three give a
@@ -201,7 +198,18 @@ def measure(ctx: ProbeContext, job: Job, open_loader: Callable[[], Source],
             make_trainer: Callable[[], Trainer]) -> Halves:
     """Both halves, real data first (see the module's docstring), each within half of what is
     left of the budget when it starts."""
-    dev, notes = job.dev, []
+    notes: list[str] = []
+    ctx.meter.set_tf32(job.precision.tf32)
+    ctx.meter.set_cudnn_benchmark(job.dev, True)  # fixed shapes: cuDNN picks its fastest kernels
+    try:
+        return _both_halves(ctx, job, open_loader, make_trainer, notes)
+    finally:
+        ctx.meter.set_tf32(False)
+
+
+def _both_halves(ctx: ProbeContext, job: Job, open_loader: Callable[[], Source],
+                 make_trainer: Callable[[], Trainer], notes: list[str]) -> Halves:
+    dev = job.dev
     start, half = ctx.clock(), ctx.budget.remaining() / 2
     with open_loader() as loader:
         batches = loader.stream()  # runs on into new passes; their start-up cost counts
@@ -256,8 +264,6 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     if too_long:
         raise ProbeSkipped(too_long)
     samples = loader_samples(ctx.inputs.data_dir)
-    apply_tf32(job.precision.tf32)
-    prepare_device(dev)
     ctx.progress(f"starting the loader: {loader_kind}, {workers} workers", 0, 4)
     try:
         halves = measure(
@@ -266,7 +272,6 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     except LoaderError as exc:
         raise ProbeSkipped(f"the {loader_kind} loader with {workers} workers failed: {exc}"
                            ) from None
-    apply_tf32(False)
 
     key = {"device": dev, "precision": job.precision.name, "image_size": image,
            "batch_size": batch, "loader": loader_kind, "workers": workers}
@@ -275,7 +280,7 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
                                "corrupt_files": halves.corrupt,
                                "channels_last": bool(cfg.channels_last), **halves.context}
     if dev != "cpu":
-        context["gpu_name"] = torch.cuda.get_device_name(dev)
+        context["gpu_name"] = ctx.meter.device_name(dev)
     measurements = measurements_of(halves, key, batch, context)
     notes += halves.notes
     if halves.corrupt:

@@ -14,7 +14,7 @@ import torch
 from benchbench.probes.api import ProbeContext, ProbeOutput, resolved
 from benchbench.workloads._config import RESNET_BATCH
 from benchbench.workloads._training import Precision, Step, TrainingJob, run_training
-from benchbench.workloads.models.resnet import ResNetTrainer, prepare_device
+from benchbench.workloads.models.resnet import ResNetTrainer
 from benchbench.workloads.resnet50.config import BATCH_CAP, ResNet50Config
 
 
@@ -36,7 +36,7 @@ def job_for(cfg: ResNet50Config, dev: str, context: dict[str, Any]) -> TrainingJ
 def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     image, channels_last = resolved(cfg.image_size, "image_size"), bool(cfg.channels_last)
-    prepare_device(dev)
+    ctx.meter.set_cudnn_benchmark(dev, True)  # fixed shapes: cuDNN picks its fastest kernels
 
     def build(batch: int, precision: Precision) -> Step:
         trainer = ResNetTrainer(dev, channels_last, cfg.compile)
@@ -46,7 +46,7 @@ def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
     context: dict[str, Any] = {"channels_last": channels_last, "compile": cfg.compile,
                                "threads": torch.get_num_threads()}
     if dev != "cpu":
-        context["gpu_name"] = torch.cuda.get_device_name(dev)
+        context["gpu_name"] = ctx.meter.device_name(dev)
     job = job_for(cfg, dev, context)
     measurements, notes = run_training(ctx, job, build)
     return ProbeOutput(measurements, notes=notes, params={"batch_size": job.batch_size})

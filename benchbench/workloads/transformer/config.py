@@ -76,7 +76,9 @@ class TransformerConfig(TrainingConfig):
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     base = training_defaults(device, quick)
     # fp8 (torchao's float8 training) beside the AMP precisions: measured where the GPU and
-    # torchao have it, and said why not everywhere else.
+    # torchao have it, and said why not everywhere else. At these presets, eager, it is
+    # expected to be slower than amp_bf16 (pytorch/ao#685): the buyer's guide judges
+    # Transformer Engine's claim only from compile=true at d_model >= 2048 (preset 1.3b).
     base["precisions"] = (*base["precisions"], "fp8")
     if device == "cuda":
         return {**base, "preset": "small" if quick else "gpt2-124m", "seq_len": 1024,

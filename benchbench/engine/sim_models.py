@@ -1,0 +1,99 @@
+"""The simulator's memory_fit and inference: each workload's own search and serving code, with
+the profile's memory model and per-call times in place of the models. See simulate.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchbench.engine.sim_device import DeviceProfile, FakeClock, conv_precision, queue_of
+from benchbench.probes.api import ProbeContext, ProbeOutput
+
+
+def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+                ) -> ProbeOutput:
+    """memory_fit's own search and attempt skeleton (workloads/memory_fit/search.py), with
+    the profile's memory model in place of building a model and timing two steps."""
+    from benchbench.analysis.memory_fit import Shape
+    from benchbench.workloads.memory_fit import search
+    from benchbench.workloads.memory_fit.output import output
+
+    seq, precision, dev = cfg.seq_len, cfg.precision, "cuda:0"
+    est = search.estimator(seq, precision)
+    queue = queue_of(ctx)
+
+    def two_steps(shape: Shape, mode: str) -> search.Ran:
+        """Out of memory when the estimate, times the allocator's ratio, is over the GPU's
+        memory; else the build and two steps at the profile's speed. The simulated
+        allocator has no fragmentation: it reserves what it hands out."""
+        e = est(shape, mode)
+        need = e.total * p.memory_fit_ratio
+        # Building writes the fp32 weights; an attempt that does not fit fails as it fills up.
+        build_s = ctx.meter.timed_once(lambda: clock.advance(
+            min(need, p.memory_total) / p.memory_bandwidth + p.model_build_s), dev)
+        if need > p.memory_total:
+            raise RuntimeError(f"CUDA out of memory (simulated: {need / 1e9:,.1f} GB needed, "
+                               f"{p.memory_total / 1e9:,.1f} GB on the device)")
+        work = 6 * e.params * seq * (4 / 3 if mode == "checkpointing" else 1)
+        step = (work / (p.matmul_flops["bf16"] * p.llm_step_efficiency)
+                + 16 * e.params / p.memory_bandwidth)  # AdamW reads and writes its states
+
+        def launch(device_s: float) -> Callable[[], None]:
+            return lambda: queue.launch(device_s, p.step_kernels, p.step_host_s)
+
+        step_s = [ctx.meter.timed_once(launch(s), dev) for s in (step + p.first_step_s, step)]
+        return search.Ran(build_s, step_s, peak_B=need, reserved_B=need)
+
+    points = search.search_modes(ctx, list(cfg.ladder), list(cfg.modes),
+                                 search.attempt_with(ctx, dev, est, two_steps),
+                                 search.refusal(ctx, dev, est, cfg.ram_share), dev, est,
+                                 float(p.memory_total), cfg.bisect_steps)
+    return output(points, dev, seq, precision, float(p.memory_total), [], p.gpu_name)
+
+
+class _SimModels:
+    """inference's models on the simulated device: each call queues the profile's time."""
+
+    def __init__(self, ctx: ProbeContext, p: DeviceProfile, preset: str) -> None:
+        from benchbench.workloads.transformer.config import PRESETS
+
+        self.queue, self.p, self.dims = queue_of(ctx), p, PRESETS[preset]
+        self.meter = ctx.meter
+
+    def classify(self, precision: str, batch: int) -> Callable[[], None]:
+        device_s = batch * self.p.resnet50_infer_s[precision]
+        if conv_precision(self.meter, precision) == "tf32":  # TF32 convolutions: as training's
+            step = self.p.resnet50_step_s
+            device_s *= step["tf32"] / step["fp32"]
+        return lambda: self.queue.launch(device_s, 160, self.p.infer_launch_s)
+
+    def generate(self, precision: str, batch: int, prompt: int, new: int
+                 ) -> tuple[Callable[[], None], Callable[[], None]]:
+        d = self.dims
+        params = 12 * d["n_layers"] * d["d_model"] ** 2 + d["vocab_size"] * d["d_model"]
+        rate = self.p.matmul_flops["bf16" if precision != "fp32" else "fp32"]
+        prefill = 2 * params * batch * prompt / (rate * self.p.llm_step_efficiency)
+        # A decode step reads every weight once; its ~10 kernels a layer bound it from below.
+        step = max(2 * params / self.p.memory_bandwidth, 10 * d["n_layers"] * 5e-6)
+        kernels = 10 * d["n_layers"]
+
+        def first() -> None:
+            self.queue.launch(prefill, kernels)
+
+        def decode() -> None:
+            self.queue.launch(step * (1 + batch / 256), kernels)
+
+        return first, decode
+
+    def release(self) -> None:
+        return None
+
+
+def _inference(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
+               ) -> ProbeOutput:
+    from benchbench.workloads.inference import run as inference
+
+    notes: list[str] = []
+    out = inference.measure(ctx, cfg, _SimModels(ctx, p, cfg.preset), "cuda:0",
+                            list(cfg.precisions), notes)
+    return ProbeOutput(out, notes=notes)
