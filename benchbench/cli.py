@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--price-per-hour", type=float, metavar="USD",
                    help="what this machine costs per hour in US dollars (its cloud price, or "
                         "your own); stored with the run so compare can cost it")
+    r.add_argument("--verbose", action="store_true",
+                   help="also print where the run's wall time went (start-up, checks, each "
+                        "phase; results.json keeps it under \"timings\" either way)")
     r.set_defaults(command="run")
 
     rep = sub.add_parser("report", help="re-render report.md from a saved results.json")

@@ -235,10 +235,10 @@ def _served(run: RunResult) -> tuple[float | None, str]:
                  if guide.rate_is_lower_bound(served) else "")
         return served.value, (f"inference server_throughput: ResNet50 within "
                               f"{served.key['latency_bound_s'] * 1e3:g} ms p99 "
-                              f"({served.key['precision']}){floor}")
+                              f"({guide.conditions(served)}){floor}")
     offline = guide.offline_peak(pr)
     if offline is not None:
-        return offline.value, (f"inference peak_offline_throughput ({offline.key['precision']}; "
+        return offline.value, (f"inference peak_offline_throughput ({guide.conditions(offline)}; "
                                "no rate met the latency bound, so offline)")
     return None, f"skipped, because {cap.why_missing(run, 'inference')}"
 

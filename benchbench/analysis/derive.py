@@ -79,7 +79,8 @@ def gpu_spread(run: RunResult, probe: str, metric: str, group: str,
 
 # --- training ---------------------------------------------------------------------------------
 
-ANALYSIS_VERSION = 3  # 2: all-reduce against its link, DDP scaling; 3: the verdict
+ANALYSIS_VERSION = 4  # 2: all-reduce against its link, DDP scaling; 3: the verdict; 4: advice
+# from the judged workload's own measurements, evidence ordered by the limit, plain names
 TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),

@@ -1,32 +1,33 @@
 """A run's headline figures held against the published references, and the health line.
 
-Each headline figure (ResNet50 per precision, matmul peaks, GPU memory copy, pinned host copies,
-8-GPU all-reduce busbw, GPT MFU) is matched to the references of its GPU model and metric
-(references.py). When the conditions agree it reads "x–y% of the published a–b (publisher,
-GPU, conditions)"; when one differs it says which; with no reference it says so. The health
-line flags a run whose figures fall well below what healthy machines of its model measure, with
-the causes this run's own evidence supports. Pure functions over a RunResult (no doctor import:
-the caller hands the doctor's checks in).
+Each headline figure (reference_figures.py: ResNet50 per precision, matmul peaks, GPU memory
+copy, pinned host copies, 8-GPU all-reduce busbw, GPT MFU) is matched to the references of its
+GPU model and metric (references.py). When the conditions agree it reads "x–y% of the
+published a–b (publisher, GPU, conditions)"; when one differs it gives no share but both
+sides' conditions ("not compared: 128 px here, 224 px in the closest published figure (…)");
+with no reference it says so. The health line flags a run whose figures fall well below what
+healthy machines of its model measure, with the causes this run's own evidence supports. Pure
+functions over a RunResult (no doctor import: the caller hands the doctor's checks in).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from benchbench.analysis import derive
+from benchbench.analysis.reference_figures import Figure, headline
 from benchbench.analysis.references import Reference, match
 from benchbench.core import units as fmt
 from benchbench.core.gpus import run_gpus
-from benchbench.core.results import Measurement, RunResult
+from benchbench.core.results import RunResult
 
 # The issue's health rule: a figure under 85% of the lower published figure is well outside a
 # healthy machine's spread; two such figures are no longer one unlucky measurement.
 HEALTH_FRACTION = 0.85
 HEALTH_FIGURES = 2
 # Conditions held against a reference, when both sides state them: unknown is not different.
-COMPARED = ("precision", "batch", "image_size", "gpus", "nodes", "counting", "copy_method",
+COMPARED = ("precision", "image_size", "batch", "gpus", "nodes", "counting", "copy_method",
             "algorithm")
 # What a row implies without saying: ResNet-50 is published at ImageNet's 224 px, and the
 # 8-GPU all-reduce figures are single-node (NVLink or NVSwitch).
@@ -34,26 +35,14 @@ IMPLIED = {"resnet50_throughput": {"image_size": 224}, "allreduce_busbw": {"node
 # Metrics whose precision is a condition (amp_bf16 against amp_fp16 says which differs); a
 # matmul dtype is the figure itself, so a bf16 reference never stands for fp16.
 PRECISION_IS_CONDITION = frozenset({"resnet50_throughput", "gpt_mfu"})
-# memory_bandwidth counts bytes read plus bytes written, 2 x size per copy (its docstring);
-# host_device_copy copies with tensor.copy_, which a copy engine carries.
-MEMORY_COUNTING = "read+write"
-HOST_COPY_METHOD = "copy engine"
-MATMUL_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
 
 
-@dataclass(frozen=True)
-class Figure:
-    """One headline measurement of the run, with the conditions it was measured under."""
+class Differs(NamedTuple):
+    """One compared condition that differs: its name, the published value and this run's."""
 
-    name: str  # "ResNet50 amp_bf16", the same on every run (compare's row)
-    metric: str  # the reference table's metric
-    precision: str | None
-    value: float
-    unit: str
-    device: str  # "cuda:0", "cpu"; the slowest GPU of several
-    gpu: str | None  # the GPU's name as NVML or torch reported it; None on a CPU
-    conditions: dict[str, Any]
-    of_gpus: int = 1  # the GPUs this figure is the slowest of
+    condition: str
+    published: Any
+    here: Any
 
 
 @dataclass(frozen=True)
@@ -61,7 +50,7 @@ class Held:
     """One reference held against a figure: the conditions that differ (none: comparable)."""
 
     reference: Reference
-    differs: tuple[str, ...]
+    differs: tuple[Differs, ...]
 
     def fractions(self, value: float) -> tuple[float, float]:
         """(value / high, value / low): the measured figure as a share of the published range."""
@@ -88,109 +77,57 @@ class Row:
         return share if share < HEALTH_FRACTION else None
 
 
-# --- the headline figures -----------------------------------------------------------------------
-
-def _ok(run: RunResult, probe: str) -> list[Measurement]:
-    pr = run.probe(probe)
-    return pr.measurements if pr is not None and pr.status == "ok" else []
-
-
-def _gpu(run: RunResult, device: str, m: Measurement | None = None) -> str | None:
-    if not device.startswith("cuda"):
-        return None
-    return (m.context.get("gpu_name") if m else None) or derive.gpu_name(run, device) or device
-
-
-def _training(run: RunResult) -> list[Figure]:
-    out = []
-    for m in _ok(run, "resnet50"):
-        if m.metric == "throughput":
-            dev, prec = str(m.key.get("device")), m.key.get("precision")
-            out.append(Figure(f"ResNet50 {prec}", "resnet50_throughput", prec, m.value, m.unit,
-                              dev, _gpu(run, dev, m),
-                              {"precision": prec, "image_size": m.key.get("image_size"),
-                               "batch": m.context.get("batch", m.key.get("batch_size")),
-                               "gpus": 1}))
-    measured = {str(m.key): m for m in _ok(run, "transformer") if m.metric == "throughput"}
-    for u in derive.transformer_utilisation(run):
-        t = measured.get(str(u["key"]))
-        if u["mfu"] is None or t is None:
-            continue
-        dev, prec = str(t.key.get("device")), t.key.get("precision")
-        out.append(Figure(f"GPT MFU {prec} ({t.key.get('preset')})", "gpt_mfu", prec,
-                          u["mfu"], "ratio", dev, _gpu(run, dev, t),
-                          {"precision": prec, "batch": t.context.get("batch"), "gpus": 1}))
-    return out
-
-
-def _devices(run: RunResult) -> list[Figure]:
-    out = []
-    for m in _ok(run, "matmul"):
-        dt, dev = m.key.get("dtype"), str(m.key.get("device"))
-        if m.metric == "peak_flops" and dt in MATMUL_DTYPES:
-            out.append(Figure(f"matmul {dt} peak", "matmul_flops", dt, m.value, m.unit, dev,
-                              _gpu(run, dev), {"gpus": 1}))
-    for m in _ok(run, "memory_bandwidth"):
-        dev = str(m.key.get("memory", "host"))
-        if m.metric == "copy_bandwidth" and dev != "host":
-            out.append(Figure("GPU memory copy", "memory_copy_bandwidth", None, m.value, m.unit,
-                              dev, _gpu(run, dev, m),
-                              {"gpus": 1, "counting": MEMORY_COUNTING}))
-    for m in _ok(run, "host_device_copy"):
-        dev, way = str(m.key.get("device")), m.key.get("direction")
-        if m.metric == "peak_bandwidth" and m.key.get("memory") == "pinned" \
-                and way in ("h2d", "d2h"):
-            out.append(Figure(f"pinned {way} copy", f"{way}_bandwidth", None, m.value, m.unit,
-                              dev, _gpu(run, dev, m),
-                              {"gpus": 1, "copy_method": HOST_COPY_METHOD}))
-    return out
-
-
-def _allreduce(run: RunResult) -> list[Figure]:
-    ms = _ok(run, "allreduce")
-    nccl = (ms[0].context.get("nccl") or {}) if ms else {}
-    algorithm = ("NVLS" if nccl.get("nvls_used") else
-                 "Ring" if nccl.get("nvls_available") is False else None)
-    out = []
-    for m in ms:
-        if m.metric != "peak_busbw":
-            continue
-        gpus = int(m.key.get("world_size") or 1)
-        on_gpu = m.key.get("backend") == "nccl"
-        first = (run_gpus(run.environment) or [{}])[0] if on_gpu else {}
-        out.append(Figure(f"all-reduce busbw, {gpus} ranks", "allreduce_busbw", None, m.value,
-                          m.unit, str(m.key.get("backend")),
-                          (first.get("name") or "GPU") if on_gpu else None,
-                          {"gpus": gpus, "nodes": int(m.key.get("nodes") or 1),
-                           "algorithm": algorithm}))
-    return out
-
-
-def headline(run: RunResult) -> list[Figure]:
-    """The run's headline figures; several GPUs' figures of one name give their slowest."""
-    slowest: dict[tuple[str, str | None], Figure] = {}
-    count: dict[tuple[str, str | None], int] = {}
-    for f in _training(run) + _devices(run) + _allreduce(run):
-        k = (f.name, f.gpu)
-        count[k] = count.get(k, 0) + 1
-        if k not in slowest or f.value < slowest[k].value:
-            slowest[k] = f
-    return [replace(f, of_gpus=count[k]) for k, f in slowest.items()]
-
-
 # --- held against the references ----------------------------------------------------------------
 
-def differences(ref: Reference, fig: Figure) -> tuple[str, ...]:
-    """'batch 1280 published, 256 here' for each compared condition both sides state."""
-    published = {**IMPLIED.get(ref.metric, {}), **ref.conditions}
+def published_conditions(ref: Reference) -> dict[str, Any]:
+    """The compared conditions a reference states or implies (ResNet-50's 224 px)."""
+    out = {**IMPLIED.get(ref.metric, {}), **ref.conditions}
     if ref.metric in PRECISION_IS_CONDITION:
-        published["precision"] = ref.precision
+        out["precision"] = ref.precision
+    return out
+
+
+def differences(ref: Reference, fig: Figure) -> tuple[Differs, ...]:
+    """Each compared condition both sides state and on which they differ."""
+    published = published_conditions(ref)
     out = []
     for k in COMPARED:
         p, m = published.get(k), fig.conditions.get(k)
         if p is not None and m is not None and str(p).lower() != str(m).lower():
-            out.append(f"{k.replace('_', ' ')} {p} published, {m} here")
+            out.append(Differs(k, p, m))
     return tuple(out)
+
+
+def condition(name: str, v: Any) -> str:
+    """One condition in words: '224 px', 'batch 256', '8 GPUs', 'read+write counted'."""
+    if name == "image_size":
+        return f"{v} px"
+    if name == "batch":
+        return f"batch {v}"
+    if name == "gpus":
+        return f"{v} GPU" + ("" if v == 1 else "s")
+    if name == "nodes":
+        return f"{v} node" + ("" if v == 1 else "s")
+    if name == "counting":
+        return f"{v} counted"
+    if name == "algorithm":
+        return f"NCCL {v}"
+    return str(v)
+
+
+def stated(fig: Figure) -> str:
+    """The conditions the run measured a figure under: 'amp_fp16, 224 px, batch 256, 1 GPU'."""
+    return ", ".join(condition(k, fig.conditions[k]) for k in COMPARED
+                     if fig.conditions.get(k) is not None and (fig.gpu or k != "gpus"))
+
+
+def mismatch(held: Held, which: bool = True) -> str:
+    """'not compared: 128 px here, 224 px in the closest published figure (…)', without the
+    figure's range and description where a table shows them beside it (which=False)."""
+    here = ", ".join(condition(d.condition, d.here) for d in held.differs)
+    there = ", ".join(condition(d.condition, d.published) for d in held.differs)
+    ref = f" ({published(held.reference)}: {describe(held.reference)})" if which else ""
+    return f"not compared: {here} here, {there} in the closest published figure{ref}"
 
 
 def show(v: float, unit: str) -> str:
@@ -210,11 +147,15 @@ def published(ref: Reference) -> str:
 
 
 def describe(ref: Reference, publisher: bool = True) -> str:
-    """'Lambda, H100 SXM, amp_fp16, 1 GPU, synthetic data': who, which GPU, what conditions."""
+    """'Lambda, H100 SXM, amp_fp16, 224 px, 1 GPU, synthetic data': who, which GPU, what
+    conditions (an implied one too: ResNet-50's 224 px)."""
     c = ref.conditions
     parts = ([ref.source.get("publisher", "?")] if publisher else []) + [ref.gpu]
     if ref.precision:
         parts.append(ref.precision)
+    size = published_conditions(ref).get("image_size")
+    if size is not None:
+        parts.append(condition("image_size", size))
     if c.get("batch") is not None:
         parts.append(f"batch {c['batch']}")
     elif ref.metric in PRECISION_IS_CONDITION:  # a training figure: say the batch is unknown
@@ -245,9 +186,12 @@ def _text(fig: Figure, held: list[Held]) -> str:
     if matched:
         return "; ".join(f"{share(h, fig.value)} of the published {published(h.reference)} "
                          f"({describe(h.reference)})" for h in matched)
-    closest = min(held, key=lambda h: len(h.differs))
-    return (f"conditions differ: {'; '.join(closest.differs)} (the closest published figure: "
-            f"{published(closest.reference)}, {describe(closest.reference)})")
+    return mismatch(closest(held))
+
+
+def closest(held: Sequence[Held]) -> Held:
+    """The reference that differs from the figure in the fewest conditions."""
+    return min(held, key=lambda h: len(h.differs))
 
 
 def row(fig: Figure) -> Row:

@@ -10,12 +10,12 @@ probes read: a set larger than RAM is read from storage every epoch.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from benchbench.analysis import capacities as cap
 from benchbench.analysis import reference_check
+from benchbench.analysis.advice import advice
 from benchbench.analysis.config import (
     IMAGENET_MEAN_FILE_BYTES,
     IMAGENET_SAMPLES,
@@ -26,7 +26,6 @@ from benchbench.analysis.derive import (
     ANALYSIS_VERSION,
     AU_PASS,
     accelerator_utilisation,
-    precision_speedups,
 )
 from benchbench.analysis.verdict_types import (
     Constraint,
@@ -36,11 +35,11 @@ from benchbench.analysis.verdict_types import (
     WorkloadVerdict,
 )
 from benchbench.core.gpus import run_gpus
+from benchbench.core.names import resource_name
 from benchbench.core.results import RunResult
 from benchbench.core.stats import summarize
 from benchbench.core.units import figure
 
-COMPUTE = ("gpu_compute", "cpu_compute")
 INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")
 
 
@@ -95,76 +94,6 @@ def _decide(caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None, compute:
     return limiting, notes
 
 
-def _advice(run: RunResult, limiting: str, caps: dict[str, cap.Capacity], s: cap.Setting,
-            compute: float | None) -> list[str]:
-    c = caps[limiting]
-    out: list[str] = []
-    unit = s.unit
-    if limiting in COMPUTE:
-        others = {r: x.value for r, x in caps.items() if x.value and r not in COMPUTE}
-        if others:
-            nxt = min(others, key=lambda r: others[r])
-            should = ", as it should be" if limiting == "gpu_compute" else ""
-            out.append(f"Compute is the bottleneck{should}: the next limit, {nxt}, "
-                       f"could feed {figure(others[nxt])} {unit}, "
-                       f"{others[nxt] / (c.value or 1):.1f}× what compute uses.")
-        if limiting == "cpu_compute":
-            out.append("This machine trains on its CPU: any CUDA GPU raises the compute "
-                       "capacity by orders of magnitude, and the input side measured here "
-                       "shows how fast a GPU it could feed.")
-        for sp in precision_speedups(run):
-            if sp["ratio"].startswith("amp") and sp["measured"] > 1.2 and s.precision in (
-                    "fp32", "tf32"):
-                out.append(f"{sp['model']}: {sp['ratio']} measured {sp['measured']:.2f}× — "
-                           "train in AMP.")
-                break
-    elif limiting == "cpu_dataloading":
-        out += _loader_advice(run, compute, unit)
-    elif limiting == "storage":
-        if compute and s.per_device and c.value:
-            feeds = c.value / (s.per_device / AU_PASS)
-            out.append(f"Storage feeds {feeds:.2g} {'GPU' if s.device == 'cuda' else 'CPU'}"
-                       f"(s) of this type at ≥ {AU_PASS:.0%} AU; {compute / c.value:.1f}× "
-                       "its rate is needed: RAID0 across more NVMe drives, or staging the "
-                       "dataset to local SSD, would lift it.")
-        out.append("A training set that fits in RAM is read from storage only in the first "
-                   "epoch: more RAM, or a smaller/sharded set per node, removes this limit.")
-    elif limiting == "host_device_link":
-        out.append("Ship uint8 images and normalise on the GPU: a quarter of the bytes of "
-                   "float32 cross the link; use pinned memory (pin_memory=True).")
-        out.append("Check that every GPU's PCIe link trains to its maximum generation and width "
-                   "under load (see the doctor).")
-    elif limiting == "interconnect":
-        out.append("Gradient exchange limits scaling: NVLink/NVSwitch between GPUs, faster NICs "
-                   "between nodes, a larger batch per GPU or gradient accumulation each cut "
-                   "its share of a step.")
-    return out
-
-
-def _loader_advice(run: RunResult, compute: float | None, unit: str) -> list[str]:
-    out = []
-    dl = cap.ok_probe(run, "dataloader")
-    by_loader: dict[str, float] = {}
-    for m in cap.metric(dl, "throughput"):
-        by_loader[m.key["loader"]] = max(by_loader.get(m.key["loader"], 0.0), m.value)
-    tv, best = by_loader.get("torchvision"), max(by_loader.items(), key=lambda kv: kv[1],
-                                                 default=(None, 0.0))
-    if tv and best[0] and best[0] != "torchvision" and best[1] > tv * 1.1:
-        out.append(f"{best[0]} measured {figure(best[1])} img/s vs {figure(tv)} for torchvision: "
-                   "switch.")
-    per_core = max(cap.metric(dl, "throughput_per_core"), key=lambda m: m.value, default=None)
-    cores = (run.environment.get("host") or {}).get("cores_usable")
-    if per_core is not None and compute and cores:
-        need = compute / per_core.value
-        if need > cores:
-            out.append(f"{math.ceil(need - cores)} more cores would be needed at the measured "
-                       f"{figure(per_core.value)} img/s per core ({per_core.key.get('loader')}) "
-                       f"to feed {figure(compute)} {unit}: this machine has {cores}.")
-    out.append("Pre-resize the images offline (decode cost grows with pixels) or cache "
-               "decoded samples, if the recipe allows.")
-    return out
-
-
 def _constraints(run: RunResult, s: cap.Setting) -> list[Constraint]:
     if s.device != "cuda":
         return [Constraint("GPU memory fit", "not applicable", "the CPU trains in host memory")]
@@ -211,8 +140,9 @@ def training_set(run: RunResult, acfg: AnalysisConfig) -> TrainingSet:
     else:
         samples, size = IMAGENET_SAMPLES, IMAGENET_SAMPLES * IMAGENET_MEAN_FILE_BYTES
         name = "ImageNet-1k's training set"
-        basis = ("the default: ImageNet-1k, which the synthetic sample stands in for"
-                 if data.get("source") == "generated" else "the default: ImageNet-1k")
+        # The name says ImageNet-1k; the basis says why it is judged, without repeating it.
+        basis = ("the default without --data-dir; the synthetic sample stands in for it"
+                 if data.get("source") == "generated" else "the default without --data-dir")
     if acfg.dataset_samples is not None or acfg.dataset_bytes is not None:
         mean = data.get("mean_file_size") or size / max(samples, 1)
         if acfg.dataset_samples is not None and acfg.dataset_bytes is None:
@@ -224,9 +154,9 @@ def training_set(run: RunResult, acfg: AnalysisConfig) -> TrainingSet:
     return TrainingSet(samples, max(1, size), name, basis)
 
 
-def _au_note(run: RunResult, pipe: dict[str, Any]) -> str:
+def _au_note(run: RunResult, pipe: dict[str, Any], rates: bool = True) -> str:
     """AU as a reader should take it: above 100% is noise or a faster real step, never a
-    bare figure."""
+    bare figure. `rates=False` leaves out the two rates, for a sentence that gave them."""
     au = pipe["au"]
     if au <= 1.0:
         return f"AU {au:.0%}"
@@ -241,9 +171,36 @@ def _au_note(run: RunResult, pipe: dict[str, Any]) -> str:
             return (f"AU 100% (measured {au:.1%}: within noise, the real steps' rates "
                     f"{t.minimum:,.1f}–{t.maximum:,.1f} overlap the synthetic ones' "
                     f"{c.minimum:,.1f}–{c.maximum:,.1f})")
-    return (f"AU 100% (measured {au:.1%}: the real steps ran faster than the synthetic ones, "
-            f"{pipe['total_ips']:,.1f} against {pipe['compute_ips']:,.1f} images/s, beyond "
-            "their spread; a pipeline cannot train faster than its step, so it counts as 100%)")
+    told = (f", {pipe['total_ips']:,.1f} against {pipe['compute_ips']:,.1f} images/s" if rates
+            else "")
+    return (f"AU 100% (measured {au:.1%}: the real steps ran faster than the synthetic ones"
+            f"{told}, beyond their spread; a pipeline cannot train faster than its step, so it "
+            "counts as 100%)")
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def capacity_line(resource: str, rest: str) -> str:
+    """An evidence line that restates one capacity: 'CPU compute: 12.3 images/s — …'.
+    Renderers that show the capacity table leave these out (reports/verdict.py)."""
+    name = resource_name(resource)
+    return f"{name[0].upper() + name[1:]}: {rest}"
+
+
+def _by_relevance(said: list[tuple[str, str]], limiting: str | None, compute: str
+                  ) -> list[str]:
+    """The limit's own evidence first, then what decided it (the real pipeline, where the
+    limit is compute or the loader, which it arbitrates), then the rest, then the caveat."""
+    def rank(about: str) -> int:
+        if about == limiting:
+            return 0
+        if about == "decision" or (about == "pipeline"
+                                   and limiting in (compute, "cpu_dataloading")):
+            return 1
+        return 3 if about == "caveat" else 2
+    return [text for _, text in sorted(said, key=lambda at: rank(at[0]))]
 
 
 def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> WorkloadVerdict:
@@ -259,27 +216,27 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
     store = cap.storage(run, s)
     fits, ram = cap._fits_in_ram(run, ts.bytes)
     first_epoch = None
-    evidence = []
-    described = (f"{ts.name} ({ts.samples:,} images, {ts.bytes / 1e9:,.3g} GB; "
-                 f"{ts.basis})")
+    said: list[tuple[str, str]] = []  # (what a line is about: a resource or a _RANK key, it)
+    # The set's name and size; where the figures came from is the dataset line's to say.
+    described = f"{ts.name} ({ts.samples:,} images, {ts.bytes / 1e9:,.3g} GB)"
     if workload == "resnet50" and fits:
         caps["host_memory"] = cap.host_memory(run, s)
         first_epoch = FirstEpoch(
             "storage", store.value, f"{described} fits in the {(ram or 0) / 2**30:.0f} GiB of "
             f"free RAM: storage ({store.how or store.missing}) limits only the first epoch, "
             "then the page cache carries it")
-        evidence.append(first_epoch.detail[0].upper() + first_epoch.detail[1:] + ".")
+        said.append(("storage", _sentence(first_epoch.detail)))
     else:
         caps["storage"] = store
         if workload == "resnet50" and ram:
-            evidence.append(f"{described[0].upper() + described[1:]} does not fit in the "
-                            f"{ram / 2**30:.0f} GiB of free RAM: every epoch reads it from "
-                            "storage, judged by its cold read rate.")
+            said.append(("storage", _sentence(
+                f"{described} does not fit in the {ram / 2**30:.0f} GiB of free RAM: every "
+                "epoch reads it from storage, judged by its cold read rate")))
     if s.compute_scale != 1.0 and comp.value is not None:
-        evidence.append(f"The compute figure was measured at {s.compute_image} px and the "
-                        f"loader at {s.image_size} px: compute is compared at {s.image_size} px, "
-                        f"scaled by pixel count (×{s.compute_scale:.3g}); the real pipeline "
-                        "below compares the loader and the step at one size.")
+        said.append((comp.resource, f"The compute figure was measured at {s.compute_image} px "
+                     f"and the loader at {s.image_size} px: compute is compared at "
+                     f"{s.image_size} px, scaled by pixel count (×{s.compute_scale:.3g}); the "
+                     "real pipeline below compares the loader and the step at one size."))
     caps["host_device_link"] = cap.host_device_link(run, s)
     caps["interconnect"] = cap.interconnect(run, s, comp)
     pipe = _pipeline_check(run, s)
@@ -287,27 +244,29 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
     if comp.value is None and limiting is not None:
         # Without the compute capacity there is nothing to hold the others against: name
         # no bottleneck rather than the lowest of what happened to be measured.
-        notes.append(f"the lowest measured capacity is {limiting} at "
+        notes.append(f"the lowest measured capacity is {resource_name(limiting)} at "
                      f"{figure(caps[limiting].value or 0)} {s.unit}, but compute was not "
                      "measured, so no bottleneck is named")
         limiting = None
     for c in caps.values():
         if c.status == "measured":
-            evidence.append(f"{c.resource}: {figure(c.value or 0)} {s.unit} — {c.how}.")
+            said.append((c.resource, capacity_line(c.resource, f"{figure(c.value or 0)} "
+                                                               f"{s.unit} — {c.how}.")))
     if pipe is not None:
-        evidence.append(f"The real pipeline ({pipe['key'].get('loader')}, "
-                        f"{pipe['key'].get('workers')} workers, "
-                        f"{pipe['key'].get('image_size')} px) trained "
-                        f"{figure(pipe['total_ips'])} {s.unit} against "
-                        f"{figure(pipe['compute_ips'])} on synthetic data in the same process: "
-                        f"{_au_note(run, pipe)}.")
-    evidence += [n[0].upper() + n[1:] + "." for n in notes]
+        said.append(("pipeline", f"The real pipeline ({pipe['key'].get('loader')}, "
+                                 f"{pipe['key'].get('workers')} workers, "
+                                 f"{pipe['key'].get('image_size')} px) trained "
+                                 f"{figure(pipe['total_ips'])} {s.unit} against "
+                                 f"{figure(pipe['compute_ips'])} on synthetic data in the same "
+                                 f"process: {_au_note(run, pipe, rates=False)}."))
+    said += [("decision", _sentence(n)) for n in notes]
     unknown = [f"{c.resource}: {c.missing}" for c in caps.values() if c.status == "unknown"]
     known = [c.value for c in caps.values() if c.value is not None]
     au = (min(1.0, min(known) / comp.value) if comp.value and known else None)
     if limiting is not None and unknown:
-        evidence.append(f"Among the measured resources only: {len(unknown)} capacity(ies) "
-                        "unknown, which could be lower.")
+        said.append(("caveat", f"Among the measured resources only: {len(unknown)} "
+                               "capacity(ies) unknown, which could be lower."))
+    evidence = _by_relevance(said, limiting, comp.resource)
     return WorkloadVerdict(
         analysis_version=ANALYSIS_VERSION, workload=workload, unit=s.unit,
         sample="image" if workload == "resnet50" else "token",
@@ -316,7 +275,7 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
         measured_accelerator_utilisation=pipe["au"] if pipe else None,
         measured_accelerator_utilisation_note=_au_note(run, pipe) if pipe else None,
         evidence=evidence,
-        advice=_advice(run, limiting, caps, s, comp.value) if limiting else [
+        advice=advice(run, limiting, caps, s, comp.value) if limiting else [
             "Nothing measured names a bottleneck: run the probes listed as unknown (with a "
             "larger --time-budget where they ran out of time)."],
         unknown=unknown, constraints=_constraints(run, s), first_epoch=first_epoch,

@@ -79,6 +79,20 @@ class WorkloadVerdict:
         return c.value if c else None
 
     @property
+    def on_cpu(self) -> bool:
+        """Whether the CPU trains here (no GPU was used): the first screen says so instead
+        of an accelerator utilisation."""
+        return "cpu_compute" in self.capacity_details
+
+    @property
+    def next_limit(self) -> tuple[str, float] | None:
+        """The lowest measured capacity other than the limit's: what a faster limit would
+        meet next."""
+        rest = [(r, c.value) for r, c in self.capacity_details.items()
+                if r != self.limiting_resource and c.value is not None]
+        return min(rest, key=lambda rc: rc[1]) if rest else None
+
+    @property
     def sample_unit(self) -> str:
         """'images/s' or 'tokens/s'."""
         return f"{self.sample}s/s"

@@ -1,5 +1,7 @@
 """`benchbench compare`: runs side by side, the regression decision per measurement (exit 3
-when one regressed), their verdicts, environments and costs."""
+when one regressed), their verdicts, environments and costs. Sides that ran under other
+conditions (--quick, an image size, a time budget: compare/conditions.py) are flagged first,
+and their rows get a ratio but no verdict."""
 
 from __future__ import annotations
 

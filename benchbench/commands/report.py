@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from benchbench.analysis.verdict_types import Verdict
+from benchbench.commands import summary
 from benchbench.commands.common import UsageError, check_out_dir
 from benchbench.core import results
 from benchbench.core.results import RunResult
@@ -27,10 +28,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
         # Recomputed from the measurements: the one stored in results.json is only a cache.
-        written = write_reports(run_result, out, verdict.verdict(run_result, args.workload))
+        judged = verdict.verdict(run_result, args.workload)
+        written = write_reports(run_result, out, judged)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write: {exc.strerror}") from None
-    print("\n".join(f"report: {p}" for p in written))
+    print(summary.summary(judged, written, src / "results.json" if src.is_dir() else src))
     return 0
 
 

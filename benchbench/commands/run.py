@@ -13,6 +13,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from benchbench.commands import summary
 from benchbench.commands.common import UsageError, build_run_config, check_out_dir
 from benchbench.commands.report import write_reports
 from benchbench.core.config import ConfigError, RunConfig
@@ -214,8 +215,10 @@ def main(args: argparse.Namespace) -> int:
     phases.mark("reports")
     runner.run.extra["timings"] = dict(phases.spent)
     runner.save()
-    print(f"results: {runner.results_path}\n" + "\n".join(f"report:  {p}" for p in written))
-    print(f"benchbench: {phases.summary()}", file=sys.stderr)
+    # The terminal ends with the answer; the timing breakdown is in results.json ("timings").
+    print(summary.summary(runner.verdict, written, runner.results_path))
+    if getattr(args, "verbose", False):
+        print(f"benchbench: {phases.summary()}", file=sys.stderr)
     if code == EXIT_INTERRUPTED:
         print(f"benchbench: interrupted by {stop.signal_name}; finished probes were kept",
               file=sys.stderr)

@@ -93,6 +93,8 @@ class Cell:
     decision: regression.Decision | None = None  # None on the baseline side
     # The replication units the decision compares: each run's value in each round
     units: list[float] = field(default_factory=list)
+    # Why this side's figure is not like-for-like with the baseline's (compare/conditions)
+    unlike: str | None = None
 
 
 @dataclass

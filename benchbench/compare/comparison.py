@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchbench.analysis import regression
+from benchbench.compare import conditions as cond
 from benchbench.compare.align import Row, align, pooled_run
 from benchbench.compare.environment import EnvRow, environment_diff
 from benchbench.compare.evidence import flags as probe_flags
@@ -24,6 +25,13 @@ class Comparison:
     different_hardware: list[str]  # labels of the sides whose hardware differs from the baseline
     cost: dict[str, Any] | None = None  # filled by compare_cost.section
     stopped: list[StoppedProbe] = field(default_factory=list)  # probes that no longer measured
+    # each recorded condition across the sides (compare/conditions.py)
+    conditions: list[cond.Condition] = field(default_factory=list)
+
+    @property
+    def unlike(self) -> list[cond.Condition]:
+        """The conditions on which some side differs from the baseline."""
+        return [c for c in self.conditions if c.differs]
 
     @property
     def baseline(self) -> Side:
@@ -66,11 +74,14 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
     if base.hardware.startswith("mixed"):
         other_hw = [s.label for s in sides if not s.baseline]
     families = _families(rows, sides, base)
+    conds = cond.conditions(sides)
     for row in rows:
         b = row.cells.get(base.label)
         for lab, cell in row.cells.items():
             if b is None or lab == base.label:
                 continue
+            found = cond.unlike(conds, row.probe, row.key, lab, base.label)
+            cell.unlike = cond.reason(found, lab, base.label) if found else None
             if row.unit == "count":
                 cell.decision = regression.Decision(
                     regression.NOT_TESTED, None, None, None,
@@ -86,18 +97,24 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
             if lab in other_hw and d.outcome != regression.NOT_TESTED:
                 d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
                             reason="different hardware")
+            elif cell.unlike:  # measured under other conditions: a ratio, never a verdict
+                d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
+                            reason=cell.unlike)
             evidence = machine_evidence(side, row.probe, base)
             if d.outcome == regression.REGRESSED and evidence:
                 d = replace(d, reason="; ".join(filter(None, [d.reason, (
                     "measured while " + "; ".join(evidence) + ": the machine, not the "
                     "software, is the first suspect")])))
             cell.decision = d
+    # A probe that stopped under other conditions (a --quick run's shorter budget) is not one
+    # that stopped working: it is left to "Only in some runs".
     stopped = [] if base.hardware.startswith("mixed") else [
         x for s in sides if not s.baseline and s.label not in other_hw
-        for x in probes_that_stopped(base, s)]
+        for x in probes_that_stopped(base, s)
+        if not cond.unlike(conds, x.probe, {}, s.label, base.label)]
     env = environment_diff({s.label: s.runs for s in sides})
     return Comparison(sides, rows, env, threshold_pct, alpha, workload, other_hw,
-                      stopped=stopped)
+                      stopped=stopped, conditions=conds)
 
 
 def machine_evidence(side: Side, probe: str, base: Side) -> list[str]:

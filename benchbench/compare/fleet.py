@@ -58,7 +58,10 @@ class Measure:
     unit: str
     higher_is_better: bool
     median: float
-    sigma_pct: float  # the group's robust spread, in percent of its median
+    # the group's robust spread, in percent of its median; None (unknown) where it is 0: half
+    # the nodes or more read exactly the median, as copies of one run do (timed figures of
+    # separate runs are not equal to the last digit)
+    sigma_pct: float | None
     bar: float  # how far from the median an outlier lies (outliers.Group.bar)
     entities: list[Entity]  # one per node
     gpus: list[Entity] = field(default_factory=list)  # per GPU, within its node
@@ -181,7 +184,7 @@ def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure
     gpus = [e for i, figs in per_node.items() if len(figs) >= outliers.MIN_GROUP
             for e in _scored(nodes, [(i, f) for f in figs], first.probe, True)[1]]
     return Measure(group, name, key, first.unit, first.higher_is_better, scored.median,
-                   scored.sigma_pct, scored.bar, entities, gpus)
+                   scored.sigma_pct if scored.sigma > 0 else None, scored.bar, entities, gpus)
 
 
 def build(args: Sequence[str], *, allow_same_machine: bool = False) -> Fleet:

@@ -59,7 +59,8 @@ class Series:
     shifts: list[cp.Shift] = field(default_factory=list)
     segments: list[cp.Segment] = field(default_factory=list)
     causes: list[list[EnvChange]] = field(default_factory=list)  # one list per shift
-    noise_pct: float = 0.0  # the run-to-run noise, as a CV in percent
+    # the run-to-run noise, as a CV in percent; None (unknown) with fewer than MIN_RUNS runs
+    noise_pct: float | None = None
     regression: cp.Shift | None = None  # the shift that began a latest segment that regressed
 
     def run_at(self, point: int) -> int:
@@ -146,7 +147,10 @@ def _causes(runs: list[RunPoint], before: int, after: int) -> list[EnvChange]:
 def _analyse(s: Series, runs: list[RunPoint], threshold_pct: float, alpha: float) -> None:
     s.shifts = cp.find(s.points, s.higher_is_better, alpha)
     s.segments = cp.segments(s.points, s.shifts)
-    s.noise_pct = cp.noise_pct(s.points)
+    # Successive differences need MIN_RUNS runs (change_points.noise reads 0 below that): a
+    # series of one or two runs has no measured noise, which is unknown, not ±0%.
+    usable = [p for p in s.points if p and min(p) > 0]
+    s.noise_pct = cp.noise_pct(s.points) if len(usable) >= cp.MIN_RUNS else None
     s.causes = [_causes(runs, s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
     s.regression = cp.latest_regression(s.shifts, threshold_pct)
 

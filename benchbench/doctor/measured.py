@@ -60,10 +60,14 @@ def serving(key: str, run: RunResult | None) -> Check | None:
         return Check(name, "warn", f"no rate met it (p99 {latency.context['p99_s'] * 1e3:,.3g} "
                      "ms at the lowest tried)", threshold, MEASURED,
                      "a faster accelerator, or a serving engine (TensorRT, torch.compile)")
-    t4s = guide.in_t4s(served.value)
     # A search that ran out of time before any rate missed the bound measured a floor, not
     # the machine's capacity: said so, and still a pass (that rate was served within it).
     at_least = "at least " if guide.rate_is_lower_bound(served) else ""
-    return Check(name, "pass", f"{at_least}{served.value:,.0f} images/s within the bound, "
-                 f"{at_least}{t4s:,.1f} T4s at MLPerf's T4 offline figure (TensorRT INT8)"
+    # Like with like: a rate at another image size is not counted in MLPerf's T4s.
+    unlike = guide.mlperf_mismatch(served, "MLPerf's T4 figure is")
+    t4s = (f"not compared with MLPerf's T4, because {unlike}" if unlike else
+           f"{at_least}{guide.in_t4s(served.value):,.1f} T4s at MLPerf's T4 offline figure "
+           "(TensorRT INT8)")
+    return Check(name, "pass", f"{at_least}{served.value:,.0f} images/s within the bound "
+                 f"({guide.conditions(served)}), {t4s}"
                  + (f"; {guide.LOWER_BOUND}" if at_least else ""), threshold, MEASURED)

@@ -390,7 +390,9 @@ def store(extra: dict[str, Any], name: str, got: ProbeTelemetry,
           resource: str | None = None, round_no: int = 1) -> None:
     """Put one probe's telemetry and flags into run.extra["telemetry"]. The run-wide source
     is the first probe's; a probe whose source differs carries its own. A later round adds
-    its flags (marked with the round) and keeps the first round's series."""
+    its flags (marked with the round), and its series goes under "rounds" as "NAME (round N)",
+    so that the run's telemetry spans every round while "probes" keeps one entry a probe (the
+    energy and fleet analyses read the first round's there)."""
     try:
         tel = extra.setdefault("telemetry", {"interval_s": got.interval_s, "probes": {},
                                              "flags": {}, "source": got.source})
@@ -401,6 +403,8 @@ def store(extra: dict[str, Any], name: str, got: ProbeTelemetry,
                 series = {**series, "source": got.source}
             if round_no == 1:
                 tel["probes"][name] = {**series, **(got.usage or {})}
+            else:
+                tel.setdefault("rounds", {})[f"{name} (round {round_no})"] = series
             flags += cpu_flags(series, resource)
         stolen = steal_flag(name, (got.usage or {}).get("steal_fraction"))
         if stolen:

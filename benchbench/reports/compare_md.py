@@ -9,19 +9,14 @@ from benchbench.analysis.config import WORKLOADS
 from benchbench.analysis.verdict_types import WorkloadVerdict
 from benchbench.compare.align import Row, headline, row_name, short_name
 from benchbench.compare.comparison import Comparison
+from benchbench.compare.conditions import UNLIKE_REASON, unlike
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.core import units as fmt
-from benchbench.reports import compare_references
+from benchbench.reports import compare_conditions, compare_cost_md, compare_references
+from benchbench.reports.compare_conditions import LEGEND, MARK, UNLIKE
 from benchbench.reports.csv import table_text
 from benchbench.reports.plots import resource_name
 from benchbench.reports.verdict import measured_au
-
-MARK = {reg.REGRESSED: "▼", reg.IMPROVED: "▲", reg.WITHIN: "≈", reg.NO_CHANGE: "=",
-        reg.INCONCLUSIVE: "?", reg.NOT_TESTED: "–"}
-LEGEND = ("▼ regressed, ▲ improved (significant and beyond the threshold), ≈ significant but "
-          "within the threshold, = no significant change, ? inconclusive, – not tested; "
-          "ratios are the side's median over the baseline's, > 1× is better whichever way the "
-          "metric points")
 
 
 def _v(v: float, unit: str) -> str:
@@ -44,7 +39,8 @@ def _cell(row: Row, label: str) -> str:
     if c.runs > 1:
         text += f" ({c.runs} runs)"
     d = c.decision
-    return text if d is None else f"{text} · {_ratio(d)} {MARK[d.outcome]}"
+    mark = UNLIKE if c.unlike else MARK[d.outcome] if d else ""
+    return text if d is None else f"{text} · {_ratio(d)} {mark}"
 
 
 def _header(comp: Comparison) -> list[str]:
@@ -81,9 +77,12 @@ def _summary(comp: Comparison) -> list[str]:
         out.append(f"**{len(regs)} regression(s){stopped}** (exit 3).")
     else:
         out.append("**No regression** (exit 0).")
+    unlike = sum(c.unlike is not None for r in comp.rows for c in r.cells.values())
     out.append(f"{len(imps)} significant improvement(s), {len(inc)} inconclusive, "
                f"{len(comp.matched)} measurement(s) in every side, {len(comp.partial)} only "
-               "in some.")
+               "in some" + (f"; {unlike} not like for like ({UNLIKE}: measured under other "
+                            "conditions, see Conditions), with no verdict" if unlike else "")
+               + ".")
     for lab in comp.different_hardware:
         side = next(s for s in comp.sides if s.label == lab)
         out.append(f"\n**Different hardware**: {lab} ({side.hardware}) against the baseline "
@@ -132,8 +131,10 @@ def _undecided(comp: Comparison) -> list[str]:
     skipped = comp.outcomes(reg.NOT_TESTED)
     if skipped:
         why: dict[str, int] = {}
-        for _, _, d in skipped:
-            why[d.reason] = why.get(d.reason, 0) + 1
+        for _, _, d in skipped:  # the unlike ones once: the Conditions section lists why
+            r = f"{UNLIKE_REASON} ({UNLIKE}, see Conditions)" \
+                if d.reason.startswith(UNLIKE_REASON) else d.reason
+            why[r] = why.get(r, 0) + 1
         out += ["Not tested: " + "; ".join(f"{n} × {w}" for w, n in why.items()) + ".", ""]
     return out
 
@@ -143,6 +144,15 @@ def _verdicts(comp: Comparison) -> list[str]:
     vs = {s.label: s.verdict for s in comp.sides}
     errors = {s.label: s.verdict_error for s in comp.sides}
     work = next((v.main.workload for v in vs.values() if v), "training")
+
+    base = comp.baseline.label
+
+    def unlike_mark(lab: str, source: str | None) -> str:
+        """' ≠' on a side's capacity whose probe ran under other conditions than the
+        baseline's (its source names the probe first: 'resnet50 throughput')."""
+        probe = (source or "").split(" ")[0]
+        return f" {UNLIKE}" if lab != base and probe and unlike(
+            comp.conditions, probe, {}, lab, base) else ""
 
     def lim(lab: str, v: WorkloadVerdict | None) -> str:
         if errors[lab]:
@@ -170,7 +180,9 @@ def _verdicts(comp: Comparison) -> list[str]:
         for lab in labels:
             m = main(lab)
             c = m.capacity(r) if m else None
-            cells.append(fmt.si(c, m.sample_unit) if m and c is not None else "—")
+            src = m.capacity_details[r].source if m and r in m.capacity_details else None
+            cells.append(fmt.si(c, m.sample_unit) + unlike_mark(lab, src)
+                         if m and c is not None else "—")
         rows.append([f"capacity: {resource_name(r)}"] + cells)
     other = [w for w in WORKLOADS if w != work]
     for w in other:
@@ -264,100 +276,11 @@ def _partial(comp: Comparison) -> list[str]:
     return out
 
 
-def _money(x: Any) -> str:
-    return f"${x:,.2f}" if isinstance(x, (int, float)) else "—"
-
-
-def _params(per_usd_hour: float | None) -> str:
-    """The largest model one device fine-tunes, per $/h: parameters in billions or millions."""
-    if not per_usd_hour:
-        return "—"
-    return f"{per_usd_hour / 1e9:,.2f}B parameters" if per_usd_hour >= 1e9 else \
-        f"{per_usd_hour / 1e6:,.0f}M parameters"
-
-
-def _cost(comp: Comparison) -> list[str]:
-    c = comp.cost
-    if not c:
-        return []
-    out = ["## Cost", ""]
-    priced = [e for e in c["sides"] if e["costs"]]
-    if not priced:
-        out += ["No prices: give `--price LABEL=USD_PER_HOUR`, or run with `--price-per-hour`.",
-                ""]
-    else:
-        rows = []
-        for e in priced:
-            k = e["costs"]
-            ref, tok = k.get("reference_job") or {}, k.get("token_job") or {}
-            rows.append([e["label"] + ("" if k.get("representative") else " ⚠"),
-                         f"{_money(e['usd_per_hour'])}/h ({e['price_from']})",
-                         _money(k.get("usd_per_million_images")),
-                         _money(k.get("usd_per_billion_tokens")),
-                         f"{ref['hours']:,.1f} h, {_money(ref['usd'])}" if ref else "—",
-                         f"{tok['hours']:,.1f} h, {_money(tok['usd'])}" if tok else "—",
-                         fmt.figure(k["images_per_kwh"]) if k.get("images_per_kwh") else "—"])
-        what = next((e["costs"]["reference_job"]["what"] for e in priced
-                     if e["costs"].get("reference_job")), "the reference job")
-        out += fmt.table(["side", "price", "$ / 1M images", "$ / 1B tokens",
-                          f"reference job ({what})",
-                          f"token job ({c['job_tokens']:,} tokens)", "images / kWh"], rows)
-        if c["ranking"]:
-            out += ["Cheapest per job first: " + " < ".join(c["ranking"]) + ".", ""]
-        if any(not e["costs"].get("representative") for e in priced):
-            out += ["⚠ not representative of real training (a --quick run, or images not at "
-                    "224 px): its costs are shown for completeness, not for a decision.", ""]
-        for e in priced:
-            k = e["costs"]
-            per = [f"{x:,.0f} {u}/s" if x >= 100 else f"{x:.3g} {u}/s"
-                   for x, u in ((k.get("images_per_s_per_usd_hour"), "images"),
-                                (k.get("tokens_per_s_per_usd_hour"), "tokens"))
-                   if isinstance(x, (int, float))]
-            per_usd = f"{' and '.join(per)} per $/h; " if per else ""
-            out.append(f"- **{e['label']}**: {per_usd}images on {k['basis']['images']}; tokens "
-                       f"on {k['basis']['tokens']}; images / kWh: "
-                       f"{k.get('images_per_kwh_basis') or 'not recorded'}.")
-            if k.get("usd_per_million_inferences") or k.get("params_per_usd_hour"):
-                out.append(f"  - serving: {_money(k.get('usd_per_million_inferences'))} per "
-                           f"million inferences ({k.get('inferences_basis')}); fine-tuning: "
-                           f"{_params(k.get('params_per_usd_hour'))} per $/h "
-                           f"({k.get('largest_model_basis')})")
-            out += [f"  - {cv}" for cv in k.get("caveats") or []]
-        out.append("")
-    unpriced = [e["label"] for e in c["sides"] if not e["costs"]]
-    if unpriced and priced:
-        out += [f"No price for {', '.join(unpriced)}.", ""]
-    for b in c.get("buy") or []:
-        out += _buy_lines(b)
-    return out
-
-
-def _buy_lines(b: dict[str, Any]) -> list[str]:
-    out = [f"### Buy {b['label']} for {_money(b['purchase_usd'])} or rent it", ""]
-    if "missing" in b:
-        return out + [b["missing"] + ".", ""]
-    r = b["result"]
-    ins = r["inputs"]
-    be = r.get("break_even_utilization")
-    rows = [["cloud price", f"{_money(r['cloud_usd_per_hour'])}/h ({b['cloud_from']})"],
-            ["owned, per useful hour", f"{_money(r['owned_usd_per_useful_hour'])}/h at "
-                                       f"{ins['utilization']:.0%} utilisation"],
-            ["break-even utilisation", f"{be:.0%}" if be is not None else "never"],
-            ["saving at that utilisation", fmt.percent(r["saving_at_utilization"])],
-            [f"saving over {ins['years']:g} years", _money(r["saving_over_years_usd"])],
-            ["power", f"{b['power_watts']:,.0f} W ({b['power_how']})"],
-            ["energy", f"${ins['usd_per_kwh']:g}/kWh"],
-            ["operations", f"{_money(ins['ops_usd_per_year'])}/year"]]
-    if "owned_reference_job_usd" in b:
-        rows.append([f"{b['reference_job']}, owned", _money(b["owned_reference_job_usd"])])
-    return out + fmt.table(["", ""], rows) + [
-        f"The buyer's guide claims: {r['guide_claim']}.", "", r["guide_check"], ""]
-
-
 def render(comp: Comparison) -> str:
-    lines = (_header(comp) + _summary(comp) + _decisions(comp) + _headline(comp)
+    lines = (_header(comp) + compare_conditions.section(comp) + _summary(comp)
+             + _decisions(comp) + _headline(comp)
              + _verdicts(comp) + compare_references.section(comp) + _environment(comp)
-             + _cost(comp) + _undecided(comp)
+             + compare_cost_md.section(comp) + _undecided(comp)
              + _measurements(comp) + _partial(comp))
     return "\n".join(lines).rstrip() + "\n"
 
@@ -368,7 +291,7 @@ LEADING = ["probe", "metric"]
 TRAILING = ["unit", "statistic", "higher_is_better", "side", "baseline", "runs", "n",
             "median", "cv", "ratio", "change_pct", "outcome", "test", "p_value", "noise_pct",
             "units", "reason",
-            "differs_in"]
+            "differs_in", "conditions_differ"]
 
 
 def csv_rows(comp: Comparison) -> tuple[list[str], list[dict[str, Any]]]:
@@ -392,7 +315,7 @@ def csv_rows(comp: Comparison) -> tuple[list[str], list[dict[str, Any]]]:
                        outcome=d.outcome if d else "baseline", test=d.test if d else None,
                        p_value=d.p_value if d else None, reason=d.reason if d else "",
                        noise_pct=d.noise_pct if d else None, units=len(c.units),
-                       differs_in=note)
+                       differs_in=note, conditions_differ=c.unlike or "")
             out.append(row)
     return LEADING + [f"key.{k}" for k in keys] + TRAILING, out
 

@@ -1,5 +1,5 @@
-"""Draw a comparison's figures as PNG bytes: the headline figures as grouped bars relative to
-the baseline, and the all-reduce busbw curves of every side overlaid.
+"""Draw a comparison's figures, as Figures and as PNG bytes: the headline figures as grouped
+bars relative to the baseline, and the all-reduce busbw curves of every side overlaid.
 
 matplotlib only through plot_base (Figure + FigureCanvasAgg, imported inside its functions).
 """
@@ -14,7 +14,16 @@ from benchbench.analysis import regression as reg
 from benchbench.compare.align import headline, short_name
 from benchbench.compare.comparison import Comparison
 from benchbench.core import units as fmt
-from benchbench.reports.plot_base import draw, figure, finish, png, si_axis, style
+from benchbench.reports.plot_base import (
+    draw,
+    figure,
+    finish,
+    legend_beside,
+    room_right,
+    si_axis,
+    style,
+    wrap,
+)
 
 NAMES = ("headline", "allreduce_busbw")
 ALT = {"headline": "Headline figures of each side relative to the baseline (1.0 = baseline; "
@@ -32,15 +41,18 @@ def _colour(comp: Comparison, label: str) -> str:
         others.index(label) % len(COLOURS)]
 
 
+def figures(comp: Comparison) -> dict[str, Callable[[], Any]]:
+    """Each figure's maker by name: the laid-out Figure, or None without its data."""
+    return {"headline": lambda: headline_bars(comp), "allreduce_busbw": lambda: busbw(comp)}
+
+
 def make(comp: Comparison, problems: list[str] | None = None) -> dict[str, bytes]:
     """PNG bytes per figure this comparison has data for. A figure that fails to draw is named
     in `problems` instead of stopping the report (when `problems` is given)."""
-    makers: dict[str, Callable[[], bytes | None]] = {
-        "headline": lambda: headline_bars(comp), "allreduce_busbw": lambda: busbw(comp)}
-    return draw(makers, problems)
+    return draw(figures(comp), problems)
 
 
-def headline_bars(comp: Comparison) -> bytes | None:
+def headline_bars(comp: Comparison) -> Any:
     """One group per headline figure, one bar per side: its ratio to the baseline (> 1 is
     better whichever way the metric points), labelled with the side's own value."""
     rows = headline(comp.rows)
@@ -51,14 +63,11 @@ def headline_bars(comp: Comparison) -> bytes | None:
     labels = [s.label for s in comp.sides]
     n = len(labels)
     bar = 0.8 / n
-    names = [short_name(r) for r in rows]
-    height = 1.2 + len(rows) * (0.2 * n + 0.16)
-    fig = figure(8.0, height)
-    # Room for the longest name at ~0.068 in per 7.5 pt character, and for the legend on top.
-    left = min(0.45, 0.04 + 0.068 * max(map(len, names)) / 8.0)
-    fig.subplots_adjust(left=left, right=0.9, top=1 - 0.75 / height, bottom=0.5 / height)
+    names = [wrap(short_name(r), 32) for r in rows]
+    fig = figure(8.0, 1.2 + len(rows) * (0.2 * n + 0.16))
     ax = fig.add_subplot()
     top = 1.0
+    values = []
     for i, lab in enumerate(labels):
         ys, xs, texts, edges = [], [], [], []
         for j, r in enumerate(rows):
@@ -76,20 +85,22 @@ def headline_bars(comp: Comparison) -> bytes | None:
         top = max([top] + xs)
         ax.barh(ys, xs, height=bar * 0.92, color=_colour(comp, lab), edgecolor=edges,
                 linewidth=1.6, label=lab)
-        for y, x, t in zip(ys, xs, texts, strict=True):
-            ax.text(x, y, f" {t}", va="center", fontsize=6.5, color="#333")
+        # On white: a label that starts left of the baseline's line is not struck through.
+        values += [ax.text(x, y, f" {t}", va="center", fontsize=6.5, color="#333",
+                           bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.4})
+                   for y, x, t in zip(ys, xs, texts, strict=True)]
     ax.axvline(1.0, color="#333", linewidth=0.8)
-    ax.set_xlim(0, top * 1.35)
+    ax.set_xlim(0, top * 1.05)
     ax.set_yticks(range(len(rows)), names, fontsize=7.5)
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlabel(f"relative to {base} (1.0); longer is better, red edge: regressed",
-                  fontsize=8)
-    ax.set_title("Headline figures", loc="left", fontsize=10, pad=18)
-    ax.legend(fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0),
-              ncol=min(n, 3), borderaxespad=0.2)
+    ax.set_xlabel(wrap(f"relative to {base} (1.0); longer is better, red edge: regressed",
+                       90), fontsize=8)
+    ax.set_title("Headline figures", loc="left", fontsize=10)
+    legend_beside(ax, 7)
     style(ax)
     ax.grid(False, axis="y")
-    return png(fig)
+    room_right(fig, ax, values)
+    return fig
 
 
 def _series(comp: Comparison) -> dict[tuple[Any, ...], dict[str, list[tuple[int, float]]]]:
@@ -109,15 +120,14 @@ def _series(comp: Comparison) -> dict[tuple[Any, ...], dict[str, list[tuple[int,
     return out
 
 
-def busbw(comp: Comparison) -> bytes | None:
+def busbw(comp: Comparison) -> Any:
     series = _series(comp)
     if not series:
         return None
     groups = list(series)
     varying = {k for k in {k for g in groups for k, _ in g}
                if len({dict(g).get(k) for g in groups}) > 1}
-    fig = figure(6.8, 3.4)
-    fig.subplots_adjust(left=0.13, right=0.97, top=0.88, bottom=0.16)
+    fig = figure(7.6, 3.4)
     ax = fig.add_subplot()
     styles = ("-", "--", ":", "-.")
     sizes: set[int] = set()

@@ -1,6 +1,6 @@
 """Write every measurement of a run as measurements.csv, one row each, for spreadsheets and
-pandas: its key fields as `key.<name>` columns, its value and unit, and the statistics
-recomputed from its raw samples."""
+pandas: its key fields as `key.<name>` columns, its value and unit, the statistics
+recomputed from its raw samples, and its warning (report.md groups them one line per probe)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from typing import Any
 
 from benchbench.core.results import RunResult, write_atomic
 from benchbench.core.stats import summarize
+from benchbench.reports import noise
 
 LEADING = ["probe", "metric"]
-TRAILING = ["value", "unit", "statistic", "n", "median", "q1", "q3", "cv", "higher_is_better"]
+TRAILING = ["value", "unit", "statistic", "n", "median", "q1", "q3", "cv", "higher_is_better",
+            "warning"]
 
 
 def rows(run: RunResult) -> tuple[list[str], list[dict[str, Any]]]:
@@ -29,7 +31,7 @@ def rows(run: RunResult) -> tuple[list[str], list[dict[str, Any]]]:
                     else str(v)
             row.update(value=m.value, unit=m.unit, statistic=m.statistic, n=s.n,
                        median=s.median, q1=s.q1, q3=s.q3, cv=s.cv,
-                       higher_is_better=m.higher_is_better)
+                       higher_is_better=m.higher_is_better, warning=noise.warning(m))
             out.append(row)
     return LEADING + [f"key.{k}" for k in key_names] + TRAILING, out
 

@@ -11,7 +11,7 @@ from benchbench.compare.fleet import Entity, Fleet, Measure
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
 from benchbench.reports.fleet_plots import entity_label
-from benchbench.reports.history_md import pct, value
+from benchbench.reports.history_md import noise_text, pct, value
 
 # The outlier rule (analysis/outliers.py) in words, as fleet.md's header and fleet.html's
 # banner state it.
@@ -89,12 +89,14 @@ def _groups(f: Fleet) -> list[str]:
 
 def _measures(f: Fleet) -> list[str]:
     rows = [[m.name, m.group, str(len(m.entities)), value(m.median, m.unit),
-             f"±{m.sigma_pct:.1f}%", f"{value(m.worst.figure.value, m.unit)} "
+             noise_text(m.sigma_pct), f"{value(m.worst.figure.value, m.unit)} "
              f"({entity_label(f, m.worst)})",
              ", ".join(entity_label(f, e) for e in m.outliers) or "none"]
             for m in f.measures]
     return ["## Measurements", "", "Spread: the group's robust standard deviation (1.4826 · "
-            "MAD) in percent of its median. Each measurement is plotted in fleet.html.", ""] + \
+            "MAD) in percent of its median; unknown where it is 0 (half the nodes or more read "
+            "exactly the median: copies of one run, not a measured spread). Each measurement "
+            "is plotted in fleet.html.", ""] + \
         fmt.table(["measurement", "group", "nodes", "median", "spread", "worst node",
                    "outliers"], rows)
 
@@ -126,6 +128,7 @@ def csv_rows(f: Fleet) -> tuple[list[str], list[dict[str, Any]]]:
         for e in m.entities + m.gpus:
             out.append({"group": m.group, "measurement": m.name, "probe": m.key[0],
                         "metric": m.key[1], **{f"key.{k}": v for k, v in fields.items()},
+                        "spread_pct": m.sigma_pct,
                         "node": f.nodes[e.node].label, "source": f.nodes[e.node].source,
                         "device": e.device, "against": "node" if e.within_node else "group",
                         "unit": m.unit, "value": e.figure.value, "z": e.score.z,
@@ -133,8 +136,8 @@ def csv_rows(f: Fleet) -> tuple[list[str], list[dict[str, Any]]]:
                         "below": e.score.low,
                         "evidence": outlier_text(f, m, e) if e.score.outlier else ""})
     lead = ["group", "measurement", "probe", "metric"]
-    tail = ["node", "source", "device", "against", "unit", "value", "z", "deviation_pct",
-            "outlier", "below", "evidence"]
+    tail = ["spread_pct", "node", "source", "device", "against", "unit", "value", "z",
+            "deviation_pct", "outlier", "below", "evidence"]
     return lead + [f"key.{k}" for k in keys] + tail, out
 
 

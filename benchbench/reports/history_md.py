@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.change_points import PENALTY, Shift
+from benchbench.analysis.change_points import MIN_RUNS, PENALTY, Shift
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.history import EnvChange, History, Series
 from benchbench.core import units as fmt
@@ -21,6 +21,11 @@ def value(v: float, unit: str) -> str:
 
 def pct(x: float) -> str:
     return f"{x:+.1f}%".replace("-", "−")
+
+
+def noise_text(pct: float | None) -> str:
+    """'±2.1%', or 'unknown' where too few runs (or nodes) measured a spread."""
+    return "unknown" if pct is None else f"±{pct:.1f}%"
 
 
 def p_text(p: float) -> str:
@@ -116,10 +121,11 @@ def _series(h: History) -> list[str]:
         state = ("**regressed**" if s.regression else
                  f"since run {s.run_at(seg.start)}" if seg and seg.start else "one level")
         rows.append([s.name, str(len(s.runs)), value(latest, s.unit),
-                     value(seg.level, s.unit) if seg else "—", f"±{s.noise_pct:.1f}%",
+                     value(seg.level, s.unit) if seg else "—", noise_text(s.noise_pct),
                      str(len(s.shifts)), state])
-    return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs). Each "
-            "series' figure is plotted in history.html.", ""] + fmt.table(
+    return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs); "
+            f"unknown for a series of fewer than {MIN_RUNS} runs. Each series' figure is "
+            "plotted in history.html.", ""] + fmt.table(
         ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
          "latest segment"], rows)
 
@@ -158,8 +164,9 @@ def render(h: History) -> str:
 # --- history.csv ------------------------------------------------------------------------------
 
 def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
-    """One row per run and series: the run's figure and rounds, its segment and level, and,
-    on the first run of a segment, the change point's change and p."""
+    """One row per run and series: the run's figure and rounds, its segment and level, the
+    series' noise (empty: unknown), and, on the first run of a segment, the change point's
+    change and p."""
     keys: dict[str, None] = {}
     out = []
     for s in h.series:
@@ -175,12 +182,13 @@ def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
                         "metric": s.metric, **{f"key.{k}": v for k, v in fields.items()},
                         "unit": s.unit, "value": v,
                         "rounds": len(rounds), "segment": s.segments.index(seg) + 1,
-                        "segment_level": seg.level, "change_point": shift is not None,
+                        "segment_level": seg.level, "noise_pct": s.noise_pct,
+                        "change_point": shift is not None,
                         "change_pct": shift.change_pct if shift else None,
                         "p_value": shift.p_value if shift else None,
                         "regression": shift is not None and shift is s.regression})
     lead = ["run", "started_at", "source", "label", "series", "probe", "metric"]
-    tail = ["unit", "value", "rounds", "segment", "segment_level", "change_point",
+    tail = ["unit", "value", "rounds", "segment", "segment_level", "noise_pct", "change_point",
             "change_pct", "p_value", "regression"]
     return lead + [f"key.{k}" for k in keys] + tail, out
 

@@ -1,5 +1,6 @@
-"""Draw a History's figures as PNG bytes: one per series, its runs as points (each round
-faint behind), the level of each segment, the change points and the environment's changes.
+"""Draw a History's figures, as Figures and as PNG bytes: one per series, its runs as points
+(each round faint behind), the level of each segment, the change points and the environment's
+changes.
 
 The first device's series (cpu or cuda:0) are all drawn; another GPU's only where it changed,
 so an 8-GPU machine's history is not 60 figures of flat lines. matplotlib only through
@@ -9,9 +10,17 @@ plot_base.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from benchbench.compare.history import History, Series
-from benchbench.reports.plot_base import draw, figure, finish, si_axis
+from benchbench.reports.plot_base import (
+    draw,
+    figure,
+    finish,
+    integer_axis,
+    room_above,
+    si_axis,
+)
 
 POINT = "#0072B2"
 ROUND = "#b8cfe0"
@@ -29,19 +38,21 @@ def name(s: Series) -> str:
     return f"series {s.name}"
 
 
+def figures(h: History) -> dict[str, Callable[[], Any]]:
+    """Each drawn series' maker by name(): the laid-out Figure, or None without runs."""
+    return {name(s): (lambda s=s: series_figure(h, s)) for s in drawn(h)}  # type: ignore[misc]
+
+
 def make(h: History, problems: list[str] | None = None) -> dict[str, bytes]:
     """PNG bytes per drawn series (by name()); a figure that fails is said in `problems`."""
-    makers: dict[str, Callable[[], bytes | None]] = {
-        name(s): (lambda s=s: series_figure(h, s)) for s in drawn(h)}  # type: ignore[misc]
-    return draw(makers, problems)
+    return draw(figures(h), problems)
 
 
-def series_figure(h: History, s: Series) -> bytes | None:
+def series_figure(h: History, s: Series) -> Any:
     if not s.runs:
         return None
     unit = "images/s" if s.unit == "samples/s" else s.unit
     fig = figure(7.6, 2.8)
-    fig.subplots_adjust(left=0.11, right=0.98, top=0.84, bottom=0.17)
     ax = fig.add_subplot()
     rx = [n for n, p in zip(s.runs, s.points, strict=True) for _ in p]
     ry = [v for p in s.points for v in p]
@@ -57,15 +68,18 @@ def series_figure(h: History, s: Series) -> bytes | None:
     at: dict[int, list[str]] = {}
     for c in h.changes:
         at.setdefault(c.runs[1], []).append(c.field)
+    names = []
     for i, (run, fields) in enumerate(sorted(at.items())):
         ax.axvline(run - 0.5, color=ENV, linestyle=":", linewidth=0.9,
                    label="environment changed" if i == 0 else None, zorder=0)
         if len(at) <= MAX_ENV_LABELS:
-            ax.text(run - 0.5, 1.0, " " + ", ".join(dict.fromkeys(fields)), rotation=90,
-                    va="top", ha="right", fontsize=6, color="#666",
-                    transform=ax.get_xaxis_transform())
+            names.append(ax.text(run - 0.5, 1.0, ", ".join(dict.fromkeys(fields)) + " ",
+                                 rotation=90, va="top", ha="right", fontsize=6, color="#666",
+                                 transform=ax.get_xaxis_transform()))
     ax.set_xlim(0.5, len(h.runs) + 0.5)
+    integer_axis(ax.xaxis)
     ax.set_ylim(bottom=0)
     si_axis(ax.yaxis, unit)
-    return finish(fig, ax, s.name, xlabel="run (oldest first)", ylabel=unit, legend_size=6.5,
-                  legend_loc="lower left", legend_columns=3)
+    finish(fig, ax, s.name, xlabel="run (oldest first)", ylabel=unit, legend_size=6.5)
+    room_above(fig, ax, names, max(ry + list(s.values)))  # the changes' names over no point
+    return fig

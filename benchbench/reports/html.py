@@ -4,21 +4,32 @@ then report.md's content, with the figures inline as base64 PNG.
 The page works offline and from a mail attachment: inline CSS, no script, no external URL.
 Every string that came from the user or the machine (labels, hostnames, paths, GPU names,
 reasons, the verdict's sentences) goes through html.escape, the Markdown included: the small
-converter below escapes each line before it adds its few tags.
+converter in html_markdown.py escapes each line before it adds its few tags.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import re
 from typing import Any
 
-from benchbench.analysis.verdict_types import Verdict
+from benchbench.analysis.advice import model_name
+from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
+from benchbench.core.names import precision_name, resource_name
 from benchbench.core.results import RunResult
-from benchbench.reports.plots import resource_name
-from benchbench.reports.verdict import evidence_beyond_table, measured_au
+from benchbench.reports import noise
+
+# esc is imported from here by the other pages (compare, ops): exported explicitly.
+from benchbench.reports.html_markdown import esc as esc
+from benchbench.reports.html_markdown import (
+    img,
+    inline,
+    markdown_to_html,
+    slug,
+    split_sections,
+    table_rows,
+)
+from benchbench.reports.markdown import MEASUREMENTS
+from benchbench.reports.verdict import au_short, evidence_beyond_table, label, unknown_line
 
 # report.md's sections that a figure belongs under; a figure whose section is missing goes to
 # "More figures" at the end rather than being dropped.
@@ -79,110 +90,9 @@ code { font-size: 90%; background: #f1f3f4; padding: 0 3px; border-radius: 3px; 
 nav { font-size: 13px; color: var(--muted); padding-top: 8px; }
 nav a { color: inherit; margin-right: 10px; }
 .notes { color: var(--muted); }
+details { margin: 4px 0; }
+summary { cursor: pointer; }
 """
-
-
-def esc(s: Any) -> str:
-    return html.escape(str(s), quote=True)
-
-
-def inline(text: Any) -> str:
-    """Escape, then turn Markdown's **bold** and `code` into tags."""
-    out = esc(text)
-    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-
-
-def slug(text: str) -> str:
-    return "s-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section")
-
-
-def _img(name: str, png: bytes, alt: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return (f'<figure id="fig-{esc(name)}"><img src="data:image/png;base64,{data}" '
-            f'alt="{esc(alt)}"></figure>')
-
-
-# --- the Markdown subset report.md uses: headings, tables, lists, paragraphs, bold, code ------
-
-_NUM = re.compile(r"^(\*\*)?[−\-]?\d")
-_BULLET = re.compile(r"^\s*[-*] ")
-
-
-def _cells(line: str) -> list[str]:
-    body = line.strip()
-    body = body[1:] if body.startswith("|") else body
-    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
-
-
-def _table(rows: list[str]) -> list[str]:
-    head, body = _cells(rows[0]), [_cells(r) for r in rows[2:]]
-    # A column of numbers is right-aligned, so that magnitudes line up.
-    num = [all(_NUM.match(r[i]) for r in body if i < len(r) and r[i])
-           for i in range(max(map(len, body), default=0))]
-    out = ['<div class="scroll"><table>']
-    if any(head):  # report.md's key-value tables have an empty header row
-        out.append("<thead><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head)
-                   + "</tr></thead>")
-    out.append("<tbody>")
-    for r in body:
-        out.append("<tr>" + "".join(
-            f'<td class="num">{inline(c)}</td>' if num[i] else f"<td>{inline(c)}</td>"
-            for i, c in enumerate(r)) + "</tr>")
-    return out + ["</tbody></table></div>"]
-
-
-def markdown_to_html(lines: list[str]) -> str:
-    """Convert report.md's Markdown subset. Each text is escaped before it gets a tag."""
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-        elif m := re.match(r"^(#{1,4}) (.*)$", line):
-            level = max(2, len(m.group(1)))  # the page's one h1 is the verdict
-            out.append(f'<h{level} id="{slug(m.group(2))}">{inline(m.group(2))}</h{level}>')
-            i += 1
-        elif line.lstrip().startswith("|"):
-            j = i
-            while j < len(lines) and lines[j].lstrip().startswith("|"):
-                j += 1
-            block = lines[i:j]
-            if len(block) >= 2 and re.match(r"^\s*\|(\s*:?-+:?\s*\|)+\s*$", block[1]):
-                out += _table(block)
-            else:
-                out.append(f"<p>{'<br>'.join(inline(b) for b in block)}</p>")
-            i = j
-        elif _BULLET.match(line):
-            out.append("<ul>")
-            while i < len(lines) and _BULLET.match(lines[i]):
-                out.append(f"<li>{inline(_BULLET.sub('', lines[i]))}</li>")
-                i += 1
-            out.append("</ul>")
-        else:
-            para = []
-            while (i < len(lines) and lines[i].strip() and not re.match(
-                    r"^(#{1,4} |\s*\||\s*[-*] )", lines[i])):
-                para.append(inline(lines[i]))
-                i += 1
-            out.append(f"<p>{' '.join(para)}</p>")
-    return "\n".join(out)
-
-
-def split_sections(md: str) -> list[tuple[str | None, list[str]]]:
-    """(the h2 title or None for the preamble, its lines), dropping the Markdown's h1: the page
-    opens with the verdict (or the comparison's outcome) instead."""
-    sections: list[tuple[str | None, list[str]]] = [(None, [])]
-    for line in md.splitlines():
-        if line.startswith("# "):
-            continue
-        if line.startswith("## "):
-            sections.append((line[3:].strip(), [line]))
-        else:
-            sections[-1][1].append(line)
-    return sections
 
 
 # --- the verdict ------------------------------------------------------------------------------
@@ -204,23 +114,14 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
             f"{' (quick)' if cfg.get('quick') else ''} · {esc(run.started_at)}</p>")
     limit = v.limiting_resource
     if limit:
-        cap = v.capacity(limit)
-        big = (f"<h1>{esc(resource_name(limit))} <code>{esc(limit)}</code></h1>")
-        at = (f" It caps training at <strong>{esc(fmt.si(cap, v.sample_unit))}</strong>."
-              if cap is not None else "")
+        big = f"<h1>{esc(label(limit))} <code>{esc(limit)}</code></h1>"
     else:
-        big, at = '<h1 class="none">No limiting resource named</h1>', ""
-    au = v.predicted_accelerator_utilisation
-    if v.measured_accelerator_utilisation is not None:
-        at += f" The real input pipeline measured {esc(measured_au(v))}."
-    au_line = (f'<p class="au">Predicted accelerator utilisation: <strong>'
-               f"{esc(fmt.percent(au))}</strong>.{at}</p>" if au is not None
-               else f'<p class="au">Predicted accelerator utilisation: unknown.{at}</p>')
-    parts = [head, f'<p class="kicker">What limits <strong>{esc(v.workload)}</strong> training '
-             "on this machine</p>", big, au_line,
+        big = '<h1 class="none">No limiting resource named</h1>'
+    parts = [head, f'<p class="kicker">What limits <strong>{esc(model_name(v.workload))}'
+             "</strong> training on this machine</p>", big, _headline(v),
              '<div class="cols"><div>', _items("Evidence", evidence_beyond_table(v)),
              "</div><div>", _items("Advice", v.advice), "</div></div>",
-             _items("Unknown capacities", v.unknown)]
+             _items("Unknown capacities", [unknown_line(u) for u in v.unknown])]
     first = v.first_epoch
     if first:
         parts.append(f"<p><strong>First epoch</strong> (cold page cache): limited by "
@@ -228,34 +129,55 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
                      f"{': ' + inline(first.detail) if first.detail else ''}</p>")
     cons = [c for c in v.constraints if c.status != "not applicable"]
     if cons:
-        parts.append("<h2>Constraints</h2>" + "".join(_table_rows(
+        parts.append("<h2>Constraints</h2>" + "".join(table_rows(
             ["check", "status", "detail"],
             [[inline(c.check), _badge(c.status), inline(c.detail)] for c in cons])))
     for o in verdict.others():
         lim = o.limiting_resource
-        o_au = o.predicted_accelerator_utilisation
+        o_au = None if o.on_cpu else o.predicted_accelerator_utilisation
         au_text = f", predicted utilisation {esc(fmt.percent(o_au))}" if o_au is not None else ""
-        parts.append(f"<details><summary><strong>{esc(o.workload)}</strong>: limited by "
+        name = model_name(o.workload)
+        parts.append(f"<details><summary><strong>{esc(name[0].upper() + name[1:])}</strong>: "
+                     "limited by "
                      f"{esc(resource_name(lim)) if lim else 'no resource named'}{au_text}"
-                     "</summary>" + _items("Evidence", o.evidence)
+                     "</summary>" + _items("Evidence", evidence_beyond_table(o))
                      + _items("Advice", o.advice)
-                     + _items("Unknown capacities", o.unknown) + "</details>")
+                     + _items("Unknown capacities", [unknown_line(u) for u in o.unknown])
+                     + "</details>")
     return f'<section id="verdict" class="verdict">{"".join(parts)}</section>'
+
+
+def _headline(v: WorkloadVerdict) -> str:
+    """The big line under the limit: on a CPU-only machine, that the CPU trains and at what
+    rate (an accelerator utilisation would be about a device that is not there); on a GPU
+    box, the predicted accelerator utilisation."""
+    limit = v.limiting_resource
+    cap = v.capacity(limit) if limit else None
+    prec = f", {precision_name(v.precision)}" if v.precision else ""
+    if v.on_cpu:
+        if cap is None:
+            return ('<p class="au">No GPU here: training runs on the CPU, and nothing measured '
+                    "names what limits it.</p>")
+        text = (f"No GPU here: training runs on the CPU at <strong>"
+                f"{esc(fmt.si(cap, v.sample_unit))}</strong> ({esc(model_name(v.workload))}"
+                f"{esc(prec)}).")
+        nxt = v.next_limit
+        if limit == "cpu_compute" and nxt:
+            text += (f" A GPU would lift that limit; the next one here, "
+                     f"{esc(resource_name(nxt[0]))}, would feed it at most "
+                     f"{esc(fmt.si(nxt[1], v.sample_unit))}.")
+        return f'<p class="au">{text}</p>'
+    at = (f" It caps training at <strong>{esc(fmt.si(cap, v.sample_unit))}</strong>"
+          f"{esc(prec.replace(', ', ' in ', 1))}." if cap is not None else "")
+    if v.measured_accelerator_utilisation is not None:
+        at += f" The real input pipeline measured {esc(au_short(v))}."
+    au = v.predicted_accelerator_utilisation
+    return (f'<p class="au">Predicted accelerator utilisation: <strong>'
+            f"{esc(fmt.percent(au)) if au is not None else 'unknown'}</strong>.{at}</p>")
 
 
 def _badge(status: Any) -> str:
     return f'<span class="badge {STATUS_CLASS.get(str(status), "unk")}">{esc(status)}</span>'
-
-
-def _table_rows(header: list[str], rows: list[list[str]], classes: list[str] | None = None
-                ) -> list[str]:
-    """A table whose cells are already HTML (each escaped by the caller)."""
-    out = ['<div class="scroll"><table><thead><tr>'
-           + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead><tbody>"]
-    for i, r in enumerate(rows):
-        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
-        out.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
-    return out + ["</tbody></table></div>"]
 
 
 def _capacities(verdict: Verdict, png: bytes | None) -> str:
@@ -266,18 +188,18 @@ def _capacities(verdict: Verdict, png: bytes | None) -> str:
     rows, classes = [], []
     for r, d in sorted(v.capacity_details.items(),
                        key=lambda rd: (rd[1].value is None, rd[1].value or 0)):
-        rows.append([esc(resource_name(r)),
+        rows.append([esc(label(r)),
                      esc(fmt.si(d.value, unit)) if d.value is not None else "—",
                      _badge(d.status), inline(d.how or d.missing or "")])
         classes.append("limit" if r == v.limiting_resource else "")
     out = ['<section id="capacities"><h2>Capacities</h2>']
     if png:
-        out.append(_img("capacities", png, f"{FIGURE_ALT['capacities']} ({unit}); the "
+        out.append(img("capacities", png, f"{FIGURE_ALT['capacities']} ({unit}); the "
                                            "limiting one in red"))
     out.append(f"<p class=\"notes\">Each resource's capacity in {esc(unit)} for the whole "
                "machine: the rate at which it alone could feed training. The lowest one limits."
                "</p>")
-    out += _table_rows(["resource", "capacity", "status", "how, or why unknown"], rows, classes)
+    out += table_rows(["resource", "capacity", "status", "how, or why unknown"], rows, classes)
     return "\n".join(out) + "</section>"
 
 
@@ -288,11 +210,41 @@ def _telemetry(run: RunResult, png: bytes | None) -> str:
         return ""
     out = ['<section id="telemetry"><h2>Telemetry</h2>']
     if png:
-        out.append(_img("telemetry", png, FIGURE_ALT["telemetry"]))
+        out.append(img("telemetry", png, FIGURE_ALT["telemetry"]))
     if flags:
         out.append("<ul>" + "".join(f"<li>{esc(p)}: {inline(f)}</li>" for p, f in flags)
                    + "</ul>")
     return "\n".join(out) + "</section>"
+
+
+def _folded(lines: list[str]) -> str:
+    """The probe-by-probe section with each probe's tables behind its own fold: the page
+    stays short, the numbers one click away."""
+    parts: list[str] = []
+    chunk: list[str] = []
+    title: str | None = None
+    for line in [*lines, "### "]:
+        if line.startswith("### "):
+            body = markdown_to_html(chunk)
+            parts.append(f"<details><summary>{inline(title)}</summary>{body}</details>"
+                         if title is not None else body)
+            chunk, title = [], line[4:]
+        else:
+            chunk.append(line)
+    return "\n".join(parts)
+
+
+def _noise_rows(run: RunResult) -> str:
+    """Each noisy measurement behind a fold under the per-probe lines (report.md keeps only
+    those lines; measurements.csv marks every row)."""
+    found = noise.rows(run)
+    if not found:
+        return ""
+    rows = [[inline(noise.probe_label(r.probe)), esc(r.metric), esc(r.setting),
+             esc(fmt.percent(r.cv)), esc(r.n)] for r in found]
+    return (f"<details><summary>The {len(found)} noisy measurements, one by one</summary>"
+            + "".join(table_rows(["probe", "metric", "setting", "CV", "samples"], rows))
+            + "</details>")
 
 
 def render(run: RunResult, verdict: Verdict, doctor_section_lines: list[str],
@@ -317,10 +269,12 @@ def render(run: RunResult, verdict: Verdict, doctor_section_lines: list[str],
     body.append("<nav>" + " ".join(f'<a href="#{slug(t)}">{esc(t)}</a>' for t in titles)
                 + "</nav>")
     for title, lines in sections:
-        html_ = markdown_to_html(lines)
+        html_ = _folded(lines) if title == MEASUREMENTS[3:] else markdown_to_html(lines)
+        if title == noise.TITLE:
+            html_ += _noise_rows(run)
         for name, where in FIGURE_SECTIONS.items():
             if title == where and name in plots:
-                html_ += _img(name, plots[name], FIGURE_ALT[name])
+                html_ += img(name, plots[name], FIGURE_ALT[name])
                 placed.add(name)
         if html_.strip():
             body.append(f"<section>{html_}</section>")
@@ -328,7 +282,7 @@ def render(run: RunResult, verdict: Verdict, doctor_section_lines: list[str],
     rest = [n for n in plots if n not in placed | {"capacities", "telemetry"}]
     if rest:
         body.append('<section id="more-figures"><h2>More figures</h2>' + "".join(
-            _img(n, plots[n], FIGURE_ALT.get(n, n)) for n in rest) + "</section>")
+            img(n, plots[n], FIGURE_ALT.get(n, n)) for n in rest) + "</section>")
     if notes:
         body.append('<section id="notes"><h2>Notes</h2><ul>'
                     + "".join(f"<li>{inline(n)}</li>" for n in notes) + "</ul></section>")

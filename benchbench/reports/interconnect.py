@@ -18,16 +18,27 @@ def _allreduce(run: RunResult) -> list[str]:
     for m in pr.measurements:
         if "size_bytes" in m.key:
             by_size.setdefault(m.key["size_bytes"], {})[m.metric] = m
+    a = scaling.allreduce_vs_link(run) or {}
+    # At 2 ranks the bus factor 2(n−1)/n is 1: busbw is algbw, and a second column (and a
+    # second table, and a second set of warnings) would only repeat it.
+    same = bool(by_size) and all("busbw" in ms and ms["busbw"].value == ms["algbw"].value
+               for ms in by_size.values())
     rows = [[fmt.iec(size), fmt.seconds(ms["allreduce_time"].value),
              fmt.value(ms["algbw"].value, "B/s"),
-             fmt.value(ms["busbw"].value, "B/s") if "busbw" in ms else "not applicable",
+             *([] if same else [fmt.value(ms["busbw"].value, "B/s") if "busbw" in ms
+                                else "not applicable"]),
              str(ms["allreduce_time"].context.get("iters_per_sample"))]
             for size, ms in sorted(by_size.items())]
-    a = scaling.allreduce_vs_link(run) or {}
-    out = [f"**all_reduce, {pr.params.get('backend')}, {a.get('world_size')} ranks** "
+    n = a.get("world_size")
+    out = [f"**all_reduce, {pr.params.get('backend')}, {n} ranks** "
            "(nccl-tests' definitions: algbw = bytes / time, busbw = algbw × 2(n−1)/n; each "
            "sample is the slowest rank's)", ""]
-    out += fmt.table(["size", "time", "algbw", "busbw", "all-reduces per sample"], rows)
+    if same:
+        out += ["At 2 ranks the bus factor 2(n−1)/n is 1: busbw equals algbw, so one column "
+                "shows both." if n == 2 else
+                "busbw equals algbw in this run, so one column shows both.", ""]
+    out += fmt.table(["size", "time", "algbw = busbw" if same else "algbw",
+                      *([] if same else ["busbw"]), "all-reduces per sample"], rows)
     overhead = next((m.context.get("launch_overhead") for m in pr.measurements
                      if m.context.get("launch_overhead")), None)
     if overhead and overhead.startswith("included"):

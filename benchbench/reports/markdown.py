@@ -9,14 +9,18 @@ from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare import identity
 from benchbench.core import units as fmt
+from benchbench.core.names import resource_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
-from benchbench.core.stats import UNSTABLE_CV, summarize
+from benchbench.core.stats import summarize
 from benchbench.doctor.checks import Check
-from benchbench.reports import datapath, energy, guide, interconnect, training
+from benchbench.reports import datapath, energy, guide, interconnect, noise, training
 from benchbench.reports import doctor as doctor_section
 from benchbench.reports import references as references_section
 from benchbench.reports import stability as stability_section
 from benchbench.reports import verdict as verdict_section
+
+# The one section that holds every probe's own tables (### per probe); report.html folds each.
+MEASUREMENTS = "## Measurements, probe by probe"
 
 
 def _yes_no(v: Any) -> str:
@@ -162,10 +166,31 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
     return header, rows
 
 
+def probe_title(name: str, resource: str) -> str:
+    """'Matrix multiply (`matmul`), CPU compute': the human names, the ids in code only."""
+    return f"{noise.probe_label(name)}, {resource_name(resource)}"
+
+
+def _same(a: list[Measurement], b: list[Measurement]) -> bool:
+    return len(a) == len(b) and all(x.key == y.key and x.unit == y.unit and x.samples == y.samples
+                                    for x, y in zip(a, b, strict=True))
+
+
+def _merged(by_metric: dict[str, list[Measurement]]) -> list[tuple[list[str], list[Measurement]]]:
+    """The metrics, those with identical measurements as one (all-reduce's busbw is its algbw
+    at 2 ranks): one table, not two that repeat each other."""
+    groups: list[tuple[list[str], list[Measurement]]] = []
+    for metric, ms in by_metric.items():
+        twin = next((g for g in groups if _same(g[1], ms)), None)
+        if twin:
+            twin[0].append(metric)
+        else:
+            groups.append(([metric], ms))
+    return groups
+
+
 def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
-    out = [f"## {pr.name} ({pr.resource})", ""]
-    if pr.status != "ok":
-        return out + [f"**{pr.status}**, because {pr.reason}", ""]
+    out = [f"### {probe_title(pr.name, pr.resource)}", ""]
     if pr.reason:
         out += [f"Partly skipped: {pr.reason}.", ""]
     flags = ((run.extra.get("telemetry") or {}).get("flags") or {}).get(pr.name) or []
@@ -176,9 +201,13 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     for m in pr.measurements:
         by_metric.setdefault(m.metric, []).append(m)
     # Summaries (statistic "max" over sizes) first: they are what a reader looks for.
-    for metric in sorted(by_metric, key=lambda k: by_metric[k][0].statistic != "max"):
-        header, rows = _measurement_rows(run, pr, by_metric[metric])
-        out += [f"**{metric}**", ""] + fmt.table(header, rows)
+    for metrics, ms in sorted(_merged(by_metric), key=lambda g: g[1][0].statistic != "max"):
+        header, rows = _measurement_rows(run, pr, ms)
+        title = " = ".join(f"**{x}**" for x in metrics)
+        if len(metrics) > 1:
+            title += (f" (identical here: {', '.join(metrics[1:])} equals {metrics[0]} at this "
+                      "scale, so one table shows them)")
+        out += [title, ""] + fmt.table(header, rows)
     for row in analysis.gpu_spread(run, pr.name, "peak_flops", "dtype", same="best_size"):
         flag = " ⚠ 5% or more: check cooling, power caps and links" if row["warn"] else ""
         at = f" at n={row['best_size']}" if row.get("best_size") else ""
@@ -189,19 +218,10 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     return out + [""]
 
 
-def _warnings(run: RunResult) -> list[str]:
-    lines = []
-    for pr in run.probes:
-        for m in pr.measurements:
-            if m.statistic != "median" or len(m.samples) < 2:
-                continue
-            s = summarize(m.samples)
-            if s.unstable:
-                key = ", ".join(f"{k}={fmt.key_value(k, v)}" for k, v in m.key.items())
-                lines.append(f"- {pr.name} {m.metric} ({key}): CV {fmt.percent(s.cv)} over "
-                             f"{s.n} samples, above {fmt.percent(UNSTABLE_CV)}; the machine "
-                             "was busy or the clocks moved. Re-run before trusting it.")
-    return lines
+def _skipped(p: ProbeResult) -> str:
+    # A reason that already says "… skipped, because …" is not preceded by another "because".
+    joint = ": " if "because" in (p.reason or "") else ", because "
+    return f"- {noise.probe_label(p.name)}: {p.status}{joint}{p.reason}"
 
 
 def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
@@ -224,7 +244,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     out += doctor_section.section(checks)
     out += ["## Probes", ""] + fmt.table(
         ["probe", "resource", "status", "time", "note"],
-        [[p.name, p.resource, p.status,
+        [[noise.probe_label(p.name), verdict_section.label(p.resource), p.status,
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
           p.reason or ""] for p in run.probes])
     out += training.section(run)
@@ -233,16 +253,17 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     out += datapath.section(run)
     out += interconnect.section(run)
     out += energy.section(run)
-    for pr in run.probes:
-        if pr.status == "ok":
-            out += _probe_section(run, pr)
+    measured = [p for p in run.probes if p.status == "ok"]
+    if measured:
+        out += [MEASUREMENTS, "", "Every measurement, probe by probe; measurements.csv has "
+                                  "them all, one row each.", ""]
+    for pr in measured:
+        out += _probe_section(run, pr)
     skipped = [p for p in run.probes if p.status != "ok"]
     if skipped:
         out += ["## Skipped and failed", ""]
-        out += [f"- {p.name}: {p.status}, because {p.reason}" for p in skipped] + [""]
-    warnings = _warnings(run)
-    out += ["## Stability warnings", ""] + (warnings or ["None: every median's CV is at most "
-                                                          f"{fmt.percent(UNSTABLE_CV)}."]) + [""]
+        out += [_skipped(p) for p in skipped] + [""]
+    out += noise.section(run)
     return "\n".join(out[:said] + _refer(out[said:], run.environment))
 
 

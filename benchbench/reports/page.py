@@ -3,8 +3,8 @@ Markdown's sections with the figures inline as base64 PNG, each under the sectio
 to. compare.html, history.html and fleet.html are rendered here.
 
 The same rules as report.html: inline CSS, no script, no external URL, and every string that
-came from the user or a machine escaped with html.escape (reports/html.py's Markdown converter
-escapes each line before its few tags).
+came from the user or a machine escaped with html.escape (reports/html_markdown.py's Markdown
+converter escapes each line before its few tags).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchbench.reports.html import CSS, _img, esc, markdown_to_html, slug, split_sections
+from benchbench.reports.html import CSS
+from benchbench.reports.html_markdown import esc, img, markdown_to_html, slug, split_sections
 
 OUTCOME_CSS = """
 .outcome { max-width: none; padding: 18px max(24px, calc((100% - 1052px) / 2)) 14px; }
@@ -48,14 +49,14 @@ def render(title: str, banner: str, markdown_text: str, figures: Sequence[Figure
         part = markdown_to_html(lines)
         for f in figures:
             if f.section and head and head.startswith(f.section) and f.name not in placed:
-                part += _img(f.name, f.png, f.alt)
+                part += img(f.name, f.png, f.alt)
                 placed.add(f.name)
         if part.strip():
             body.append(f"<section>{part}</section>")
     rest = [f for f in figures if f.name not in placed]
     if rest:
         body.append('<section id="more-figures"><h2>More figures</h2>'
-                    + "".join(_img(f.name, f.png, f.alt) for f in rest) + "</section>")
+                    + "".join(img(f.name, f.png, f.alt) for f in rest) + "</section>")
     if notes:
         body.append('<section id="notes"><h2>Notes</h2><ul>'
                     + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul></section>")

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchbench.analysis import reference_check as refs
+from benchbench.analysis.reference_figures import Figure
 from benchbench.core import units as fmt
 from benchbench.core.results import RunResult
 from benchbench.doctor.checks import Check
 
 
-def figure_name(f: refs.Figure) -> str:
+def figure_name(f: Figure) -> str:
     where = f"slowest of {f.of_gpus} GPUs: {f.device}" if f.of_gpus > 1 else f.device
     return f"{f.name} ({where})"
 
@@ -25,14 +26,15 @@ def _source(h: refs.Held) -> str:
 def _lines(r: refs.Row) -> list[list[str]]:
     """One table line per comparable reference; else one for the closest, or none."""
     f = r.figure
-    head = [figure_name(f), refs.show(f.value, f.unit)]
+    at = refs.stated(f)
+    head = [figure_name(f), refs.show(f.value, f.unit) + (f" ({at})" if at else "")]
     if r.matched:
         return [head + [refs.published(h.reference), refs.describe(h.reference, False),
                         _source(h), refs.share(h, f.value)] for h in r.matched]
     if r.held:
-        h = min(r.held, key=lambda h: len(h.differs))
+        h = refs.closest(r.held)
         return [head + [refs.published(h.reference), refs.describe(h.reference, False),
-                        _source(h), "conditions differ: " + "; ".join(h.differs)]]
+                        _source(h), refs.mismatch(h, which=False)]]
     return [head + ["—", "—", "—", r.text]]
 
 
@@ -50,5 +52,6 @@ def section(run: RunResult, checks: Sequence[Check]) -> list[str]:
             "(precision, batch, image size, GPUs, copy counting and method, NCCL algorithm) "
             "agree; docs/references.md gives each row's source and caveats.", ""]
     table = [line for r in rows for line in _lines(r)]
-    return out + fmt.table(["figure", "measured", "published", "conditions", "source",
-                            "% of published, or why not"], table)
+    return out + fmt.table(["figure", "measured (its conditions)", "published",
+                            "published conditions", "source", "% of published, or why not"],
+                           table)

@@ -46,10 +46,12 @@ def section(run: RunResult) -> list[str]:
     if not j.get("aligned"):
         out.append("- the windows could not be put on the telemetry's clock: drops are matched "
                    "to the telemetry only roughly")
+    drops = []
     for d in j["aligned_drops"][:5]:
         why = ", ".join(d["throttle"]) or ("clock drop" if d["clock_drop"] else "no reason")
         clock = f", SM {d['sm_clock_Hz'] / 1e6:.0f} MHz" if d.get("sm_clock_Hz") else ""
         power = f", {d['power_W']:.0f} W" if d.get("power_W") is not None else ""
-        out.append(f"- at {d['t']:.1f} s: {_pct(d['ratio'])} of the median ({why}{clock}"
-                   f"{power})")
+        drops.append(f"at {d['t']:.1f} s {_pct(d['ratio'])} ({why}{clock}{power})")
+    if drops:  # one line: five bullets of "no reason" said less than this
+        out.append(f"- the deepest drops, as a share of the median: {'; '.join(drops)}")
     return out + [""]

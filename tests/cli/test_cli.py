@@ -49,7 +49,8 @@ def test_quick_run_writes_valid_results(quick_run):
     # on a GPU machine NVML still lists the GPUs this --device cpu run left alone
     assert run.environment["gpus"] or run.environment["gpus_reason"]
     report = (out / "report.md").read_text()
-    assert "## matmul (cpu_compute)" in report and "GFLOP/s" in report and "GB/s" in report
+    assert "### Matrix multiply (`matmul`), CPU compute" in report
+    assert "GFLOP/s" in report and "GB/s" in report
 
 
 @pytest.mark.slow
@@ -64,7 +65,9 @@ def test_report_of_recorded_fixture(tmp_path):
     proc = bb("report", str(FIXTURES / "results_v1_cpu.json"), "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "report.md").read_text()
-    assert "host_device_copy: skipped, because it needs a CUDA GPU" in text
+    # The probe by its name, its id in code, and why it was skipped.
+    assert ("Host-to-GPU copies (`host_device_copy`): skipped, because it needs a CUDA GPU"
+            in text)
 
 
 def _one_line_error(proc):

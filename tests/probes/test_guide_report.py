@@ -93,3 +93,42 @@ def test_only_a_search_stopped_for_time_before_any_miss_is_a_lower_bound():
     # At the offline rate at max_batch no server sustains more; a finished search found it.
     assert not guide.rate_is_lower_bound(served("ceiling", 0.003, 0.010))
     assert not guide.rate_is_lower_bound(served("done", 0.003, 0.020, 0.012))
+
+
+def _inference_run(image_size):
+    """An inference probe's server and offline figures, hand-built, at this image size."""
+    from benchbench.core.results import Measurement
+
+    def m(metric, key, value, **context):
+        return Measurement(metric=metric, key={"precision": "amp_bf16",
+                                               "image_size": image_size, **key},
+                           value=value, unit="samples/s", statistic="max", samples=[value],
+                           higher_is_better=True, context=context)
+
+    bound = {"max_batch": 64, "latency_bound_s": 0.015}
+    pr = ProbeResult(name="inference", status="ok", resource="gpu_compute", measurements=[
+        m("peak_offline_throughput", {}, 9000.0, best_batch_size=128),
+        m("server_throughput", bound, 6036.0 * 2, stopped_by="done", p99_s=0.012, tried=[])])
+    return RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[pr])
+
+
+def test_an_inference_rate_at_another_image_size_is_not_held_against_mlperf():
+    from benchbench.analysis import guide
+
+    # The quick run's 64 px against MLPerf's 224 px: no ratio, no T4 count, and it says why.
+    small = guide.serving(_inference_run(64))
+    assert small.check == ("not compared with MLPerf's T4: measured at 64 px, MLPerf's T4 "
+                           "figure is at 224 px")
+    assert "64 px, amp_bf16, PyTorch eager, dynamic batches up to 64" in small.measured
+    (line,) = small.derived
+    assert line.startswith("offline 9,000 images/s (64 px, amp_bf16, PyTorch eager, best batch "
+                           "128) is not compared with MLPerf's published offline figures: "
+                           "measured at 64 px, MLPerf's figures are at 224 px")
+    assert "x T4" not in line and "T4s" not in small.check
+    # At 224 px both sides' conditions are stated beside the ratio.
+    full = guide.serving(_inference_run(224))
+    assert full.check.startswith("that is 2.0 T4s at MLPerf's T4 offline figure (6,036 "
+                                 "images/s at 224 px, TensorRT INT8, against PyTorch eager")
+    assert full.derived[0].startswith("offline 9,000 images/s (224 px, amp_bf16, PyTorch eager, "
+                                      "best batch 128) is 0.102x H100")
+    assert "(224 px, TensorRT, INT8" in full.derived[0]

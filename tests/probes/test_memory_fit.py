@@ -111,7 +111,9 @@ def test_cpu_search_measures_the_small_end_and_checks_the_estimate_against_rss()
     from benchbench.probes.api import ProbeContext
     from benchbench.workloads.memory_fit import run as memory_fit
 
-    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(), budget=Budget(30.0),
+    # 120 s is a ceiling, not a cost: the climb ends at 70b's free-RAM refusal after two
+    # 125m attempts; on a loaded 2-core VM one 125m attempt can take 15 s.
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(), budget=Budget(120.0),
                        facts=cpu_facts())
     cfg = resolved("memory_fit", ladder=("125m", "70b"), seq_len=32)
     out = memory_fit.run(ctx, cfg)

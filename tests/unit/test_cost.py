@@ -477,6 +477,7 @@ def test_a_server_rate_whose_search_ran_out_of_time_costs_at_most_its_figure():
     c = cost.run_costs(run, vd(), usd_per_hour=24.0)
     assert c["usd_per_million_inferences"] == pytest.approx(24 / (8000 * 3600) * 1e6)
     assert c["inferences_basis"] == (
-        "inference server_throughput: ResNet50 within 15 ms p99 (bf16); a lower bound: the "
+        "inference server_throughput: ResNet50 within 15 ms p99 (224 px, bf16, PyTorch eager, "
+        "dynamic batches up to 64); a lower bound: the "
         "search's time budget ran out before any rate it tried missed the bound, so the "
         "machine may serve more; the cost per million inferences is at most this")

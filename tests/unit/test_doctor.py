@@ -632,23 +632,44 @@ def test_inference_is_answered_by_the_measured_serving_rate():
 
 def test_a_serving_rate_whose_search_ran_out_of_time_is_a_lower_bound():
     pytest.importorskip("torch")
-    from benchbench.doctor.checks import scenario_checks
     from benchbench.engine import simulate
 
     # 10 s: the server search's second rate would not fit, so it stopped at its first rate,
     # which met the bound: the machine serves at least that.
     sim = simulate.simulate_probe(simulate.H200, "inference", False, 10.0)
+    served = _served_check(sim.measurements)
+    rate = next(m for m in sim.measurements if m.metric == "server_throughput").value
+    assert served.status == "pass"
+    assert served.measured.startswith(f"at least {rate:,.0f} images/s within the bound (224 "
+                                      "px, bf16, PyTorch eager")
+    assert ", at least 0.1 T4s" in served.measured
+    assert "a lower bound: the search's time budget ran out" in served.measured
+
+
+def test_a_serving_rate_at_another_image_size_is_not_counted_in_t4s():
+    """Like with like: MLPerf's T4 figure is at 224 px; a 64 px rate says why it is not
+    compared rather than giving a T4 count."""
+    pytest.importorskip("torch")
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "inference", False, 60.0,
+                                  overrides={"image_size": 64})
+    served = _served_check(sim.measurements)
+    assert "T4s at" not in served.measured and "(64 px," in served.measured
+    assert ("not compared with MLPerf's T4, because measured at 64 px, MLPerf's T4 figure is "
+            "at 224 px") in served.measured
+
+
+def _served_check(measurements):
+    """The inference scenario's measured serving check on a healthy GPU box's run."""
+    from benchbench.doctor.checks import scenario_checks
+
     run = RunResult(tool={}, started_at="", environment=env_of(FakeNvml(gpus=[healthy()])),
                     config={}, argv=[], probes=[ProbeResult(
                         name="inference", status="ok", resource="gpu_compute",
-                        measurements=sim.measurements)])
+                        measurements=measurements)])
     got = {c.name: c for c in scenario_checks("inference", *_env_run(run))}
-    served = got["inference: ResNet50 served within MLPerf's p99 bound (measured)"]
-    rate = next(m for m in sim.measurements if m.metric == "server_throughput").value
-    assert served.status == "pass"
-    assert served.measured.startswith(f"at least {rate:,.0f} images/s within the bound, at "
-                                      "least 0.1 T4s")
-    assert "a lower bound: the search's time budget ran out" in served.measured
+    return got["inference: ResNet50 served within MLPerf's p99 bound (measured)"]
 
 
 def _env_run(run):

@@ -138,11 +138,11 @@ def test_the_energy_section_renders_figures_reasons_and_steal():
     assert "| transformer | 10.0 s | 5.00 kJ (NVML energy counter) | not measurable here |" \
            in text
     assert f"- CPU energy {NO_RAPL}." in text
-    assert "- CPU steal during resnet50: 4.1% ⚠ another tenant took this CPU time" in text
-    assert "- CPU steal during transformer: 0.0%" in text
-    assert "- CPU steal during matmul: skipped, because no steal column" in text
+    assert "- CPU steal during ResNet50 training: 4.1% ⚠ another tenant took this CPU time" in text
+    assert "- CPU steal during transformer training: 0.0%" in text
+    assert "- CPU steal during matrix multiply: skipped, because no steal column" in text
     old = "\n".join(energy_report.section(gpu_run(telemetry=False)))
-    assert "Energy: skipped, because this run's telemetry has no energy readings" in old
+    assert "Energy: not measured, because this run's telemetry has no energy readings" in old
 
 
 def test_the_environment_section_shows_virtualisation_and_gpu_sharing():

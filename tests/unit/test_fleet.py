@@ -66,7 +66,9 @@ def test_no_false_outlier_among_32_healthy_nodes_with_3_percent_spread(tmp_path)
     assert all(len(m.entities) == 32 for m in f.measures)
     assert all(len(m.gpus) == 256 for m in f.measures if m.key[0] != "resnet50")
     assert [(m.name, e.node) for m in f.measures for e in m.outliers] == []
-    assert 2 < max(m.sigma_pct for m in f.measures) < 4.5
+    assert 2 < max(m.sigma_pct for m in f.measures if m.sigma_pct is not None) < 4.5
+    # gpu_node's host-device copies are one exact figure on every healthy link: no spread
+    assert [m.name for m in f.measures if m.sigma_pct is None] == ["host-device h2d pinned"]
 
 
 def test_the_planted_outlier_is_found_with_its_evidence(tmp_path):
@@ -236,3 +238,24 @@ def test_fleet_html_states_the_rule_fleet_md_does(tmp_path):
     assert (f"|z| &gt; {outliers.Z_LIMIT:g}" in banner
             and f"beyond {outliers.TINY_PCT:g}% from it" in banner)
     assert fleet_md.OUTLIER_RULE in fleet_md.render(f)
+
+
+def test_a_spread_no_run_measured_reads_unknown_not_zero(tmp_path, capsys):
+    # Three of four nodes read exactly one run's figures (as copies of one run would): the MAD
+    # is 0, which is no measured spread. Storage differs on every node: its spread is known.
+    for i in range(4):
+        run = cpu_run("2026-11-30T02:00:00+00:00", env=environment(host=f"n{i}"),
+                      base=1.2 if i == 3 else 1.0, factors={"storage": 1 + 0.01 * i})
+        save(tmp_path, f"n{i}", run)
+    f = fleet.build([str(tmp_path / "*")])
+    spread = {m.name: m.sigma_pct for m in f.measures}
+    assert spread["matmul peak fp32"] is None and spread["storage seq1m"] > 0
+    out = tmp_path / "out"
+    _, md, _ = run_cli(capsys, "fleet", tmp_path / "*", "--out", out)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| matmul peak fp32 |"))
+    assert "| unknown |" in row and "±0.0%" not in md
+    assert "| storage seq1m |" in md and "±" in md
+    assert "±0.0%" not in (out / "fleet.html").read_text()
+    lines = (out / "fleet.csv").read_text().splitlines()
+    col = lines[0].split(",").index("spread_pct")
+    assert {ln.split(",")[col] for ln in lines[1:] if ",matmul,peak_flops," in ln} == {""}

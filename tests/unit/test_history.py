@@ -210,3 +210,41 @@ def test_exit_0_when_the_machine_recovered_and_a_threshold_above_the_drop(tmp_pa
                          "--junit", xml)
     cases = [c for s in JUnitXml.fromfile(str(xml)) for c in s]
     assert code == 0 and cases and all(c.is_passed for c in cases)
+
+
+def test_a_series_of_one_or_two_runs_has_unknown_noise_not_zero(tmp_path, capsys):
+    import dataclasses
+
+    from synthetic_runs import measurement
+
+    def extra(run, presets):
+        """The run with more headline figures: a transformer at each of `presets`."""
+        ms = [measurement("throughput", {"device": "cpu", "precision": "fp32", "preset": p,
+                                         "seq_len": 64, "batch_size": 4}, [900.0, 910.0],
+                          "tokens/s") for p in presets]
+        return dataclasses.replace(run, probes=[
+            dataclasses.replace(p, measurements=[*p.measurements, *ms])
+            if p.name == "transformer" else p for p in run.probes])
+
+    # "tiny" in the last two runs, "micro" in the last one only.
+    for i, presets in enumerate(((), (), ("tiny",), ("tiny", "micro"))):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        results.save(extra(cpu_run(day(i), base=(1.0, 1.03, 0.98, 1.01)[i]), presets),
+                     d / "results.json")
+    h = history.build([str(tmp_path / "r*")])
+    short = [s for s in h.series if "tiny" in s.name or "micro" in s.name]
+    assert sorted(len(s.runs) for s in short) == [1, 2]
+    assert all(s.noise_pct is None for s in short)
+    assert all(s.noise_pct is not None for s in h.series if s not in short)
+    out = tmp_path / "out"
+    _, md, _ = run_cli(capsys, "history", tmp_path / "r*", "--out", out)
+    for s in short:
+        row = next(ln for ln in md.splitlines() if ln.startswith(f"| {s.name} |"))
+        assert "| unknown |" in row
+    assert "±0.0%" not in md and "unknown for a series of fewer than 3 runs" in md
+    assert "±0.0%" not in (out / "history.html").read_text()
+    lines = (out / "history.csv").read_text().splitlines()
+    col = lines[0].split(",").index("noise_pct")
+    noise = {ln.split(",")[col] for ln in lines[1:] if "tiny" in ln or "micro" in ln}
+    assert noise == {""}

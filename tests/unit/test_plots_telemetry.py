@@ -56,6 +56,24 @@ def test_probes_are_laid_end_to_end_a_run_wide_interval_apart(monkeypatch):
     assert x1[0] == 0.0 and x2[0] == pytest.approx(x1[-1] + 0.25)  # each from its own start
 
 
+def test_every_entry_is_drawn_where_it_ran_on_the_runs_clock():
+    """With t0_monotonic (what the runner stores) each entry lies where it ran, the gaps
+    between probes kept, in the order they ran; a later round's entry, under its probe's name
+    and round, after the first rounds."""
+    tel = stored()
+    tel["probes"]["matmul"]["t0_monotonic"] = 100.0
+    tel["probes"]["resnet50"]["t0_monotonic"] = 105.0
+    tel["probes"]["matmul (round 2)"] = {**probe(10, 0.9), "t0_monotonic": 120.0}
+    line = plots_telemetry._timeline(tel["probes"], 0.1)
+    assert [(name, x[0]) for name, x, _ in line] == [
+        ("matmul", pytest.approx(0.1)), ("resnet50", pytest.approx(5.1)),
+        ("matmul (round 2)", pytest.approx(20.1))]
+    fig = plots_telemetry.telemetry_figure(tel)
+    assert [t.get_text() for t in fig.axes[0].texts] == [
+        "matrix multiply", "ResNet50 training", "matrix multiply (round 2)"]
+    assert fig.axes[1].get_xlim()[1] == pytest.approx(21.0)
+
+
 def test_nothing_to_draw_gives_no_png():
     assert plots_telemetry.telemetry(None) is None
     assert plots_telemetry.telemetry({"interval_s": 0.1, "probes": {}, "flags": {},

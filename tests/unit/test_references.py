@@ -154,7 +154,8 @@ def one(run: RunResult, name: str) -> rc.Row:
 def test_matching_conditions_give_the_share_of_the_published_range():
     r = one(run_of(resnet(2512.0)), "ResNet50 amp_fp16")
     assert r.text == ("90–96% of the published 2,616–2,791 img/s (Lambda, H100 SXM, amp_fp16, "
-                      "batch not stated, 1 GPU, synthetic data)")
+                      "224 px, batch not stated, 1 GPU, synthetic data)")
+    assert rc.stated(r.figure) == "amp_fp16, 224 px, batch 256, 1 GPU"
     assert r.matched[0].fractions(2512.0) == (2512.0 / 2791.0, 2512.0 / 2616.0)
     mem = probe("memory_bandwidth", m("copy_bandwidth", {"memory": "cuda:0", "size_bytes": 2**32},
                                       2.3e12, "B/s"), resource="gpu_memory")
@@ -163,22 +164,26 @@ def test_matching_conditions_give_the_share_of_the_published_range():
 
 
 def test_a_condition_that_differs_is_named_instead_of_a_share():
-    assert one(run_of(resnet(2512.0, "amp_bf16")), "ResNet50 amp_bf16").text.startswith(
-        "conditions differ: precision amp_fp16 published, amp_bf16 here (the closest published "
-        "figure: 2,616–2,791 img/s, Lambda, H100 SXM")
-    assert one(run_of(resnet(2512.0, image=128)), "ResNet50 amp_fp16").text.startswith(
-        "conditions differ: image size 224 published, 128 here")
+    assert one(run_of(resnet(2512.0, "amp_bf16")), "ResNet50 amp_bf16").text == (
+        "not compared: amp_bf16 here, amp_fp16 in the closest published figure (2,616–2,791 "
+        "img/s: Lambda, H100 SXM, amp_fp16, 224 px, batch not stated, 1 GPU, synthetic data)")
+    # A quick run's 64 px against ResNet-50's published 224 px: no share, both sizes said.
+    small = one(run_of(resnet(9000.0, image=64)), "ResNet50 amp_fp16")
+    assert small.text.startswith("not compared: 64 px here, 224 px in the closest published "
+                                 "figure (2,616–2,791 img/s: Lambda, H100 SXM")
+    assert not small.matched and "%" not in small.text
+    assert not rc.health(run_of(resnet(9000.0, image=64))).flagged
     a100 = one(run_of(resnet(2300.0), gpu="NVIDIA A100-SXM4-80GB"), "ResNet50 amp_fp16")
     # DLE's and MXNet's 1-GPU batch-256 rows match; Lambda's batch 1280 and DLE's 8-GPU do not.
     assert [h.reference.low for h in a100.matched] == [2470.0, 2180.0]
-    assert any("batch 1280 published, 256 here" in h.differs for h in a100.held)
-    assert any("gpus 8 published, 1 here" in h.differs for h in a100.held)
+    assert any(rc.Differs("batch", 1280, 256) in h.differs for h in a100.held)
+    assert any(rc.Differs("gpus", 8, 1) in h.differs for h in a100.held)
     assert a100.text.startswith("93% of the published 2,470 img/s (NVIDIA, A100 80GB SXM")
     h2d = probe("host_device_copy", m("peak_bandwidth", {"device": "cuda:0", "direction": "h2d",
                                                          "memory": "pinned"}, 30e9, "B/s", "max"),
                 resource="host_device_link")
     assert one(run_of(h2d), "pinned h2d copy").text.startswith(
-        "conditions differ: copy method SM kernel published, copy engine here")
+        "not compared: copy engine here, SM kernel in the closest published figure")
 
 
 def test_allreduce_is_held_against_the_algorithm_nccl_used():
@@ -186,9 +191,9 @@ def test_allreduce_is_held_against_the_algorithm_nccl_used():
     assert [h.reference.low for h in unknown.matched] == [480e9, 370e9]  # NVLS and Ring
     nvls = one(run_of(allreduce(455e9, nvls_used=True), gpus=8), "all-reduce busbw, 8 ranks")
     assert nvls.text.startswith("95% of the published 480 GB/s (NVIDIA (NCCL maintainer")
-    assert nvls.held[1].differs == ("algorithm Ring published, NVLS here",)
+    assert nvls.held[1].differs == (rc.Differs("algorithm", "Ring", "NVLS"),)
     four = one(run_of(allreduce(300e9, world=4), gpus=4), "all-reduce busbw, 4 ranks")
-    assert four.text.startswith("conditions differ: gpus 8 published, 4 here")
+    assert four.text.startswith("not compared: 4 GPUs here, 8 GPUs in the closest published")
 
 
 def test_no_published_reference_for_this_gpu_or_a_cpu():
@@ -261,9 +266,9 @@ def test_report_opens_with_the_health_line_after_the_verdict():
     assert md.index("## Verdict") < md.index("## Published references")
     assert "⚠ Health: 2 of 3 headline figures" in section
     assert "- GPU 0 was shared with 1 other process(es) (pid 4242)" in section
-    assert ("| ResNet50 amp_fp16 (cuda:0) | 1,500 img/s | 2,616–2,791 img/s | H100 SXM, "
-            "amp_fp16, batch not stated, 1 GPU, synthetic data | [Lambda](https://github.com/"
-            in section)
+    assert ("| ResNet50 amp_fp16 (cuda:0) | 1,500 img/s (amp_fp16, 224 px, batch 256, 1 GPU) | "
+            "2,616–2,791 img/s | H100 SXM, amp_fp16, 224 px, batch not stated, 1 GPU, synthetic "
+            "data | [Lambda](https://github.com/" in section)
     assert "| 54–57% |" in section
 
 
@@ -287,10 +292,22 @@ def test_compare_shows_each_side_against_its_reference():
              SimpleNamespace(label="gone", run=None)]
     out = "\n".join(compare_references.section(SimpleNamespace(sides=sides)))
     assert "| figure | old | new |" in out
-    assert "| ResNet50 amp_fp16 | 2,700 img/s: 97–103% of Lambda H100 SXM | 1,500 img/s: " \
-           "54–57% of Lambda H100 SXM |" in out
-    assert "| matmul bf16 peak | — | 500 TFLOP/s: 63% of Stas Bekman" in out
+    lambda_h100 = "Lambda, H100 SXM, amp_fp16, 224 px, batch not stated, 1 GPU, synthetic data"
+    assert (f"| ResNet50 amp_fp16 | 2,700 img/s (amp_fp16, 224 px, batch 256, 1 GPU): 97–103% "
+            f"of {lambda_h100} | 1,500 img/s (amp_fp16, 224 px, batch 256, 1 GPU): 54–57% of "
+            f"{lambda_h100} |") in out
+    assert "| matmul bf16 peak | — | 500 TFLOP/s (1 GPU): 63% of Stas Bekman" in out
     assert "- new: ⚠ Health: 2 of 2 headline figures" in out
+
+
+def test_compare_marks_a_figure_measured_under_other_conditions():
+    sides = [SimpleNamespace(label="full", run=run_of(resnet(2700.0))),
+             SimpleNamespace(label="quick", run=run_of(resnet(9000.0, image=64)))]
+    out = "\n".join(compare_references.section(SimpleNamespace(sides=sides)))
+    assert ("| ResNet50 amp_fp16 | 2,700 img/s (amp_fp16, 224 px, batch 256, 1 GPU): 97–103% of "
+            "Lambda") in out
+    assert ("| ≠ 9,000 img/s (amp_fp16, 64 px, batch 256, 1 GPU): not compared: 64 px here, "
+            "224 px in the closest published figure") in out
 
 
 def test_compare_md_carries_the_section():
@@ -301,4 +318,5 @@ def test_compare_md_carries_the_section():
     text = compare_md.render(build(make_run("a"), make_run("b", factor=0.9)))
     section = text[text.index("## Published references"):]
     assert "- a: Health: not judged: no published reference for a CPU." in section
-    assert "| ResNet50 fp32 | 20 img/s: no published reference for a CPU |" in section
+    assert ("| ResNet50 fp32 | 20 img/s (fp32, 224 px, batch 16): no published reference for "
+            "a CPU |") in section

@@ -98,10 +98,11 @@ def test_render_shows_units_peaks_skips_and_warnings():
     assert "**742 TFLOP/s**" in text and "75.0% of H100 SXM dense bf16" in text
     assert "**2.90 TB/s**" in text and "86.6% of H100 SXM memory" in text
     assert "slowest GPU cuda:1" in text and "⚠ 5% or more" in text
-    assert "- storage: skipped, because fio is not installed" in text
-    # the noisy GPU copy is flagged, the steady ones are not
-    assert "memory_bandwidth copy_bandwidth (memory=cuda:0, size_bytes=2 GiB): CV" in text
-    assert "memory=host" not in text.split("## Stability warnings")[1]
+    assert "- Storage reads (`storage`): skipped, because fio is not installed" in text
+    # the noisy GPU copy is flagged, the steady one is not
+    noisy = text.split("## Noisy measurements")[1]
+    assert "- Memory copy (`memory_bandwidth`): 1 of 2 settings noisy, CV 15.1%" in noisy
+    assert "memory=host" not in noisy and "cuda:0" not in noisy  # one line, not the rows
 
 
 def test_human_formatting():
@@ -135,4 +136,5 @@ def test_why_nvml_is_unavailable_is_said_once():
     assert text.count(error) == 1
     assert "| GPUs | none (NVML unavailable: NVML Shared Library Not Found (NVML ships" in text
     assert "because NVML unavailable (see GPUs under Environment)" in text  # the doctor
-    assert "GPU energy skipped, because NVML is unavailable (see GPUs under Environment)" in text
+    assert ("Energy: not measured, because neither source could be read: GPU energy — NVML is "
+            "unavailable (see GPUs under Environment); CPU energy — no RAPL.") in text

@@ -416,7 +416,9 @@ def test_runner_samples_around_each_probe_that_runs(tmp_path):
                    "source": {"cpu": "psutil", "gpu": "skipped, because test"}}
 
 
-def test_a_later_round_adds_its_flags_and_keeps_the_first_series(tmp_path):
+def test_a_later_round_adds_its_flags_and_its_series_beside_the_first(tmp_path):
+    """The telemetry spans the whole run: a later round's series is kept under "rounds"
+    (the plot draws it at its time), while "probes" keeps one entry a probe."""
     log = []
     runner = make(tmp_path, LoggingIsolator(log), lambda: StubSampler(log), only=("matmul",),
                   rounds=2)
@@ -424,6 +426,7 @@ def test_a_later_round_adds_its_flags_and_keeps_the_first_series(tmp_path):
     assert log == ["start", "call matmul", "stop"] * 2
     tel = results.load(tmp_path).extra["telemetry"]
     assert tel["probes"] == {"matmul": SERIES}
+    assert tel["rounds"] == {"matmul (round 2)": SERIES}
     assert tel["flags"]["matmul"] == ["GPU 0 power-capped during 50% of the probe",
                                       "round 2: GPU 0 power-capped during 50% of the probe"]
 

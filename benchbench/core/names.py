@@ -1,0 +1,39 @@
+"""What a person reads for each id: resources, probes and precisions by their human names.
+
+The ids stay in results.json, the CSV and `code` spans; prose, tables and the terminal use
+these names. One home, so that the terminal, the reports and the plots say the same thing.
+"""
+
+from __future__ import annotations
+
+RESOURCE_NAMES = {
+    "gpu_compute": "GPU compute", "gpu_memory": "GPU memory",
+    "host_device_link": "the host-to-GPU link (PCIe)", "interconnect": "the interconnect",
+    "cpu_compute": "CPU compute", "cpu_dataloading": "CPU data loading",
+    "storage": "storage", "host_memory": "host memory",
+}
+PROBE_NAMES = {
+    "matmul": "matrix multiply", "memory_bandwidth": "memory copy",
+    "host_device_copy": "host-to-GPU copies", "stability": "sustained compute",
+    "resnet50": "ResNet50 training", "transformer": "transformer training",
+    "pipeline": "the input pipeline", "ddp_scaling": "multi-GPU scaling",
+    "memory_fit": "the largest model that fits", "inference": "inference",
+    "dataloader": "the data loader", "storage": "storage reads", "allreduce": "all-reduce",
+}
+PRECISION_NAMES = {
+    "fp32": "fp32", "tf32": "TF32", "amp_bf16": "mixed precision (bf16)",
+    "amp_fp16": "mixed precision (fp16)", "fp8": "fp8", "bf16": "bf16", "fp16": "fp16",
+}
+
+
+def resource_name(resource: str) -> str:
+    """The resource as prose names it; an unknown id comes back as it is."""
+    return RESOURCE_NAMES.get(resource, resource.replace("_", " "))
+
+
+def probe_name(probe: str) -> str:
+    return PROBE_NAMES.get(probe, probe.replace("_", " "))
+
+
+def precision_name(precision: str) -> str:
+    return PRECISION_NAMES.get(precision, precision)
