@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis.guide import FP8_PAYS_WIDTH
 from benchbench.core.config import ProbeConfig
 from benchbench.core.sampling import Budget
 from benchbench.core.timing import Timer
@@ -159,8 +160,8 @@ PROFILES = {"h200": H200, "8xh100": H100X8}
 # required), and at large widths torchao publishes 1.1-1.25x end to end ("up to 1.25x at
 # 8 GPU / 8B parameter scale", docs.pytorch.org/ao, Quantized Training); its per-shape table
 # shows compiled float8 below 1x for K, N of 1024 too.
-FP8_PAYS_WIDTH = 2048
-# (compiled, d_model >= FP8_PAYS_WIDTH) -> fp8's speed over amp_bf16's
+# (compiled, d_model >= FP8_PAYS_WIDTH: the guide's one width where fp8 can pay) -> fp8's speed
+# over amp_bf16's
 FP8_SPEEDUP = {(False, False): 0.85, (False, True): 1.0, (True, False): 0.95, (True, True): 1.15}
 
 
@@ -181,11 +182,11 @@ class SimMeter(Meter):
         super().__init__(clock)
         self.queue = SimQueue(clock)
         self.initialised = False
-        # TF32 as CUDA starts: off for fp32 matmuls (torch's default since 1.12), on for cuDNN
-        # convolutions ("torch.backends.cudnn.allow_tf32 ... defaults to True", PyTorch's
-        # notes on TF32 on Ampere). None: the probe never said.
-        self.matmul_tf32: bool | None = None
-        self.conv_tf32: bool | None = None
+        # What the probe set through set_tf32, for matmuls and convolutions alike; None: it
+        # never said, and CUDA's defaults hold: off for fp32 matmuls (torch's default since
+        # 1.12), on for cuDNN convolutions ("torch.backends.cudnn.allow_tf32 ... defaults to
+        # True", PyTorch's notes on TF32 on Ampere).
+        self.tf32_set: bool | None = None
         self.cudnn_benchmark = False
 
     def timer_for(self, device: str) -> Timer:
@@ -224,14 +225,14 @@ class SimMeter(Meter):
         return "simulated"
 
     def set_tf32(self, enabled: bool) -> None:
-        self.matmul_tf32 = self.conv_tf32 = enabled
+        self.tf32_set = enabled
 
     def tf32(self) -> bool:
-        return bool(self.matmul_tf32)
+        return bool(self.tf32_set)
 
     def convolutions_in_tf32(self) -> bool:
         """Whether an fp32 convolution runs in TF32 now: cuDNN does unless told otherwise."""
-        return self.conv_tf32 is not False
+        return self.tf32_set is not False
 
     def set_cudnn_benchmark(self, device: str, enabled: bool) -> None:
         self.cudnn_benchmark = enabled

@@ -1,8 +1,8 @@
 """The device layer's stateless half, shared by every probe and workload: which GPUs exist and
-which to use, selecting one, OOM detection, budget checks, random buffers, the TF32 modes, the
-allocator's cache, the NCCL version. The stateful half (initialisation, syncs, timers, the
-precision modes a probe sets, memory statistics) is the Meter (probes/meter.py), which the
-simulator replaces. Only these two modules touch torch.cuda and torch.backends
+which to use, selecting one, OOM detection, a failure's reason, budget checks, random buffers,
+the NCCL version. The stateful half (initialisation, syncs, timers, the TF32 and cuDNN modes,
+the allocator's cache and its statistics) is probes/meter.py, whose Meter the simulator
+replaces. Only these two modules touch torch.cuda and torch.backends
 (tests/invariants/test_device_layer.py)."""
 
 from __future__ import annotations
