@@ -26,6 +26,12 @@ PRECISION_NAMES = {
 }
 
 
+def capitalised(text: str) -> str:
+    """The text with its first letter upper-case and the rest as it is (str.capitalize would
+    lower "GPU" and "PCIe"), for a name that starts a sentence, a heading or a cell."""
+    return text[:1].upper() + text[1:]
+
+
 def resource_name(resource: str) -> str:
     """The resource as prose names it; an unknown id comes back as it is."""
     return RESOURCE_NAMES.get(resource, resource.replace("_", " "))

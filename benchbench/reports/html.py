@@ -14,7 +14,7 @@ from typing import Any
 from benchbench.analysis.advice import model_name
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
-from benchbench.core.names import precision_name, resource_name
+from benchbench.core.names import capitalised, precision_name, resource_name
 from benchbench.core.results import RunResult
 from benchbench.reports import noise
 
@@ -137,7 +137,7 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
         o_au = None if o.on_cpu else o.predicted_accelerator_utilisation
         au_text = f", predicted utilisation {esc(fmt.percent(o_au))}" if o_au is not None else ""
         name = model_name(o.workload)
-        parts.append(f"<details><summary><strong>{esc(name[0].upper() + name[1:])}</strong>: "
+        parts.append(f"<details><summary><strong>{esc(capitalised(name))}</strong>: "
                      "limited by "
                      f"{esc(resource_name(lim)) if lim else 'no resource named'}{au_text}"
                      "</summary>" + _items("Evidence", evidence_beyond_table(o))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchbench.core import units as fmt
-from benchbench.core.names import probe_name
+from benchbench.core.names import capitalised, probe_name
 from benchbench.core.results import Measurement, RunResult
 from benchbench.core.stats import UNSTABLE_CV, summarize
 
@@ -116,8 +116,7 @@ def by_probe(run: RunResult) -> list[ProbeNoise]:
 
 def probe_label(probe: str) -> str:
     """'All-reduce (`allreduce`)': the human name, then the id as code."""
-    name = probe_name(probe)
-    return f"{name[0].upper() + name[1:]} (`{probe}`)"
+    return f"{capitalised(probe_name(probe))} (`{probe}`)"
 
 
 def _cv_range(p: ProbeNoise) -> str:

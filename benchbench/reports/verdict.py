@@ -6,19 +6,17 @@ from benchbench.analysis.advice import model_name
 from benchbench.analysis.verdict import capacity_line
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
-from benchbench.core.names import precision_name, resource_name
+from benchbench.core.names import capitalised, precision_name, resource_name
 
 
 def sentence_name(resource: str) -> str:
     """A resource's human name at the start of a sentence or a heading."""
-    name = resource_name(resource)
-    return name[0].upper() + name[1:]
+    return capitalised(resource_name(resource))
 
 
 def label(resource: str) -> str:
     """A resource's name as a table cell or a title: 'Host-to-GPU link (PCIe)'."""
-    name = resource_name(resource).removeprefix("the ")
-    return name[0].upper() + name[1:]
+    return capitalised(resource_name(resource).removeprefix("the "))
 
 
 def _cap(v: float | None) -> str:
@@ -142,5 +140,5 @@ def evidence_beyond_table(v: WorkloadVerdict) -> list[str]:
     shown = tuple(capacity_line(r, "") for r in v.capacity_details) + tuple(
         f"{r}:" for r in v.capacity_details)
     if v.first_epoch and v.first_epoch.detail:
-        shown += (v.first_epoch.detail[0].upper() + v.first_epoch.detail[1:],)
+        shown += (capitalised(v.first_epoch.detail),)
     return [e for e in v.evidence if not e.startswith(shown)]
