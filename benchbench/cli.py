@@ -171,18 +171,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="one machine's runs in order: change points per headline figure and what changed "
              "around them (exit 3: the latest segment regressed)",
         description="The runs of one machine (paths, run folders or quoted globs), ordered by "
-                    "start time. Each headline figure becomes a series; its change points are "
-                    "found with ruptures' PELT and kept when a t-test between the segments "
-                    "is significant; each is attributed to what changed in the environment "
+                    "start time. Each headline figure becomes a series; single runs far off "
+                    "their neighbours are outlier runs; change points are found by binary "
+                    "segmentation and PELT and kept when the best-split t-test holds; each "
+                    "is attributed to what changed in the environment "
                     "between the runs around it. Runs of another machine are refused (or set "
                     "apart with --machine). Prints Markdown; writes no file unless --out is "
-                    "given. Exit 0, 3 when a latest segment regressed, 2 bad input.")
+                    "given. Exit 0, 3 when the latest level is worse than the best segment "
+                    "(or --baseline) by more than --threshold, 2 bad input.")
     h.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="a latest segment worse than the one before by more than this "
-                        "percentage is a regression (default 5)")
+                   help="the latest level worse than the reference (the best segment, or "
+                        "--baseline's) by more than this percentage is a regression "
+                        "(default 5)")
     h.add_argument("--alpha", type=float, default=0.001, metavar="A",
-                   help="significance a change point needs, by the t-test between its "
-                        "segments (default 0.001, Apache Otava's)")
+                   help="significance a change point needs: the p of the best split of its "
+                        "segments, paid for choosing it (default 0.001)")
+    h.add_argument("--baseline", metavar="RUN",
+                   help="hold the latest level against this run's segment instead of the "
+                        "best one: its number in the history, or its results.json or folder")
+    h.add_argument("--window", type=int, metavar="N",
+                   help="the reference is the best segment among the last N runs (default: "
+                        "all the runs given)")
     h.add_argument("--machine", metavar="NAME",
                    help="the machine (host name or DMI serial) whose history this is, when "
                         "the runs are of several; the others are set apart and listed")
@@ -194,10 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
              "with evidence (exit 3: one is below its group)",
         description="Nodes (runs, run folders, quoted globs, or the nodes of one multi-node "
                     "run) grouped by GPU model and count and CPU model; each headline figure "
-                    "scored with a robust z against its group; each outlier with what its "
+                    "held against its group's median and spread, the bar paid for every "
+                    "test the fleet makes; each outlier with what its "
                     "own run shows that the group's median node does not. Prints Markdown; "
                     "writes no file unless --out is given. Exit 0, 3 when an outlier is "
                     "below its group, 2 bad input.")
+    f.add_argument("--alpha", type=float, default=0.01, metavar="A",
+                   help="the chance that a healthy fleet shows any low outlier, shared over "
+                        "every node, GPU and measurement (default 0.01)")
     f.add_argument("--allow-same-machine", action="store_true",
                    help="accept two runs of one machine as two nodes (refused by default)")
 

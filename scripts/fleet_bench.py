@@ -3,11 +3,12 @@ how long 64 nodes take. Measured on this machine.
 
     python scripts/fleet_bench.py [--fleets 400]
 
-1. False outliers: --fleets fleets of 32 healthy nodes whose figure varies by 3% (σ, normal)
-   from node to node, and each of their 8 GPUs by 1% more; how many fleets show an outlier,
-   at the node level and among the GPUs inside their nodes (analysis/outliers.py's rule,
-   |z| > 3.5 against the median and 1.4826 · MAD, or 5% where that is tighter).
-2. Found: a node 14% slow, and one GPU 20% slow in an otherwise healthy node, in each fleet.
+1. False outliers: --fleets healthy fleets of 32 and of 256 nodes of 8 GPUs and 3 rounds, 3%
+   spread (σ, normal) from node to node, each GPU 1% more; how many fleets fail (a low outlier
+   node, or a low GPU inside its node), by analysis/outliers.py's rule as compare/fleet.py
+   applies it to one measurement. Two mixes: the 3% is each node's own level ("node"), or
+   each round's noise on alike nodes ("rounds").
+2. Found: a node 15% slow, and one GPU 20% slow in an otherwise healthy node, in each fleet.
 3. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
 """
 
@@ -22,44 +23,61 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchbench.analysis import change_points as cp
 from benchbench.analysis import outliers
 
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "support"
 
 
 def fleet(rng: random.Random, n: int = 32, slow_node: int | None = None,
-          slow_gpu: int | None = None) -> list[list[float]]:
+          slow_gpu: int | None = None, mix: str = "node") -> list[list[list[float]]]:
+    """n nodes × 8 GPUs × 3 rounds. mix "node": the 3% is each node's own level (its rounds
+    agree to 0.3%); "rounds": the nodes are alike and every round draws the 3% itself."""
     nodes = []
     for i in range(n):
-        f = rng.gauss(1, 0.03) * (0.86 if i == slow_node else 1.0)
-        nodes.append([f * rng.gauss(1, 0.01) * (0.8 if i == slow_gpu and g == 3 else 1.0)
-                      for g in range(8)])
+        f = (rng.gauss(1, 0.03) if mix == "node" else 1.0) * (0.85 if i == slow_node else 1.0)
+        sd = 0.003 if mix == "node" else 0.03
+        nodes.append([[f * rng.gauss(1, 0.01) * (0.8 if i == slow_gpu and g == 3 else 1.0)
+                       * rng.gauss(1, sd) for _ in range(3)] for g in range(8)])
     return nodes
 
 
-def judged(nodes: list[list[float]]) -> tuple[set[int], set[tuple[int, int]]]:
-    """(the outlier nodes, the outlier (node, GPU)s inside their node)."""
-    by_node = outliers.score([statistics.median(g) for g in nodes])
-    odd = {i for i, s in enumerate(by_node.scores) if s.outlier}
-    inside = {(i, j) for i, g in enumerate(nodes)
-              for j, s in enumerate(outliers.score(g).scores) if s.outlier}
+def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
+           ) -> tuple[set[int], set[tuple[int, int]]]:
+    """(the low outlier nodes, the low outlier (node, GPU)s inside their node), by fleet's
+    rule for one measurement: alpha shared 90/10 between the node and the GPU tests."""
+    n = len(nodes)
+    gpu_value = [[statistics.fmean(r) for r in g] for g in nodes]
+    node_value = [statistics.median(g) for g in gpu_value]
+    rounds = cp.rounds_noise([r for g in nodes for r in g])
+    med = statistics.median(node_value)
+    by_node = outliers.score(node_value, tests=n, alpha=0.9 * alpha,
+                             rounds=(rounds.run_var * med**2, rounds.df))
+    odd = {i for i, s in enumerate(by_node.scores) if s.low}
+    devs = [v / statistics.median(g) - 1 for g in gpu_value for v in g]
+    sigma, df = outliers.relative_spread(devs)
+    inside = set()
+    for i, g in enumerate(gpu_value):
+        m = statistics.median(g)
+        got = outliers.score(g, tests=8 * n, alpha=0.1 * alpha, spread=(sigma * m, df))
+        inside |= {(i, j) for j, s in enumerate(got.scores) if s.low}
     return odd, inside
 
 
 def rates(count: int) -> None:
-    rng = random.Random(24)
-    node_fp = gpu_fp = found_node = found_gpu = 0
-    for _ in range(count):
-        odd, inside = judged(fleet(rng))
-        node_fp += bool(odd)
-        gpu_fp += bool(inside)
-        odd, inside = judged(fleet(rng, slow_node=17, slow_gpu=5))
-        found_node += 17 in odd
-        found_gpu += (5, 3) in inside
-    print(f"32 healthy nodes, 3% spread, one measurement: a false outlier node in {node_fp} of "
-          f"{count} fleets, a false outlier GPU inside its node in {gpu_fp}")
-    print(f"found: the 14% slow node in {found_node} of {count}, the 20% slow GPU in "
-          f"{found_gpu}")
+    for mix in ("node", "rounds"):
+        for n in (32, 256):
+            rng = random.Random(f"{mix} {n}")
+            failed = found_node = found_gpu = 0
+            for _ in range(count):
+                odd, inside = judged(fleet(rng, n, mix=mix))
+                failed += bool(odd or inside)
+                odd, inside = judged(fleet(rng, n, slow_node=17, slow_gpu=5, mix=mix))
+                found_node += 17 in odd
+                found_gpu += (5, 3) in inside
+            print(f"{mix:>6} mix, {n:3d} nodes: a healthy fleet fails (a low outlier node or "
+                  f"GPU) in {failed} of {count}; the 15% slow node found in {found_node}, "
+                  f"the 20% slow GPU in {found_gpu}", flush=True)
 
 
 def timed(n: int = 64) -> None:

@@ -1,37 +1,39 @@
 """Change points in one machine's series of runs: where a figure moved to a new level, how far,
-and how significantly. Pure functions, no I/O.
+and how significantly; and the outlier runs, single runs far off a level their neighbours on
+both sides agree on. Pure functions, no I/O. The method and its measured accuracy:
+docs/history-method.md.
 
 Each point is one run, given as its values per round. The unit the test counts is the run (the
 mean of the logarithms of its rounds): a run's rounds share its day (the driver, a neighbour's
 load, the clock of that night), so counting them as independent would call ordinary
-run-to-run noise a change, which the history would then report night after night.
+run-to-run noise a change. The rounds still say how noisy a run is at least, and a short
+history borrows their degrees of freedom when the runs scatter no more than that
+(analysis/max_t.py).
 
-Two steps, as Apache Otava (formerly Hunter; Fleming et al., "Hunter: Using Change Point
-Detection to Hunt for Performance Regressions", ICPE 2023) does them:
-1. Candidates: ruptures' PELT (exact, deterministic; KernelCPD with a linear kernel is the
-   least-squares cost, in C) on the runs' log values, with a BIC-like penalty of PENALTY ×
-   σ² × ln(n), σ the run-to-run noise estimated robustly from successive differences (so the
-   steps themselves do not inflate it).
-2. Significance: each candidate gets a two-sided Student t-test between the segments on
-   either side of it; the weakest one above `alpha` is dropped and its neighbours' tests are
-   redone on the merged segments, until every change point left is significant (Otava's
-   merge step; its default significance, 0.001, is DEFAULT_ALPHA here). The p-value is the
-   test's times the number of places in the two segments the split could have been
-   (Bonferroni): the candidate is the best of them, and its bare p is too small. On 400
-   series of 40 runs of pure 10% CV noise the bare p called a change in 11, this in none, and
-   it found planted steps as often (scripts/history_bench.py --noise).
-ruptures, numpy and scipy are imported inside the functions that need them.
+1. Outlier runs first: a run OUTLIER_Z robust deviations of the run-to-run noise off the
+   median of its neighbours (up to NEIGHBOURS on each side), where the neighbours after it
+   agree with those before it, is one bad run (a noisy neighbour for a night), not two change
+   points. It is reported as such and kept out of the levels; the latest run cannot show that
+   its successors agree, so a latest run that far off is reported as "the latest run" and the
+   gate counts it (analysis/history_gate.py).
+2. Candidates among the other runs: binary segmentation (the best split of the whole series,
+   then of each side, and so on) at WEAK × `alpha`, Otava's "weak" first pass, and PELT's
+   cuts (ruptures, exact, at a BIC penalty), which see a drop and its recovery where a single
+   split sees one stretch that moved little.
+3. Otava's merge: each candidate is tested on the segments either side of it with the
+   maximum-t test of max_t.py (which pays exactly for the split having been the best of its
+   stretch), times about how many such stretches the series holds; the weakest above `alpha`
+   goes and its neighbours are tested again on the merged segments, until all that remain
+   hold.
+The default `alpha` is Otava's 0.001, but here it is paid for the choices, so pure noise
+rarely shows a change point at all; scripts/history_accuracy.py measures it beside Otava
+(docs/history-method.md).
 
-Why ruptures rather than Apache Otava itself: both were tried on the same series (both find the
-planted steps at their runs; on 100 series of 40 runs of 10% CV noise Otava 0.8.0 called a
-change in 2, this in none). Otava is deterministic and tests every change point, but
-apache-otava 0.8.0 pins numpy 2.2.0 and scipy < 1.17 on Python 3.11, which would downgrade what
-torch and benchbench run on, and installs google-cloud-bigquery, slack-sdk, pg8000 and requests
-with it (325 MB in a fresh virtual environment); its detector is reached through the internals
-of a command-line tool for Graphite and Postgres. ruptures needs numpy and scipy only (a 1.3 MB
-wheel), is exact and deterministic, and its KernelCPD runs in C (a 1,000-run series in
-milliseconds); it gives no significance, which the t-test merge above supplies, as Otava's
-does.
+Why not Apache Otava itself: apache-otava 0.8.0 pins numpy 2.2.0 and scipy < 1.17 on
+Python 3.11, which would downgrade what torch and benchbench run on, and installs
+google-cloud-bigquery, slack-sdk, pg8000 and requests with it (325 MB); it is measured beside
+this one by scripts/history_accuracy.py --otava, from a virtual environment of its own.
+numpy and scipy are imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchbench.analysis import max_t
+
 DEFAULT_ALPHA = 0.001
 DEFAULT_THRESHOLD_PCT = 5.0
-# 3 σ² ln n per change point (BIC's 2 σ² ln n, a little stricter): the t-test decides, this
-# only keeps the candidates few.
-PENALTY = 3.0
 MIN_RUNS = 3  # a series shorter than this has no change point to find
+OUTLIER_Z = 5.0  # run-to-run noises: normal noise goes that far in one run of 10⁶
+NEIGHBOURS = 5  # runs each side that an outlier run is held against
+WEAK = 10  # Otava's first pass: candidates at 10 α, for the merge to test at α
+PELT_PENALTY = 2.0  # BIC's 2 σ² ln n per cut: candidates only, the merge decides
 
 
 @dataclass(frozen=True)
@@ -59,14 +64,34 @@ class Shift:
     after: float
     change_pct: float  # signed, + is better whichever way the metric points
     p_value: float
-    runs: tuple[int, int]  # points in the segments before and after
+    runs: tuple[int, int]  # points in the segments before and after (outlier runs left out)
+
+
+@dataclass(frozen=True)
+class OutlierRun:
+    """One run far off the level of its neighbours: a bad (or lucky) night, not a new level."""
+
+    at: int
+    value: float  # the median of its rounds
+    level: float  # its neighbours' level
+    change_pct: float  # signed, + is better whichever way the metric points
+    z: float  # how many run-to-run noises off, − is worse
+    latest: bool  # the latest run: nothing after it can say it was only one night
 
 
 @dataclass(frozen=True)
 class Segment:
     start: int  # first point
     stop: int  # one past the last point
-    level: float  # the median of its round values
+    level: float  # the median of its round values, its outlier runs left out
+    runs: tuple[int, ...] = ()  # its points, outlier runs left out
+
+
+@dataclass(frozen=True)
+class Found:
+    shifts: list[Shift]
+    outliers: list[OutlierRun]
+    segments: list[Segment]
 
 
 def _run_logs(points: Sequence[Sequence[float]]) -> list[float]:
@@ -75,7 +100,7 @@ def _run_logs(points: Sequence[Sequence[float]]) -> list[float]:
 
 def noise(logs: Sequence[float]) -> float:
     """The run-to-run noise (σ of the log values) from successive differences, robustly: a
-    step moves one difference, not the median of them."""
+    step moves one difference and an outlier run two, not the median of them."""
     if len(logs) < 3:
         return 0.0
     diffs = [b - a for a, b in zip(logs, logs[1:], strict=False)]
@@ -90,79 +115,138 @@ def noise_pct(points: Sequence[Sequence[float]]) -> float:
     return math.expm1(noise(_run_logs([p for p in points if p and min(p) > 0]))) * 100
 
 
-def _t_test(left: Sequence[float], right: Sequence[float]) -> float:
-    """Two-sided Student t-test with pooled variance, so that a segment of one run is tested
-    against the other segment's spread."""
-    n1, n2 = len(left), len(right)
-    if n1 + n2 < 3:
-        return 1.0
-    m1, m2 = statistics.fmean(left), statistics.fmean(right)
-    ss = sum((x - m1) ** 2 for x in left) + sum((x - m2) ** 2 for x in right)
-    df = n1 + n2 - 2
-    se = math.sqrt(ss / df * (1 / n1 + 1 / n2))
-    if se == 0:
-        return 0.0 if m1 != m2 else 1.0
-    from scipy.stats import t
-
-    return float(2 * t.sf(abs(m2 - m1) / se, df))
-
-
-def _candidates(logs: list[float]) -> list[int]:
-    import numpy as np
-    import ruptures
-
-    n = len(logs)
-    sigma = max(noise(logs), 1e-9)  # identical values: any step is a change
-    algo = ruptures.KernelCPD(kernel="linear", min_size=1).fit(np.array(logs).reshape(-1, 1))
-    return [int(b) for b in algo.predict(pen=PENALTY * sigma**2 * math.log(n))][:-1]
+def rounds_noise(points: Sequence[Sequence[float]]) -> max_t.Rounds:
+    """The pooled variance of the log values within runs, from the runs of two rounds or
+    more."""
+    ss, df, inv = 0.0, 0, 0.0
+    for p in points:
+        logs = [math.log(float(v)) for v in p]
+        mean = statistics.fmean(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+        inv += 1 / len(logs)
+    if df == 0:
+        return max_t.Rounds(0.0, 0, 1.0)
+    return max_t.Rounds(ss / df, df, len(points) / inv)
 
 
 def _level(points: Sequence[Sequence[float]]) -> float:
     return float(statistics.median(float(v) for p in points for v in p))
 
 
-def find(points: Sequence[Sequence[float]], higher_is_better: bool = True,
-         alpha: float = DEFAULT_ALPHA) -> list[Shift]:
-    """The significant change points of a series, one point per run (its values per round,
-    all positive), oldest first."""
-    if len(points) < MIN_RUNS or any(not p or min(p) <= 0 for p in points):
-        return []
-    logs = _run_logs(points)
-    cuts = _candidates(logs)
+def _pct(before: float, after: float, higher_is_better: bool) -> float:
+    return (after - before) / before * 100 * (1 if higher_is_better else -1)
 
+
+def _outlier_runs(logs: list[float], sigma: float) -> tuple[set[int], int | None]:
+    """(the interior outlier runs, the latest run when it is that far off) by index."""
+    odd: set[int] = set()
+    n = len(logs)
+    for i in range(1, n - 1):
+        before = [logs[j] for j in range(max(0, i - NEIGHBOURS), i) if j not in odd]
+        after = logs[i + 1:i + 1 + NEIGHBOURS]
+        if len(before) < 2:
+            continue
+        ref = statistics.median(before + after)
+        off = logs[i] - ref
+        # the neighbours agree with each other far better than with it: not a step's first run
+        agree = abs(statistics.median(after) - statistics.median(before)) < abs(off) / 2
+        if abs(off) > OUTLIER_Z * sigma and agree:
+            odd.add(i)
+    # the latest run: off the level of the runs before it, the run just before it on that
+    # level (two runs off together are the start of a new level, for the segmentation)
+    before = [logs[j] for j in range(max(0, n - 1 - NEIGHBOURS), n - 1) if j not in odd]
+    if len(before) < 3:
+        return odd, None
+    ref = statistics.median(before)
+    off = logs[-1] - ref
+    alone = abs(logs[-2] - ref) < abs(off) / 2
+    return odd, (n - 1 if abs(off) > OUTLIER_Z * sigma and alone else None)
+
+
+def _segment(y: list[float], lo: int, hi: int, rounds: max_t.Rounds, alpha: float) -> list[int]:
+    """Binary segmentation of y[lo:hi]: the cuts (indices into y) that hold at alpha."""
+    split = max_t.best_split(y[lo:hi], rounds)
+    if split is None or split.p > alpha:
+        return []
+    at = lo + split.at
+    return [*_segment(y, lo, at, rounds, alpha), at, *_segment(y, at, hi, rounds, alpha)]
+
+
+def _pelt(y: list[float], sigma: float) -> list[int]:
+    """PELT's cuts (ruptures' KernelCPD, the least-squares cost, exact) at a BIC penalty: it
+    sees several steps at once, where a single split sees a drop and its recovery as one
+    segment that moved little."""
+    import numpy as np
+    import ruptures
+
+    algo = ruptures.KernelCPD(kernel="linear", min_size=max_t.MIN_SIDE)
+    pen = PELT_PENALTY * sigma**2 * math.log(len(y))
+    return [int(b) for b in algo.fit(np.array(y).reshape(-1, 1)).predict(pen=pen)][:-1]
+
+
+def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds,
+           alpha: float) -> tuple[list[int], list[float]]:
+    """Otava's merge: drop the weakest cut above alpha and test its neighbours again on the
+    merged segments, until every cut holds."""
     def p_of(i: int) -> float:
-        edges = [0, *cuts, len(logs)]
-        left, right = logs[edges[i]:edges[i + 1]], logs[edges[i + 1]:edges[i + 2]]
-        # Bonferroni over the places the split could have been: it was chosen as the best.
-        return min(1.0, _t_test(left, right) * (len(left) + len(right) - 1))
+        edges = [0, *cuts, len(y)]
+        split = max_t.split_at(y[edges[i]:edges[i + 2]], cuts[i] - edges[i], rounds)
+        # the segments either side were chosen among about len(y)/their length such
+        # stretches: Bonferroni over them (none for a step in a series that has only it)
+        return min(1.0, split.p * len(y) / (edges[i + 2] - edges[i]))
 
     pvals = [p_of(i) for i in range(len(cuts))]
     while cuts and max(pvals) > alpha:
         weakest = pvals.index(max(pvals))
         del cuts[weakest], pvals[weakest]
-        for i in (weakest - 1, weakest):  # the neighbours' segments merged: test them again
+        for i in (weakest - 1, weakest):
             if 0 <= i < len(cuts):
                 pvals[i] = p_of(i)
-    edges = [0, *cuts, len(points)]
-    out = []
-    for i, at in enumerate(cuts):
-        before = _level(points[edges[i]:at])
-        after = _level(points[at:edges[i + 2]])
-        pct = (after - before) / before * 100 * (1 if higher_is_better else -1)
-        out.append(Shift(at, before, after, pct, pvals[i], (at - edges[i], edges[i + 2] - at)))
-    return out
+    return cuts, pvals
 
 
-def segments(points: Sequence[Sequence[float]], shifts: Sequence[Shift]) -> list[Segment]:
-    edges = [0, *(s.at for s in shifts), len(points)]
-    return [Segment(a, b, _level(points[a:b])) for a, b in zip(edges, edges[1:], strict=False)
-            if b > a]
+def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
+           alpha: float = DEFAULT_ALPHA) -> Found:
+    """The outlier runs, the significant change points and the segments of a series, one
+    point per run (its values per round, all positive), oldest first."""
+    n = len(points)
+    usable = n > 0 and all(p and min(p) > 0 for p in points)
+    if n < MIN_RUNS or not usable:
+        return Found([], [], [Segment(0, n, _level(points), tuple(range(n)))] if usable else [])
+    logs = _run_logs(points)
+    rounds = rounds_noise(points)
+    # the rounds say how noisy a run is at least, whatever its neighbours happen to read
+    sigma = max(noise(logs), math.sqrt(rounds.run_var), 1e-9)
+    odd, last = _outlier_runs(logs, sigma)
+    kept = [i for i in range(n) if i not in odd and i != last]
+    y = [logs[i] for i in kept]
+    # candidates: binary segmentation at Otava's "weak" level (10 α) and PELT's; the merge
+    # keeps those that hold at α on the segments either side of them
+    weak = set(_segment(y, 0, len(y), rounds, min(0.5, WEAK * alpha)))
+    if len(y) >= 2 * max_t.MIN_SIDE:
+        weak |= set(_pelt(y, sigma))
+    cuts, pvals = _merge(y, sorted(weak), rounds, alpha)
+    edges = [0, *cuts, len(y)]
+    groups = [kept[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    starts = [0] + [g[0] for g in groups[1:]]
+    stops = starts[1:] + [n]
+    segs = [Segment(a, b, _level([points[i] for i in g]), tuple(g))
+            for a, b, g in zip(starts, stops, groups, strict=True)]
+    shifts = [Shift(segs[i + 1].start, segs[i].level, segs[i + 1].level,
+                    _pct(segs[i].level, segs[i + 1].level, higher_is_better), pvals[i],
+                    (len(groups[i]), len(groups[i + 1]))) for i in range(len(cuts))]
+    outs = []
+    for i in sorted(odd | ({last} if last is not None else set())):
+        seg = next(s for s in segs if s.start <= i < s.stop)
+        value = _level([points[i]])
+        z = (logs[i] - math.log(seg.level)) / sigma * (1 if higher_is_better else -1)
+        outs.append(OutlierRun(i, value, seg.level, _pct(seg.level, value, higher_is_better),
+                               z, i == last))
+    return Found(shifts, outs, segs)
 
 
-def latest_regression(shifts: Sequence[Shift],
-                      threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Shift | None:
-    """The change point that began the latest segment, when that segment is worse than the one
-    before by more than the threshold: the machine is slower now than it was."""
-    if shifts and shifts[-1].change_pct < -threshold_pct:
-        return shifts[-1]
-    return None
+def find(points: Sequence[Sequence[float]], higher_is_better: bool = True,
+         alpha: float = DEFAULT_ALPHA) -> list[Shift]:
+    """The significant change points of a series (detect's, without the rest)."""
+    return detect(points, higher_is_better, alpha).shifts

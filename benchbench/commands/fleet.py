@@ -8,7 +8,7 @@ import argparse
 import sys
 import time
 
-from benchbench.commands.common import UsageError, outputs, publish
+from benchbench.commands.common import UsageError, check_number, outputs, publish
 from benchbench.engine.runner import EXIT_OK
 
 EXIT_OUTLIER = 3  # a node (or GPU) is an outlier below its group
@@ -21,9 +21,11 @@ def main(args: argparse.Namespace) -> int:
     from benchbench.reports import fleet_md, fleet_plots, junit, ops_html
 
     started = time.perf_counter()
+    check_number("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
     where = outputs(args)
     try:
-        f = fleet.build(args.runs, allow_same_machine=args.allow_same_machine)
+        f = fleet.build(args.runs, allow_same_machine=args.allow_same_machine,
+                        alpha=args.alpha)
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "fleet", fleet_md.render(f),

@@ -1,6 +1,6 @@
 """`benchbench history`: one machine's runs in order, a series per headline figure with its
-change points and what changed in the environment around each; exit 3 when a latest segment
-regressed."""
+change points, its outlier runs and what changed in the environment around each; exit 3 when
+the latest level is worse than the best segment (or --baseline's) by more than --threshold."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from benchbench.commands.common import UsageError, check_number, outputs, publish
 from benchbench.engine.runner import EXIT_OK
 
-EXIT_REGRESSION = 3  # a latest segment is worse than the one before by more than --threshold
+EXIT_REGRESSION = 3  # the latest level is worse than the reference by more than --threshold
 
 
 def main(args: argparse.Namespace) -> int:
@@ -23,10 +23,12 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     check_number("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
     check_number("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
+    if args.window is not None:
+        check_number("--window", args.window, args.window >= 2, "a number of runs, 2 or more")
     where = outputs(args)
     try:
         h = history.build(args.runs, machine=args.machine, threshold_pct=args.threshold,
-                          alpha=args.alpha)
+                          alpha=args.alpha, baseline=args.baseline, window=args.window)
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "history", history_md.render(h),

@@ -6,8 +6,10 @@ A node is a run, or one of the `nodes` a multi-node run gathered (rank 0's run i
 its distributed probes, measured across all nodes at once, are no node's own and are left
 out). Nodes compare only within their group: the same GPU model and count and the same CPU
 model. A figure measured per GPU counts for its node as the median of the node's GPUs, and
-each GPU is also held against the other GPUs of its node, so the slowest GPU of an 8-GPU node
-stands out where its node's figure does not move.
+each GPU is also held against its node's median GPU (with the spread of every node's GPUs
+about theirs), so the slowest GPU of an 8-GPU node stands out where its node's figure does not
+move. The fleet's alpha is shared over every call it makes (_Budget): 90% to the nodes, times
+the effective number of measurements, and 10% to the GPUs.
 Two runs of one machine (compare/identity.py) are refused as two nodes unless the caller
 accepts them.
 """
@@ -19,12 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchbench.analysis import change_points as cp
 from benchbench.analysis import outliers
 from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import env_value
 from benchbench.compare.sides import CompareError, load, paths_of
 from benchbench.core import results
 from benchbench.core.results import RunResult
+
+GPU_SHARE = 0.1  # of alpha, for the GPUs inside their nodes (their spread is measured tight)
 
 
 @dataclass
@@ -65,6 +70,9 @@ class Measure:
     bar: float  # how far from the median an outlier lies (outliers.Group.bar)
     entities: list[Entity]  # one per node
     gpus: list[Entity] = field(default_factory=list)  # per GPU, within its node
+    # the smallest deviation from the median this group's spread lets the rule see, percent
+    bar_pct: float = 0.0
+    pooled: bool = False  # the rounds' noise joined the spread
 
     @property
     def outliers(self) -> list[Entity]:
@@ -86,6 +94,9 @@ class Fleet:
     measures: list[Measure]
     unscored: dict[str, list[int]]  # the groups too small to score
     notes: list[str] = field(default_factory=list)
+    alpha: float = outliers.DEFAULT_ALPHA  # the chance a healthy fleet shows a low outlier
+    node_tests: float = 0.0  # nodes × effective measurements, over the groups
+    gpu_tests: float = 0.0
 
     @property
     def low(self) -> list[tuple[Measure, Entity]]:
@@ -150,11 +161,38 @@ def _nodes(args: Sequence[str], allow_same: bool, notes: list[str]) -> list[Node
     return made
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """What each call is paid for: the fleet's alpha shared over every node and GPU test."""
+
+    alpha: float
+    node_tests: float
+    gpu_tests: float
+
+    def share(self, gpu: bool) -> tuple[float, float]:
+        """(the alpha, the tests) for a node's call or a GPU's."""
+        if not self.gpu_tests:
+            return self.alpha, self.node_tests
+        return ((GPU_SHARE * self.alpha, self.gpu_tests) if gpu else
+                ((1 - GPU_SHARE) * self.alpha, self.node_tests))
+
+
 def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: str,
-            within_node: bool) -> tuple[outliers.Group, list[Entity]]:
+            within_node: bool, budget: _Budget,
+            spread: tuple[float, int] | None = None) -> tuple[outliers.Group, list[Entity]]:
     """The figures scored against each other, each outlier with its evidence against the
     entity closest to the median (the median node, or the node's median GPU)."""
-    scored = outliers.score([f.value for _, f in found], found[0][1].higher_is_better)
+    alpha, tests = budget.share(within_node)
+    values = [f.value for _, f in found]
+    rounds = None
+    if not within_node:
+        noise = cp.rounds_noise([f.rounds for _, f in found if f.rounds and min(f.rounds) > 0])
+        med = statistics.median(values)
+        rounds = (noise.run_var * med**2, noise.df) if noise.df else None
+    if spread is not None:
+        spread = (spread[0] * abs(statistics.median(values)), spread[1])
+    scored = outliers.score(values, found[0][1].higher_is_better, tests, alpha, rounds,
+                            spread)
     entities = [Entity(i, f.device, f, s, within_node)
                 for (i, f), s in zip(found, scored.scores, strict=True)]
     calm = [e for e in entities if not e.score.outlier]
@@ -167,27 +205,66 @@ def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: st
     return scored, entities
 
 
-def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure]],
-             key: series.Key, name: str) -> Measure:
-    """A node's figure is the median of its GPUs' (one slow GPU does not move it: the check
-    inside the node finds that one), standing for the GPU closest to it."""
+def _per_node(found: list[tuple[int, series.Figure]]) -> dict[int, list[series.Figure]]:
     per_node: dict[int, list[series.Figure]] = {}
     for i, f in found:
         per_node.setdefault(i, []).append(f)
-    node_figures = []
-    for i, figs in per_node.items():
+    return per_node
+
+
+def _node_figures(found: list[tuple[int, series.Figure]]) -> list[tuple[int, series.Figure]]:
+    """A node's figure is the median of its GPUs' (one slow GPU does not move it: the check
+    inside the node finds that one), standing for the GPU closest to it."""
+    out = []
+    for i, figs in _per_node(found).items():
         mid = statistics.median(f.value for f in figs)
         rep = min(figs, key=lambda f: abs(f.value - mid))
-        node_figures.append((i, replace(rep, value=float(mid))))
+        out.append((i, replace(rep, value=float(mid))))
+    return out
+
+
+def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure]],
+             key: series.Key, name: str, budget: _Budget) -> Measure:
+    per_node = _per_node(found)
     first = found[0][1]
-    scored, entities = _scored(nodes, node_figures, first.probe, False)
-    gpus = [e for i, figs in per_node.items() if len(figs) >= outliers.MIN_GROUP
-            for e in _scored(nodes, [(i, f) for f in figs], first.probe, True)[1]]
+    scored, entities = _scored(nodes, _node_figures(found), first.probe, False, budget)
+    inside = {i: figs for i, figs in per_node.items() if len(figs) >= outliers.MIN_GROUP}
+    gpus: list[Entity] = []
+    if inside:
+        # every node's GPUs against their node's median: one spread for the group, from
+        # hundreds of GPUs, where one node's 8 GPUs could not say how far is far
+        devs = [f.value / statistics.median(g.value for g in figs) - 1
+                for figs in inside.values() for f in figs]
+        spread = outliers.relative_spread(devs)
+        gpus = [e for i, figs in inside.items()
+                for e in _scored(nodes, [(i, f) for f in figs], first.probe, True, budget,
+                                 spread)[1]]
     return Measure(group, name, key, first.unit, first.higher_is_better, scored.median,
-                   scored.sigma_pct if scored.sigma > 0 else None, scored.bar, entities, gpus)
+                   scored.sigma_pct if scored.sigma > 0 else None, scored.bar, entities, gpus,
+                   scored.bar_pct, scored.pooled)
 
 
-def build(args: Sequence[str], *, allow_same_machine: bool = False) -> Fleet:
+def _budget(rows_by_group: dict[str, dict[series.Key, list[tuple[int, series.Figure]]]],
+            alpha: float) -> _Budget:
+    """The tests of the whole fleet: per group, its nodes times the effective number of its
+    measurements (how they vary together over the nodes), and its GPUs likewise."""
+    node_tests = gpu_tests = 0.0
+    for rows in rows_by_group.values():
+        per_key = {k: dict((i, f.value) for i, f in _node_figures(found))
+                   for k, found in rows.items()}
+        common = set.intersection(*(set(v) for v in per_key.values())) if per_key else set()
+        table = [[per_key[k][i] for k in per_key] for i in sorted(common)]
+        m_eff = outliers.effective_tests(table) if table else float(len(per_key))
+        nodes = len(set().union(*(set(v) for v in per_key.values()))) if per_key else 0
+        node_tests += nodes * m_eff
+        gpu_counts = [sum(len(figs) for figs in _per_node(found).values()
+                          if len(figs) >= outliers.MIN_GROUP) for found in rows.values()]
+        gpu_tests += max(gpu_counts, default=0) * m_eff
+    return _Budget(alpha, max(node_tests, 1.0), gpu_tests)
+
+
+def build(args: Sequence[str], *, allow_same_machine: bool = False,
+          alpha: float = outliers.DEFAULT_ALPHA) -> Fleet:
     """The fleet of the runs the arguments name (paths, run folders, quoted globs)."""
     notes: list[str] = []
     nodes = _nodes(args, allow_same_machine, notes)
@@ -204,14 +281,20 @@ def build(args: Sequence[str], *, allow_same_machine: bool = False) -> Fleet:
         listing = "; ".join(f"{g}: {len(m)} node(s)" for g, m in groups.items())
         raise CompareError(f"mixed hardware: no {outliers.MIN_GROUP} nodes share their GPUs "
                            f"and CPU, so none can be held against a group ({listing})")
-    measures = []
+    by_group: dict[str, dict[series.Key, list[tuple[int, series.Figure]]]] = {}
     for group, members in scored.items():
         rows: dict[series.Key, list[tuple[int, series.Figure]]] = {}
         for i in members:
             for f in series.figures(nodes[i].run):
                 rows.setdefault(series.without_device(f.key), []).append((i, f))
+        by_group[group] = {k: found for k, found in rows.items()
+                           if len({i for i, _ in found}) >= outliers.MIN_GROUP}
+    budget = _budget(by_group, alpha)
+    measures = []
+    for group, rows in by_group.items():
         names = series.unique_names({k: series.name_of(k) for k in rows})
-        measures += [_measure(group, nodes, found, k, names[k]) for k, found in rows.items()
-                     if len({i for i, _ in found}) >= outliers.MIN_GROUP]
+        measures += [_measure(group, nodes, found, k, names[k], budget)
+                     for k, found in rows.items()]
     return Fleet(nodes, groups, measures,
-                 {g: m for g, m in groups.items() if g not in scored}, notes)
+                 {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
+                 budget.node_tests, budget.gpu_tests)

@@ -10,6 +10,7 @@ and in seconds. Runs of another machine (compare/identity.py) are never mixed in
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from benchbench.analysis import change_points as cp
-from benchbench.compare import identity, series
+from benchbench.analysis import history_gate
+from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import EXPLAINING, env_value
 from benchbench.compare.sides import CompareError, load, paths_of
 
@@ -59,9 +61,18 @@ class Series:
     shifts: list[cp.Shift] = field(default_factory=list)
     segments: list[cp.Segment] = field(default_factory=list)
     causes: list[list[EnvChange]] = field(default_factory=list)  # one list per shift
+    outliers: list[cp.OutlierRun] = field(default_factory=list)  # single runs far off
+    # what each outlier run's own record shows that the run before it does not, by point
+    told: dict[int, tuple[int, list[evidence.Evidence]]] = field(default_factory=dict)
     # the run-to-run noise, as a CV in percent; None (unknown) with fewer than MIN_RUNS runs
     noise_pct: float | None = None
-    regression: cp.Shift | None = None  # the shift that began a latest segment that regressed
+    gate: history_gate.Gate | None = None  # the latest level against the reference
+    baseline_missing: bool = False  # --baseline names a run this series has no point of
+
+    @property
+    def regression(self) -> history_gate.Gate | None:
+        """The gate, when it says the series regressed."""
+        return self.gate if self.gate is not None and self.gate.regressed else None
 
     def run_at(self, point: int) -> int:
         return self.runs[point]
@@ -77,6 +88,8 @@ class History:
     threshold_pct: float
     alpha: float
     notes: list[str] = field(default_factory=list)
+    baseline: int | None = None  # the run (number) pinned as the reference
+    window: int | None = None  # the reference is the best segment of the last this many runs
 
     @property
     def regressions(self) -> list[Series]:
@@ -144,20 +157,72 @@ def _causes(runs: list[RunPoint], before: int, after: int) -> list[EnvChange]:
             if str(a.get(f)) != str(b.get(f))]
 
 
-def _analyse(s: Series, runs: list[RunPoint], threshold_pct: float, alpha: float) -> None:
-    s.shifts = cp.find(s.points, s.higher_is_better, alpha)
-    s.segments = cp.segments(s.points, s.shifts)
+def _analyse(s: Series, runs: list[RunPoint], threshold_pct: float, alpha: float,
+             baseline: int | None, window: int | None) -> None:
+    found = cp.detect(s.points, s.higher_is_better, alpha)
+    s.shifts, s.segments, s.outliers = found.shifts, found.segments, found.outliers
     # Successive differences need MIN_RUNS runs (change_points.noise reads 0 below that): a
     # series of one or two runs has no measured noise, which is unknown, not ±0%.
     usable = [p for p in s.points if p and min(p) > 0]
     s.noise_pct = cp.noise_pct(s.points) if len(usable) >= cp.MIN_RUNS else None
     s.causes = [_causes(runs, s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
-    s.regression = cp.latest_regression(s.shifts, threshold_pct)
+    point = s.runs.index(baseline) if baseline in s.runs else None
+    s.baseline_missing = baseline is not None and point is None
+    if len(usable) == len(s.points):
+        s.gate = history_gate.judge(s.points, found, s.higher_is_better, threshold_pct, alpha,
+                                    point, window)
+
+
+def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
+    """Each outlier run's evidence against the run before it that is not one: its steal,
+    throttling, clocks and other processes, from the two results.json files (read again: only
+    the outlier runs' and their neighbours')."""
+    read: dict[int, Any] = {}
+
+    def run_of(number: int) -> Any:
+        if number not in read:
+            read[number] = load(runs[number - 1].source)
+        return read[number]
+
+    for s in all_series:
+        odd = {o.at for o in s.outliers}
+        for o in s.outliers:
+            before = next((i for i in range(o.at - 1, -1, -1) if i not in odd), None)
+            if before is None:
+                continue
+            mine, theirs = s.run_at(o.at), s.run_at(before)
+            device = dict(s.key[2]).get("device")
+            gpu = device if isinstance(device, str) and device.startswith("cuda:") else None
+            s.told[o.at] = (theirs, evidence.against(run_of(mine), run_of(theirs), s.probe,
+                                                     gpu, gpu))
+
+
+def _baseline(given: str | None, runs: list[RunPoint]) -> int | None:
+    """The run --baseline names: its number in this history, or its path or folder."""
+    if given is None:
+        return None
+    if given.isdigit():
+        if 1 <= int(given) <= len(runs):
+            return int(given)
+        raise CompareError(f"--baseline {given}: this history has runs 1 to {len(runs)}")
+    try:
+        (path,) = paths_of([given])
+    except (CompareError, ValueError):
+        raise CompareError(f"--baseline {given}: give one run, by its number in the history "
+                           "or its results.json or folder") from None
+    def real(p: str) -> str:
+        return os.path.realpath(p if os.path.isfile(p) else os.path.join(p, "results.json"))
+
+    for r in runs:
+        if real(r.source) == real(path):
+            return r.number
+    raise CompareError(f"--baseline {given}: not one of this history's runs")
 
 
 def build(args: Sequence[str], *, machine: str | None = None,
           threshold_pct: float = cp.DEFAULT_THRESHOLD_PCT,
-          alpha: float = cp.DEFAULT_ALPHA) -> History:
+          alpha: float = cp.DEFAULT_ALPHA, baseline: str | None = None,
+          window: int | None = None) -> History:
     """The history of the runs the arguments name (paths, run folders, quoted globs)."""
     paths = paths_of(args)
     if not paths:
@@ -170,6 +235,7 @@ def build(args: Sequence[str], *, machine: str | None = None,
         raise CompareError(f"history needs at least {cp.MIN_RUNS} runs of one machine; {have}")
     runs = [RunPoint(i + 1, x.source, x.started_at, x.label, x.identity, x.env)
             for i, x in enumerate(loaded)]
+    pinned = _baseline(baseline, runs)
     by_key: dict[series.Key, Series] = {}
     for point, x in zip(runs, loaded, strict=True):
         for f in x.figures:
@@ -185,7 +251,7 @@ def build(args: Sequence[str], *, machine: str | None = None,
     names = series.unique_names({k: s.name for k, s in by_key.items()})
     for k, s in by_key.items():
         s.name = names[k]
-        _analyse(s, runs, threshold_pct, alpha)
+        _analyse(s, runs, threshold_pct, alpha, pinned, window)
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
                for c in _causes(runs, a.number, b.number)]
     notes = []
@@ -193,5 +259,10 @@ def build(args: Sequence[str], *, machine: str | None = None,
     if old:
         notes.append(f"{old} run(s) predate the recorded machine identity: their host name and "
                      "GPU UUIDs stand for it")
+    _tell(list(by_key.values()), runs)
+    missing = [s.name for s in by_key.values() if s.baseline_missing]
+    if missing:
+        notes.append(f"--baseline run {pinned} did not measure {', '.join(missing)}: "
+                     "those series are held against their best segment instead")
     return History(runs[-1].identity.name, runs, list(by_key.values()), changes, apart,
-                   threshold_pct, alpha, notes)
+                   threshold_pct, alpha, notes, pinned, window)

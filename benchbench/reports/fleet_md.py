@@ -5,33 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT, Z_LIMIT
-from benchbench.compare.evidence import Evidence
+from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT
 from benchbench.compare.fleet import Entity, Fleet, Measure
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
 from benchbench.reports.fleet_plots import entity_label
-from benchbench.reports.history_md import noise_text, pct, value
+from benchbench.reports.history_md import evidence_text, noise_text, pct, value
 
 # The outlier rule (analysis/outliers.py) in words, as fleet.md's header and fleet.html's
 # banner state it.
-OUTLIER_RULE = (f"beyond |z| > {Z_LIMIT:g}, or, in a group so tight that {Z_LIMIT:g} of its "
-                f"robust deviations are under {TINY_PCT:g}% of the median, beyond {TINY_PCT:g}% "
-                "from it")
-
-
-def fact(v: Any, unit: str | None) -> str:
-    if v is None:
-        return "—"
-    if unit and isinstance(v, (int, float)):
-        return fmt.value(v, unit)
-    return str(v)
-
-
-def evidence_text(e: Evidence, reference: str) -> str:
-    if e.name == "flagged":
-        return f"flagged: {e.mine}"
-    return f"{e.name} {fact(e.mine, e.unit)} where {reference} has {fact(e.theirs, e.unit)}"
+OUTLIER_RULE = ("beyond Student's t at the fleet's alpha shared over every test (nodes × the "
+                "effective number of measurements, Bonferroni) times the group's spread, and "
+                f"never within {TINY_PCT:g}% of the median")
 
 
 def z_text(e: Entity) -> str:
@@ -57,9 +42,15 @@ def _header(f: Fleet) -> list[str]:
     return [f"# benchbench fleet: {len(f.nodes)} nodes", "",
             f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
             "count and CPU model). Rule: each headline figure is held against its group's "
-            "median with a robust z = (x − median) / (1.4826 · MAD); a node is an outlier "
-            f"{OUTLIER_RULE}. A figure measured per GPU counts for its node as the median of its "
-            "GPUs, and each GPU is also held against the other GPUs of its node by the same rule. "
+            "median, z = (x − median) / spread, the spread the standard deviation of the "
+            "nodes within 3.5 robust deviations of the median (with the noise of their "
+            "runs' rounds where the nodes scatter no more than that); a node is an outlier "
+            f"{OUTLIER_RULE}. A healthy fleet shows a low outlier with a chance of "
+            f"{f.alpha:g} in all ({f.node_tests:.0f} node tests"
+            + (f", {f.gpu_tests:.0f} GPU tests" if f.gpu_tests else "") + "). A figure "
+            "measured per GPU counts for its node as the median of its GPUs, and each GPU is "
+            "also held against its node's median GPU, with the spread of all the group's GPUs "
+            "about theirs. "
             "An outlier's evidence is what its own run records that the group's median node (for "
             "a GPU: its node's median GPU) does not.", ""]
 
@@ -89,15 +80,17 @@ def _groups(f: Fleet) -> list[str]:
 
 def _measures(f: Fleet) -> list[str]:
     rows = [[m.name, m.group, str(len(m.entities)), value(m.median, m.unit),
-             noise_text(m.sigma_pct), f"{value(m.worst.figure.value, m.unit)} "
+             noise_text(m.sigma_pct) + (" (with its rounds)" if m.pooled else ""),
+             f"±{m.bar_pct:.1f}%", f"{value(m.worst.figure.value, m.unit)} "
              f"({entity_label(f, m.worst)})",
              ", ".join(entity_label(f, e) for e in m.outliers) or "none"]
             for m in f.measures]
-    return ["## Measurements", "", "Spread: the group's robust standard deviation (1.4826 · "
-            "MAD) in percent of its median; unknown where it is 0 (half the nodes or more read "
-            "exactly the median: copies of one run, not a measured spread). Each measurement "
-            "is plotted in fleet.html.", ""] + \
-        fmt.table(["measurement", "group", "nodes", "median", "spread", "worst node",
+    return ["## Measurements", "", "Spread: the group's standard deviation (see the rule) in "
+            "percent of its median; unknown where it is 0 (half the nodes or more read exactly "
+            "the median: copies of one run, not a measured spread). Sees: the smallest "
+            "deviation from the median this fleet's spread lets the rule call; a node further "
+            "off is an outlier. Each measurement is plotted in fleet.html.", ""] + \
+        fmt.table(["measurement", "group", "nodes", "median", "spread", "sees", "worst node",
                    "outliers"], rows)
 
 

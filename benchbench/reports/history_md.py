@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.change_points import MIN_RUNS, PENALTY, Shift
+from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift
 from benchbench.compare.environment import ENV_BYTES
+from benchbench.compare.evidence import Evidence
 from benchbench.compare.history import EnvChange, History, Series
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
@@ -26,6 +27,20 @@ def pct(x: float) -> str:
 def noise_text(pct: float | None) -> str:
     """'±2.1%', or 'unknown' where too few runs (or nodes) measured a spread."""
     return "unknown" if pct is None else f"±{pct:.1f}%"
+
+
+def fact(v: Any, unit: str | None) -> str:
+    if v is None:
+        return "—"
+    if unit and isinstance(v, (int, float)):
+        return fmt.value(v, unit)
+    return str(v)
+
+
+def evidence_text(e: Evidence, reference: str) -> str:
+    if e.name == "flagged":
+        return f"flagged: {e.mine}"
+    return f"{e.name} {fact(e.mine, e.unit)} where {reference} has {fact(e.theirs, e.unit)}"
 
 
 def p_text(p: float) -> str:
@@ -61,19 +76,45 @@ def shift_text(h: History, s: Series, i: int) -> str:
             f"({p_text(x.p_value)}); {causes_text(s.causes[i], (before, run))}")
 
 
+def gate_text(h: History, s: Series, causes: bool = False) -> str:
+    """'resnet50 fp32 64px −15.2%: the latest segment (runs 81–100) against the best segment
+    (runs 1–20) (p < 0.001), in 4 steps: run 21 (2026-10-21) −4.1%, …'"""
+    g = s.gate
+    if g is None:
+        return f"{s.name}: no level to judge"
+    head = (f"{s.name} {pct(g.change_pct)}: {g.latest_what} against {g.reference_what} "
+            f"({p_text(g.p_value)})")
+    if not g.steps:
+        return head
+    steps = [f"run {s.run_at(x.at)} ({h.run(s.run_at(x.at)).started_at[:10]})"
+             + (f" {pct(x.change_pct)}" if len(g.steps) > 1 else "") for x in g.steps]
+    text = (f"{head}, since {steps[0]}" if len(steps) == 1 else
+            f"{head}, in {len(steps)} steps: {', '.join(steps)}")
+    if causes:
+        for x in g.steps:
+            around = (s.run_at(x.at - 1), s.run_at(x.at))
+            text += f"; {causes_text(s.causes[s.shifts.index(x)], around)}"
+    return text
+
+
 def _header(h: History) -> list[str]:
     first, last = h.runs[0], h.runs[-1]
     basis = last.identity.basis
+    reference = (f"run {h.baseline}'s segment (--baseline)" if h.baseline else
+                 "the best segment" + (f" of the last {h.window} runs" if h.window else ""))
     out = [f"# benchbench history: {h.machine}", "",
            f"{len(h.runs)} runs of **{h.machine}** (identified by its {basis}), from "
            f"{first.started_at[:10]} to {last.started_at[:10]}, oldest first.", "",
-           "Rule: each run counts once, as the geometric mean of its values per round. Change "
-           f"points are found by PELT (ruptures, penalty {PENALTY:g} σ² ln n, σ the run-to-run "
-           "noise) on the runs' log values, and each is kept only when a two-sided Student "
-           "t-test between the segments on either side of it, times the number of places the "
-           f"split could have been (Bonferroni), gives p ≤ {h.alpha:g} (Apache Otava's merge "
-           "step). A series regressed when its latest "
-           f"segment is worse than the segment before by more than {h.threshold_pct:g}%.", ""]
+           "Rule: each run counts once, as the geometric mean of its values per round. A run "
+           f"more than {OUTLIER_Z:g} run-to-run noises off the level its neighbours on both "
+           "sides agree on is an outlier run, left out of the levels. Change points: binary "
+           "segmentation and PELT propose, and each is kept when the best split of the "
+           "segments either side of it, paid for having been chosen (the maximum-t test), "
+           f"gives p ≤ {h.alpha:g}. A series regressed when its latest level (the latest "
+           "segment's, where it drifts where the drift has taken it, or the latest run alone "
+           f"when it is an outlier run) is worse than {reference} by more than "
+           f"{h.threshold_pct:g}%. The method and its measured accuracy: "
+           "docs/history-method.md.", ""]
     return out
 
 
@@ -81,21 +122,44 @@ def _summary(h: History) -> list[str]:
     regs = h.regressions
     out = ["## Summary", ""]
     if regs:
-        out += [f"**{len(regs)} series regressed in the latest segment** (exit 3):", ""]
-        by_run: dict[tuple[int, str], list[str]] = {}
-        for s in regs:  # one line per change point and its cause, the series it moved listed
-            x = s.shifts[-1]
-            run, before = s.run_at(x.at), s.run_at(x.at - 1)
-            why = causes_text(s.causes[-1], (before, run))
-            by_run.setdefault((run, why), []).append(
-                f"{s.name} {pct(x.change_pct)} ({p_text(x.p_value)})")
-        out += [f"- run {run} ({h.run(run).started_at[:10]}): {', '.join(moved)}; {why}"
-                for (run, why), moved in sorted(by_run.items())]
+        out += [f"**{len(regs)} series regressed** (exit 3):", ""]
+        out += [f"- {gate_text(h, s)}" for s in regs]
+        causes = {causes_text(s.causes[s.shifts.index(x)],
+                              (s.run_at(x.at - 1), s.run_at(x.at)))
+                  for s in regs for x in (s.gate.steps if s.gate else [])}
+        if causes:
+            out += ["", "What changed around their steps: " + "; ".join(sorted(causes)) + "."]
     else:
-        out.append("**No series regressed in its latest segment** (exit 0).")
+        out.append("**No series regressed**: every latest level is within "
+                   f"{h.threshold_pct:g}% of its reference (exit 0).")
     n = sum(len(s.shifts) for s in h.series)
-    out += ["", f"{n} change point(s) in {len(h.series)} series."]
+    odd = sum(len(s.outliers) for s in h.series)
+    out += ["", f"{n} change point(s) and {odd} outlier run(s) in {len(h.series)} series."]
     return out + [""]
+
+
+def _outlier_runs(h: History) -> list[str]:
+    rows = []
+    for s in h.series:
+        for o in s.outliers:
+            run = s.run_at(o.at)
+            told = s.told.get(o.at)
+            if told is None:
+                said = "—"
+            else:
+                ref = f"run {told[0]}"
+                said = "; ".join(evidence_text(e, ref) for e in told[1]) or \
+                    f"its run records nothing that {ref} does not"
+            rows.append([s.name, str(run) + (" (latest)" if o.latest else ""),
+                         h.run(run).started_at[:10], value(o.value, s.unit),
+                         value(o.level, s.unit), pct(o.change_pct), said])
+    if not rows:
+        return []
+    return ["## Outlier runs", "", "Single runs far off a level their neighbours agree on: a "
+            "bad night, not a new level. They are left out of the levels; the latest run "
+            "still counts for the exit code.", ""] + fmt.table(
+        ["series", "run", "date", "its value", "the level around it", "off",
+         "what its own run recorded"], rows)
 
 
 def _change_points(h: History) -> list[str]:
@@ -118,7 +182,9 @@ def _series(h: History) -> list[str]:
     for s in h.series:
         latest = s.values[-1]
         seg = s.segments[-1] if s.segments else None
-        state = ("**regressed**" if s.regression else
+        g = s.gate
+        state = (f"**regressed {pct(g.change_pct)}**" if g and g.regressed else
+                 f"{pct(g.change_pct)} against its reference" if g and g.change_pct < 0 else
                  f"since run {s.run_at(seg.start)}" if seg and seg.start else "one level")
         rows.append([s.name, str(len(s.runs)), value(latest, s.unit),
                      value(seg.level, s.unit) if seg else "—", noise_text(s.noise_pct),
@@ -127,7 +193,7 @@ def _series(h: History) -> list[str]:
             f"unknown for a series of fewer than {MIN_RUNS} runs. Each series' figure is "
             "plotted in history.html.", ""] + fmt.table(
         ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
-         "latest segment"], rows)
+         "latest level"], rows)
 
 
 def _changes(h: History) -> list[str]:
@@ -152,7 +218,8 @@ def _runs(h: History) -> list[str]:
 
 
 def render(h: History) -> str:
-    lines = _header(h) + _summary(h) + _change_points(h) + _series(h) + _changes(h) + _runs(h)
+    lines = (_header(h) + _summary(h) + _change_points(h) + _outlier_runs(h) + _series(h)
+             + _changes(h) + _runs(h))
     if h.set_apart:
         lines += ["## Set apart", "", "Runs not of this machine, left out of every series:",
                   ""] + fmt.table(["run", "why"], [[f"`{a}`", b] for a, b in h.set_apart])
@@ -173,6 +240,9 @@ def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
         fields = dict(s.key[2])
         keys.update(dict.fromkeys(fields))
         starts = {x.at: x for x in s.shifts}
+        odd = {o.at for o in s.outliers}
+        reg = s.regression
+        began = reg.steps[-1] if reg is not None and reg.steps else None
         for i, (number, rounds, v) in enumerate(zip(s.runs, s.points, s.values, strict=True)):
             seg = next(g for g in s.segments if g.start <= i < g.stop)
             shift = starts.get(i)
@@ -186,10 +256,11 @@ def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
                         "change_point": shift is not None,
                         "change_pct": shift.change_pct if shift else None,
                         "p_value": shift.p_value if shift else None,
-                        "regression": shift is not None and shift is s.regression})
+                        "outlier_run": i in odd,
+                        "regression": shift is not None and shift is began})
     lead = ["run", "started_at", "source", "label", "series", "probe", "metric"]
     tail = ["unit", "value", "rounds", "segment", "segment_level", "noise_pct", "change_point",
-            "change_pct", "p_value", "regression"]
+            "change_pct", "p_value", "outlier_run", "regression"]
     return lead + [f"key.{k}" for k in keys] + tail, out
 
 

@@ -62,6 +62,10 @@ def series_figure(h: History, s: Series) -> Any:
         ax.hlines(seg.level, s.run_at(seg.start) - 0.5, s.run_at(seg.stop - 1) + 0.5,
                   color=LEVEL, linewidth=1.6, label="segment level" if i == 0 else None,
                   zorder=4)
+    odd = [(s.run_at(o.at), s.values[o.at]) for o in s.outliers]
+    if odd:
+        ax.plot([r for r, _ in odd], [v for _, v in odd], "x", markersize=6, color=SHIFT,
+                label="outlier run", zorder=5)
     for i, x in enumerate(s.shifts):
         ax.axvline(s.run_at(x.at) - 0.5, color=SHIFT, linestyle="--", linewidth=1.2,
                    label="change point" if i == 0 else None, zorder=1)

@@ -17,7 +17,7 @@ from benchbench.compare.comparison import Comparison
 from benchbench.compare.fleet import Fleet
 from benchbench.compare.history import History
 from benchbench.reports.fleet_md import outlier_text
-from benchbench.reports.history_md import pct, shift_text, value
+from benchbench.reports.history_md import gate_text, pct, shift_text, value
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def history_cases(h: History) -> list[Case]:
     for s in h.series:
         if s.regression is not None:
             out.append(Case(f"benchbench.history.{s.probe}", s.name,
-                            failure=shift_text(h, s, len(s.shifts) - 1)))
+                            failure=gate_text(h, s, causes=True)))
             continue
         if s.shifts:
             last = s.shifts[-1]

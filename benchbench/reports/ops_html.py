@@ -16,10 +16,10 @@ def history(h: History, markdown_text: str, plots: dict[str, bytes],
     banner = page.outcome(
         bool(regs), f"benchbench history · <strong>{esc(h.machine)}</strong> · "
                     f"{len(h.runs)} runs",
-        f"{len(regs)} series regressed" if regs else "No regression in the latest segments",
-        [f"exit {3 if regs else 0}: a latest segment worse than the one before by more than "
-         f"{esc(f'{h.threshold_pct:g}')}%, its change point significant at "
-         f"p ≤ {esc(f'{h.alpha:g}')}."])
+        f"{len(regs)} series regressed" if regs else "No regression",
+        [f"exit {3 if regs else 0}: a latest level worse than "
+         f"{'the --baseline run' if h.baseline else 'the best segment'} by more than "
+         f"{esc(f'{h.threshold_pct:g}')}%, significant at p ≤ {esc(f'{h.alpha:g}')}."])
     figures = [page.Figure(history_plots.name(s), plots[history_plots.name(s)],
                            f"{s.name} over the runs: each run, the segments' levels, the change "
                            "points and the environment's changes", "Series")

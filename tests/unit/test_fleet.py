@@ -4,6 +4,7 @@ the nodes of a multi-node run, the exit codes and the files, JUnit included."""
 
 import dataclasses
 import random
+import statistics
 from dataclasses import asdict
 
 import pytest
@@ -15,7 +16,7 @@ from benchbench.analysis import outliers
 from benchbench.compare import fleet, series
 from benchbench.compare.sides import CompareError
 from benchbench.core import results
-from benchbench.reports import fleet_md, ops_html
+from benchbench.reports import fleet_md, history_md, ops_html
 
 
 def save(root, name, run):
@@ -41,18 +42,41 @@ def healthy_fleet(root, n=32, seed=7, spread=0.03, **odd):
 
 # --- the rule ---------------------------------------------------------------------------------
 
-def test_robust_z_and_the_tiny_mad_rule():
+def test_the_spread_leaves_the_outlier_out_and_the_bar_pays_for_the_tests():
     g = outliers.score([100, 101, 99, 100, 102, 98, 100, 70])
-    assert g.median == 100 and g.sigma == pytest.approx(1.4826, rel=1e-4)
+    assert g.median == 100 and g.sigma == pytest.approx(statistics.stdev(
+        [100, 101, 99, 100, 102, 98, 100]), rel=1e-9) and g.df == 6
     low = g.scores[-1]
-    assert low.outlier and low.low and low.z == pytest.approx(-30 / 1.4826, rel=1e-4)
+    assert low.outlier and low.low and low.z == pytest.approx(-30 / g.sigma, rel=1e-9)
     assert not any(s.outlier for s in g.scores[:-1])
+    # more tests, a higher bar: paid for the fleet's every call
+    values = [100.0 + d for d in (0, 1, -1, 2, -2, 1.5, -1.5, 0.5, -0.5, 3, -3, 0.2)] + [88.0]
+    assert outliers.score(values).scores[-1].outlier
+    assert not outliers.score(values, tests=1000).scores[-1].outlier
     # a group that agrees to 0.1%: 1% off is no outlier, 6% off is, whatever its z
     tight = outliers.score([100.0, 100.1, 99.9, 100.0, 100.05, 99, 94])
     assert [s.outlier for s in tight.scores] == [False] * 6 + [True]
     assert outliers.score([5.0] * 4).scores[0].z is None
     with pytest.raises(ValueError):
         outliers.score([1.0, 2.0])
+
+
+def test_rounds_that_agree_with_the_spread_sharpen_it_and_those_that_do_not_stay_out():
+    values = [100.0 + 3 * d for d in (0, 1, -1, 2, -2, 1.5, -1.5)]
+    alone = outliers.score(values)
+    agree = outliers.score(values, rounds=(alone.sigma**2, 60))
+    assert agree.pooled and agree.df == alone.df + 60 and agree.bar < alone.bar
+    tight = outliers.score(values, rounds=(0.01, 60))  # the nodes scatter far more
+    assert not tight.pooled and tight.bar == alone.bar
+
+
+def test_measurements_that_move_together_count_as_one_test():
+    rng = random.Random(3)
+    factors = [rng.gauss(1, 0.03) for _ in range(32)]
+    together = [[f * 2.0, f * 3.0, f * 5.0] for f in factors]
+    apart = [[rng.gauss(1, 0.03) for _ in range(3)] for _ in range(32)]
+    assert outliers.effective_tests(together) == pytest.approx(1.0, abs=0.2)
+    assert outliers.effective_tests(apart) == pytest.approx(3.0, abs=0.8)
 
 
 # --- synthetic fleets -------------------------------------------------------------------------
@@ -224,9 +248,9 @@ def test_a_figures_gpu_is_its_device_or_the_memory_a_copy_ran_in():
 
 
 def test_evidence_reads_each_fact_in_its_unit():
-    assert fleet_md.fact(0.031, "ratio") == "3.1%"
-    assert fleet_md.fact(1.41e9, "Hz") == "1.41 GHz" and fleet_md.fact(700.0, "W") == "700 W"
-    assert fleet_md.fact("Gen5 x16", None) == "Gen5 x16" and fleet_md.fact(None, "W") == "—"
+    assert history_md.fact(0.031, "ratio") == "3.1%"
+    assert history_md.fact(1.41e9, "Hz") == "1.41 GHz" and history_md.fact(700.0, "W") == "700 W"
+    assert history_md.fact("Gen5 x16", None) == "Gen5 x16" and history_md.fact(None, "W") == "—"
 
 
 def test_fleet_html_states_the_rule_fleet_md_does(tmp_path):
@@ -235,8 +259,9 @@ def test_fleet_html_states_the_rule_fleet_md_does(tmp_path):
                                         env=environment(host=f"n{i}")))
     f = fleet.build([str(tmp_path / "*")])
     banner = ops_html.fleet(f, fleet_md.render(f), {}).split("</section>")[0]
-    assert (f"|z| &gt; {outliers.Z_LIMIT:g}" in banner
-            and f"beyond {outliers.TINY_PCT:g}% from it" in banner)
+    assert ("Student&#x27;s t at the fleet&#x27;s alpha" in banner or
+            "Student's t at the fleet's alpha" in banner)
+    assert f"never within {outliers.TINY_PCT:g}% of the median" in banner
     assert fleet_md.OUTLIER_RULE in fleet_md.render(f)
 
 

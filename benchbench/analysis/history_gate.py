@@ -1,0 +1,145 @@
+"""The history's gate: is the machine slower now than it was at its best, or than a run the
+user pinned, by more than the threshold? Pure functions, no I/O.
+
+Comparing only the latest segment with the one before lets a slow regression through: four
+−4% steps are −15% in all, and each passes a 5% threshold alone. So the latest level is held
+against a reference:
+- the best segment of the history (the last `window` runs, when given), or the segment of the
+  run pinned with --baseline;
+- the latest level is the latest segment's, or, where its runs drift (a linear trend that
+  holds at alpha), where the trend has taken it by the latest run, or the latest run alone
+  when it is an outlier run on the worse side (CI must see the latest run being slow, even if
+  the next run may show it was one night).
+The change between them must exceed the threshold and hold at alpha (Welch's t-test between
+the two segments' runs, the trend's own test, or the outlier run's distance).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchbench.analysis.change_points import Found, Segment, Shift
+
+TREND_MIN_RUNS = 6  # fewer runs cannot tell a drift from noise
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A linear drift of the latest segment's runs (log values against their run index)."""
+
+    pct_per_run: float  # signed, + is better whichever way the metric points
+    start: float  # the fitted level at the segment's first run
+    end: float  # and at the latest run
+    p_value: float
+
+
+@dataclass(frozen=True)
+class Gate:
+    reference: float  # the level it is held against
+    reference_what: str  # "the best segment (runs 1–40)", "run 7 (--baseline)"
+    latest: float
+    latest_what: str
+    change_pct: float  # signed, + is better
+    steps: list[Shift]  # the change points between the reference and the latest segment
+    trend: Trend | None
+    p_value: float
+    regressed: bool
+
+
+def _pct(before: float, after: float, higher_is_better: bool) -> float:
+    return (after - before) / before * 100 * (1 if higher_is_better else -1)
+
+
+def _logs(points: Sequence[Sequence[float]], runs: Sequence[int]) -> list[float]:
+    return [statistics.fmean(math.log(float(v)) for v in points[i]) for i in runs]
+
+
+def trend(points: Sequence[Sequence[float]], seg: Segment, higher_is_better: bool
+          ) -> Trend | None:
+    """The segment's linear drift, or None with fewer than TREND_MIN_RUNS runs."""
+    if len(seg.runs) < TREND_MIN_RUNS:
+        return None
+    from scipy.stats import linregress
+
+    fit = linregress(list(seg.runs), _logs(points, seg.runs))
+    sign = 1 if higher_is_better else -1
+    return Trend(sign * math.expm1(fit.slope) * 100,
+                 math.exp(fit.intercept + fit.slope * seg.runs[0]),
+                 math.exp(fit.intercept + fit.slope * seg.runs[-1]), float(fit.pvalue))
+
+
+def _pooled_t(points: Sequence[Sequence[float]], segs: Sequence[Segment], a: Segment,
+              b: Segment) -> float:
+    """Student's t between two segments that are not neighbours, with the run-to-run variance
+    pooled over every segment (each about its own level): the steps between them hold
+    already, this asks whether their sum does."""
+    from scipy.stats import t as student
+
+    ss, df = 0.0, 0
+    for s in segs:
+        logs = _logs(points, s.runs)
+        if len(logs) > 1:
+            mean = statistics.fmean(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    if df == 0:
+        return 1.0
+    la, lb = _logs(points, a.runs), _logs(points, b.runs)
+    se = math.sqrt(ss / df * (1 / len(la) + 1 / len(lb)))
+    diff = abs(statistics.fmean(la) - statistics.fmean(lb))
+    if se == 0:
+        return 0.0 if diff else 1.0
+    return float(2 * student.sf(diff / se, df))
+
+
+def _span(seg: Segment) -> str:
+    a, b = seg.start + 1, seg.stop
+    return f"run {a}" if a == b else f"runs {a}–{b}"
+
+
+def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: bool,
+          threshold_pct: float, alpha: float, baseline: int | None = None,
+          window: int | None = None) -> Gate | None:
+    """The gate of a series (found: change_points.detect's); `baseline` a point index;
+    None when the series has no level to judge."""
+    segs = [s for s in found.segments if s.runs]
+    if not segs:
+        return None
+    n = segs[-1].stop
+    better = max if higher_is_better else min
+    last = segs[-1]
+    if baseline is not None:
+        ref = next(s for s in found.segments if s.start <= baseline < s.stop)
+        ref_what = f"run {baseline + 1} (--baseline), in the segment of {_span(ref)}"
+    else:
+        recent = [s for s in segs if window is None or s.runs[-1] >= n - window]
+        ref = better(recent or [last], key=lambda s: s.level)
+        ref_what = f"the best segment ({_span(ref)})" if len(segs) > 1 else \
+            f"the latest segment ({_span(ref)})"
+    reference = ref.level
+    latest, latest_what, p = last.level, f"the latest segment ({_span(last)})", 1.0
+    steps = [x for x in found.shifts if ref.start < x.at <= last.start]
+    if len(steps) == 1:
+        p = steps[0].p_value  # the two are the segments either side of one change point
+    elif steps:
+        p = _pooled_t(points, found.segments, ref, last)
+    drift = trend(points, last, higher_is_better)
+    if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
+        latest, latest_what, p = drift.end, (f"the latest segment's drift at its last run "
+                                             f"({drift.pct_per_run:+.2f}% a run)"), \
+            drift.p_value
+        if ref is last and baseline is None:
+            reference, ref_what = drift.start, f"the latest segment's start ({_span(last)})"
+    odd = next((o for o in found.outliers if o.latest and o.change_pct < 0), None)
+    if odd is not None and _pct(latest, odd.value, higher_is_better) < 0:
+        from scipy.stats import norm
+
+        # its distance in run-to-run noises, as a normal tail: how rare one run that far is
+        latest, latest_what, p = odd.value, f"the latest run alone (run {odd.at + 1})", \
+            float(2 * norm.sf(abs(odd.z)))
+    change = _pct(reference, latest, higher_is_better)
+    return Gate(reference, ref_what, latest, latest_what, change, steps, drift, p,
+                change < -threshold_pct and p <= alpha)

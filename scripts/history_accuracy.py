@@ -1,0 +1,242 @@
+"""How often `benchbench history` finds a real slowdown, calls a false one, and gates right, on
+seeded synthetic families; beside Apache Otava's detector on the same series when its Python is
+given. Measured on this machine.
+
+    python scripts/history_accuracy.py [--series 40] [--mix run|rounds|both]
+        [--otava /path/to/otava-venv/bin/python]
+
+The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
+- noise: nothing planted;
+- step: one step of −3/−5/−10/−20% at an early run (n/4), the middle or the last two runs;
+- two steps: −10% at n/3 and −10% more at 2n/3;
+- spike: one run 25% slow in the middle (a noisy neighbour for one night);
+- drift: −10% linearly over the last min(n, 30) runs;
+- staircase: four −4% steps (−15% in all) at n/5, 2n/5, 3n/5, 4n/5;
+- recover: −10% at n/3 and back at 2n/3.
+Two mixes of the noise: "run" (a run's rounds share its noise, and differ by a quarter of it
+among themselves) and "rounds" (every round draws its own noise: the runs scatter no more than
+their rounds say).
+
+Pure noise gets ten times as many series as the other cells. A planted step is found when a
+change point lies within 3 runs of it; a change point further
+from every planted step is false. The gate is `history`'s exit rule at the defaults (5%).
+Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
+runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
+own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
+apache-otava==0.8.0`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from benchbench.analysis import change_points as cp
+from benchbench.analysis import history_gate
+
+NEAR = 3  # runs: a change point this close to a planted step found it
+SIZES = (-3, -5, -10, -20)
+CVS = (1, 3, 5, 10)
+LENGTHS = (12, 30, 100)
+NOISE_TIMES = 10  # pure noise gets ten times the series: its false change points are rare
+
+OTAVA = """
+import json, sys
+from otava.analysis import compute_change_points
+out = []
+for s in json.load(sys.stdin):
+    out.append([int(c.index) for c in compute_change_points(s)[0]])
+json.dump(out, sys.stdout)
+"""
+
+
+@dataclass(frozen=True)
+class Planted:
+    family: str
+    n: int
+    cv: float  # percent, of a run's value
+    steps: tuple[tuple[int, float], ...]  # (first run of the new level, factor)
+    spike: int | None = None
+    drift: int = 0  # runs of a linear drift to the end
+    total: float = 1.0  # the level at the end against the start
+
+
+def where(n: int, position: str) -> int:
+    return {"early": max(2, n // 4), "middle": n // 2, "last two": n - 2}[position]
+
+
+def draw(p: Planted, mix: str, rng: random.Random) -> list[list[float]]:
+    sd = math.log1p(p.cv / 100)
+    run_sd, round_sd = (sd, sd / 4) if mix == "run" else (0.0, sd * math.sqrt(3))
+    out = []
+    for i in range(p.n):
+        level = 100 * math.prod(f for at, f in p.steps if i >= at)
+        if p.drift and i >= p.n - p.drift:
+            level *= 1 + (p.total - 1) * (i - (p.n - p.drift) + 1) / p.drift
+        if i == p.spike:
+            level *= 0.75
+        run = level * math.exp(rng.gauss(0, run_sd))
+        out.append([run * math.exp(rng.gauss(0, round_sd)) for _ in range(3)])
+    return out
+
+
+def families() -> list[tuple[str, Planted]]:
+    out = []
+    for n in LENGTHS:
+        for cv in CVS:
+            out.append((f"noise n={n} cv={cv}", Planted("noise", n, cv, ())))
+            for size in SIZES:
+                for pos in ("early", "middle", "last two"):
+                    out.append((f"step {size}% {pos} n={n} cv={cv}",
+                                Planted("step", n, cv, ((where(n, pos), 1 + size / 100),))))
+            out.append((f"two steps n={n} cv={cv}",
+                        Planted("two steps", n, cv, ((n // 3, 0.9), (2 * n // 3, 0.9)))))
+            out.append((f"spike n={n} cv={cv}", Planted("spike", n, cv, (), spike=n // 2)))
+            out.append((f"drift n={n} cv={cv}",
+                        Planted("drift", n, cv, (), drift=min(n, 30), total=0.9)))
+            out.append((f"staircase n={n} cv={cv}", Planted(
+                "staircase", n, cv, tuple((k * n // 5, 0.96) for k in range(1, 5)))))
+            out.append((f"recover n={n} cv={cv}",
+                        Planted("recover", n, cv, ((n // 3, 0.9), (2 * n // 3, 1 / 0.9)))))
+    return out
+
+
+@dataclass
+class Tally:
+    series: int = 0
+    planted: int = 0
+    found: int = 0
+    false: int = 0
+    errors: list[int] | None = None
+    spike_cp: int = 0
+    spike_outlier: int = 0
+    gate: int = 0
+
+    def add(self, p: Planted, cuts: list[int], outliers: list[int] = (), gated: bool = False
+            ) -> None:
+        self.series += 1
+        self.errors = self.errors or []
+        for at, _ in p.steps:
+            near = [c for c in cuts if abs(c - at) <= NEAR]
+            self.planted += 1
+            if near:
+                self.found += 1
+                self.errors.append(min(abs(c - at) for c in near))
+        if not p.drift:  # a drift has no one place to find; its cuts are no false ones
+            self.false += sum(all(abs(c - at) > NEAR for at, _ in p.steps) for c in cuts
+                              if p.spike is None or abs(c - p.spike) > 1)
+        if p.spike is not None:
+            self.spike_cp += any(abs(c - p.spike) <= 1 for c in cuts)
+            self.spike_outlier += p.spike in outliers
+        self.gate += gated
+
+
+def benchbench(pts: list[list[float]]) -> tuple[list[int], list[int], bool]:
+    found = cp.detect(pts)
+    gate = history_gate.judge(pts, found, True, cp.DEFAULT_THRESHOLD_PCT, cp.DEFAULT_ALPHA)
+    return ([s.at for s in found.shifts], [o.at for o in found.outliers],
+            bool(gate and gate.regressed))
+
+
+def otava(python: str, batch: list[list[float]]) -> list[list[int]]:
+    proc = subprocess.run([python, "-c", OTAVA], input=json.dumps(batch), text=True,
+                          capture_output=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def run_values(pts: list[list[float]]) -> list[float]:
+    return [math.exp(statistics.fmean(math.log(v) for v in p)) for p in pts]
+
+
+def measure(count: int, mix: str, otava_py: str | None,
+            progress: Callable[[str], None]) -> dict[str, tuple[Tally, Tally | None]]:
+    out: dict[str, tuple[Tally, Tally | None]] = {}
+    for name, planted in families():
+        rng = random.Random(f"{name} {mix}")
+        times = NOISE_TIMES if planted.family == "noise" else 1
+        drawn = [draw(planted, mix, rng) for _ in range(count * times)]
+        ours = Tally()
+        for pts in drawn:
+            cuts, odd, gated = benchbench(pts)
+            ours.add(planted, cuts, odd, gated)
+        theirs = None
+        if otava_py:
+            theirs = Tally()
+            for cuts in otava(otava_py, [run_values(p) for p in drawn]):
+                theirs.add(planted, cuts)
+        out[name] = (ours, theirs)
+        progress(name)
+    return out
+
+
+def pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f}%" if b else "—"
+
+
+def report(results: dict[str, tuple[Tally, Tally | None]], mix: str) -> list[str]:
+    lines = [f"## noise mix: {mix}", ""]
+    lines += ["| series | found (benchbench) | found (Otava) | false CPs per series "
+              "(benchbench / Otava) | location error, runs | gate exit 3 |",
+              "|---|---|---|---|---|---|"]
+    for name, (a, b) in results.items():
+        err = f"{statistics.fmean(a.errors):.1f}" if a.errors else "—"
+        theirs = pct(b.found, b.planted) if b else "—"
+        false = f"{a.false / a.series:.3f}" + (f" / {b.false / b.series:.3f}" if b else "")
+        found = pct(a.found, a.planted)
+        if name.startswith("spike"):
+            found = f"outlier run {pct(a.spike_outlier, a.series)}"
+            theirs = f"CP at it {pct(b.spike_cp, b.series)}" if b else "—"
+            false += f"; CP at it {pct(a.spike_cp, a.series)}"
+        lines.append(f"| {name} | {found} | {theirs} | {false} | {err} | "
+                     f"{pct(a.gate, a.series)} |")
+    return lines
+
+
+def summary(results: dict[str, tuple[Tally, Tally | None]]) -> list[str]:
+    noise = [a for k, (a, _) in results.items() if k.startswith("noise")]
+    worst = max(a.false / a.series for a in noise)
+    behind = [(k, a.found / a.planted, b.found / b.planted) for k, (a, b) in results.items()
+              if b and a.planted and a.found / a.planted < b.found / b.planted]
+    lines = [f"false change points on pure noise: at most {worst:.3f} per series "
+             f"(target ≤ 0.01)"]
+    if any(b for _, b in results.values()):
+        lines.append(f"cells where Otava finds more: {len(behind)}" + "".join(
+            f"\n  {k}: {x:.0%} against {y:.0%}" for k, x, y in behind))
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--series", type=int, default=40, help="series per cell")
+    ap.add_argument("--otava", help="a Python with apache-otava installed")
+    ap.add_argument("--mix", choices=("run", "rounds", "both"), default="both")
+    ap.add_argument("--json", help="write the tallies here")
+    a = ap.parse_args()
+    started = time.perf_counter()
+    lines: list[str] = []
+    dump = {}
+    for mix in (("run", "rounds") if a.mix == "both" else (a.mix,)):
+        res = measure(a.series, mix, a.otava,
+                      lambda name: print(f"\r{name:<40}", end="", file=sys.stderr, flush=True))
+        part = report(res, mix) + [""] + summary(res) + [""]
+        print("\n".join(part), flush=True)  # each mix as it is done: the whole takes minutes
+        lines += part
+        dump[mix] = {k: [vars(x) if x else None for x in v] for k, v in res.items()}
+    print(file=sys.stderr)
+    print(f"{a.series} series per cell, {time.perf_counter() - started:.0f} s")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(dump, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
