@@ -33,7 +33,7 @@ class Trend:
     pct_per_run: float  # signed, + is better whichever way the metric points
     start: float  # the fitted level at the segment's first run
     end: float  # and at the latest run
-    p_value: float
+    p_value: float  # one-sided, that the runs get worse
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,11 @@ def trend(points: Sequence[Sequence[float]], seg: Segment, higher_is_better: boo
 
     fit = linregress(list(seg.runs), _logs(points, seg.runs))
     sign = 1 if higher_is_better else -1
-    return Trend(sign * math.expm1(fit.slope) * 100,
-                 math.exp(fit.intercept + fit.slope * seg.runs[0]),
-                 math.exp(fit.intercept + fit.slope * seg.runs[-1]), float(fit.pvalue))
+    pct = sign * math.expm1(fit.slope) * 100
+    # one-sided: the gate asks only whether the machine is getting slower
+    p = float(fit.pvalue) / 2 if pct < 0 else 1 - float(fit.pvalue) / 2
+    return Trend(pct, math.exp(fit.intercept + fit.slope * seg.runs[0]),
+                 math.exp(fit.intercept + fit.slope * seg.runs[-1]), p)
 
 
 def _pooled_t(points: Sequence[Sequence[float]], segs: Sequence[Segment], a: Segment,
