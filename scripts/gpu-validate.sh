@@ -119,6 +119,11 @@ print("python", platform.python_version(), sys.executable, "| torch", md.version
 import benchbench
 where = os.path.dirname(os.path.dirname(os.path.abspath(benchbench.__file__)))
 print("benchbench", benchbench.__version__, "from", where)
+# The box has no network to install LoadGen: the inference server part then falls back.
+import importlib.util
+print("mlperf_loadgen:", "installed, LoadGen drives the inference Offline and Server parts"
+      if importlib.util.find_spec("mlperf_loadgen") else "not installed, so the inference "
+      "server part is the simulated server (LoadGen not installed), not the MLPerf LoadGen")
 if not os.path.samefile(where, sys.argv[1]):
     sys.exit(f"benchbench comes from {where}, not from the source tree {sys.argv[1]}")
 ' "$ROOT"

@@ -1,13 +1,18 @@
 """The simulator's memory_fit and inference: each workload's own search and serving code, with
-the profile's memory model and per-call times in place of the models. See simulate.py."""
+the profile's memory model and per-call times in place of the models, and for inference's
+LoadGen a harness that prices each run on the fake clock. See simulate.py."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchbench.engine.sim_device import DeviceProfile, FakeClock, conv_precision, queue_of
 from benchbench.probes.api import ProbeContext, ProbeOutput
+
+if TYPE_CHECKING:
+    from benchbench.workloads.inference.search import Outcome, Settings
 
 
 def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
@@ -89,11 +94,76 @@ class _SimModels:
         return None
 
 
+class _SimHarness:
+    """LoadGen against the simulated device (search.Harness). A run's latencies come from the
+    simulated server's queue model (workloads/inference/server.py) on the profile's batch
+    times, and its length, what LoadGen would take, moves the fake clock. LoadGen's early
+    stopping is reduced to its floor: a Server run is VALID when its p99 is within the bound
+    and it issued EARLY_STOPPING_QUERIES or more; an Offline run when it lasted min_duration;
+    a SingleStream run answers each image in the profile's batch-1 time."""
+
+    def __init__(self, ctx: ProbeContext, models: _SimModels, precision: str,
+                 clock: FakeClock) -> None:
+        self.ctx, self.models, self.precision, self.clock = ctx, models, precision, clock
+        self.times: dict[int, float] = {}
+
+    def service_s(self, batch: int) -> float:
+        call = self.models.classify(self.precision, batch)
+        self.ctx.meter.timed_once(call, "cuda:0")  # warm, as the probe's harness does
+        self.times[batch] = min(self.ctx.meter.timed_once(call, "cuda:0") for _ in range(3))
+        return self.times[batch]
+
+    def _batch_s(self, k: int) -> float:
+        fits = [b for b in self.times if b >= k]
+        return self.times[min(fits)] if fits else self.service_s(k)
+
+    def run(self, s: Settings) -> Outcome:
+        from benchbench.workloads.inference import search, server
+
+        if s.scenario == "Server":
+            n = max(s.min_query_count, math.ceil(s.rate * s.min_duration_s))
+            load = server.offer(s.rate, n, s.batch, self._batch_s, seed=n)
+            p99 = load.percentile(0.99)
+            wall = max(s.min_duration_s, n / s.rate) + max(load.latencies)
+            valid = p99 <= s.bound_s and n >= search.EARLY_STOPPING_QUERIES
+            result = {"p50_s": load.percentile(0.5), "p90_s": load.percentile(0.9),
+                      "p99_s": p99, "max_s": max(load.latencies), "queries": n,
+                      "completed_per_s": n / wall, "why_invalid": None if valid else
+                      "p99 over the bound (simulated)"}
+            latencies, batches = load.latencies, load.batches
+        elif s.scenario == "SingleStream":  # one at a time, the next when it is answered
+            one = self._batch_s(1)
+            n = max(s.min_query_count, math.ceil(s.min_duration_s / one))
+            wall, valid = n * one, True
+            result = {"p50_s": one, "p90_s": one, "queries": n, "why_invalid": None}
+            latencies, batches = [one] * n, n
+        else:
+            n = max(s.min_query_count, int(1.1 * s.min_duration_s * s.rate))
+            full, rest = divmod(n, s.batch)
+            wall = full * self._batch_s(s.batch) + (self._batch_s(rest) if rest else 0.0)
+            valid = wall >= s.min_duration_s
+            result = {"samples_per_s": n / wall, "samples_per_query": n, "why_invalid": None
+                      if valid else "its min duration was not met (simulated)"}
+            latencies, batches = [wall], full + bool(rest)
+        wall += search.RUN_OVERHEAD_S
+        self.clock.advance(wall)
+        result["loadgen_version"] = "simulated"
+        return search.Outcome(s, valid, result, latencies, batches, n, wall)
+
+    def close(self) -> None:
+        return None
+
+
 def _inference(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
                ) -> ProbeOutput:
     from benchbench.workloads.inference import run as inference
 
     notes: list[str] = []
-    out = inference.measure(ctx, cfg, _SimModels(ctx, p, cfg.preset), "cuda:0",
-                            list(cfg.precisions), notes)
+    models = _SimModels(ctx, p, cfg.preset)
+
+    def harness(precision: str, shapes: list[int]) -> _SimHarness:
+        return _SimHarness(ctx, models, precision, clock)
+
+    out = inference.measure(ctx, cfg, models, "cuda:0", list(cfg.precisions), notes,
+                            harness if cfg.loadgen else None)
     return ProbeOutput(out, notes=notes)

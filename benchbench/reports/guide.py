@@ -4,11 +4,13 @@ closed-form estimates, and the inference figures: offline, server, generation.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchbench.analysis import guide
 from benchbench.analysis.capacities import metric, ok_probe
 from benchbench.analysis.memory_fit import billions
 from benchbench.core import units as fmt
-from benchbench.core.results import RunResult
+from benchbench.core.results import Measurement, ProbeResult, RunResult
 
 
 def _claims(run: RunResult) -> list[str]:
@@ -53,34 +55,84 @@ def _inference(run: RunResult) -> list[str]:
         out += fmt.table(["precision", "batch", "images/s"],
                          [[m.key["precision"], str(m.key["batch_size"]),
                            fmt.value(m.value, m.unit)] for m in offline])
-    for m in metric(pr, "server_latency"):
+    for m in metric(pr, "loadgen_offline_throughput"):
         c = m.context
-        met = "within" if c.get("meets_bound") else "over"
-        out.append(f"Server: {m.key['rate']:,.0f} requests/s offered, p50 "
-                   f"{c['p50_s'] * 1e3:,.3g} ms, p90 {c['p90_s'] * 1e3:,.3g} ms, p99 "
-                   f"{c['p99_s'] * 1e3:,.3g} ms ({met} the {m.key['latency_bound_s'] * 1e3:g} "
-                   f"ms bound), max {c['max_s'] * 1e3:,.3g} ms; mean batch "
-                   f"{c['mean_batch']:.1f} of at most {m.key['max_batch']}, {len(m.samples)} "
-                   "requests, Poisson arrivals.")
-        out.append("")
-    gen = {(m.metric, int(m.key["batch"])): m for m in pr.measurements
-           if m.metric in ("prefill_throughput", "time_to_first_token",
-                           "time_per_output_token", "decode_throughput")}
-    batches = sorted({b for _, b in gen})
-    if batches:
-        def cell(name: str, b: int) -> str:
-            m = gen.get((name, b))
-            return "—" if m is None else fmt.value(m.value, m.unit)
+        out += [f"Offline ({c.get('label')}): {fmt.value(m.value, m.unit)} at batch "
+                f"{m.key['batch_size']}, {m.key['precision']}, {_verdict(c)}; "
+                f"{c.get('samples')} samples, the batch sweep's best "
+                f"{fmt.value(c.get('sweep_samples_per_s') or 0, m.unit)}.", ""]
+    served = {m.value for m in metric(pr, "server_throughput")}
+    out += [line for m in metric(pr, "server_latency") for line in _server(m, served)]
+    return out + _generation(pr)
 
-        first = next(iter(gen.values()))
-        out += [f"Generation ({first.key.get('preset')}, {first.context.get('prompt_tokens')}-"
-                f"token prompt, {first.context.get('new_tokens')} new tokens, a KV cache):", ""]
-        out += fmt.table(["batch", "prefill", "time to first token", "time per output token",
-                          "decode"],
-                         [[str(b), cell("prefill_throughput", b), cell("time_to_first_token", b),
-                           cell("time_per_output_token", b), cell("decode_throughput", b)]
-                          for b in batches])
-    return out
+
+def _verdict(c: dict[str, Any]) -> str:
+    """LoadGen's VALID or INVALID, and why not."""
+    if c.get("valid"):
+        return "VALID"
+    return "INVALID" + (f" ({c['why_invalid']})" if c.get("why_invalid") else "")
+
+
+def _server(m: Measurement, served: set[float]) -> list[str]:
+    """The server figure, or why there is none, with LoadGen's verdict and p99 (or the
+    simulated server's, labelled so) and every rate tried."""
+    c, k = m.context, m.key
+    ms = f"{k['latency_bound_s'] * 1e3:g} ms"
+    source = c.get("bound_source") or "MLPerf's 15 ms"
+    floor = "at least " if c.get("lower_bound") else ""
+    head = (f"Server ({c.get('label', 'simulated server')}): "
+            + (f"{floor}{m.key['rate']:,.0f} requests/s served" if k.get("rate") in served
+               else "no rate served") + f" within the {ms} p99 bound ({source}).")
+    loadgen = c.get("driver") == "loadgen"
+    at = (f"At {k['rate']:,.0f} requests/s " + (f"LoadGen said {_verdict(c)}, " if loadgen
+                                                 else "")
+          + f"p99 {c['p99_s'] * 1e3:,.3g} ms, p90 {c['p90_s'] * 1e3:,.3g} ms, p50 "
+          f"{c['p50_s'] * 1e3:,.3g} ms"
+          + (f", {c['completed_per_s']:,.0f} samples/s completed" if c.get("completed_per_s")
+             else "")
+          + f"; mean batch {c['mean_batch']:.1f} of at most {k['max_batch']}, "
+          f"{len(m.samples)} requests.")
+    tried = [f"{t['rate']:,.0f}/s " + (("VALID" if t.get("valid") else "INVALID")
+                                       + (" (a retry)" if t.get("retry") else "")
+                                       if loadgen else f"p99 {t['p99_s'] * 1e3:,.3g} ms")
+             for t in c.get("tried") or []]
+    short = [f"Not judged: {guide.SHORT_RUN}."] if c.get("short_run") else []
+    return [head, at, *short, f"Rates tried, in order: {', '.join(tried)}; the search "
+            f"stopped: {c.get('stopped_by')}.", ""]
+
+
+GENERATION = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
+
+
+def _generation(pr: ProbeResult) -> list[str]:
+    """vLLM's benchmark metrics per decode batch: latencies as mean / median / p99."""
+    gen = {(m.metric, int(m.key["batch"])): m for m in pr.measurements
+           if m.metric in ("ttft", "tpot", "itl", "output_throughput", "decode_throughput")}
+    batches = sorted({b for _, b in gen})
+    if not batches:
+        return []
+
+    def spread(name: str, b: int) -> str:
+        m = gen.get((name, b))
+        return "—" if m is None else " / ".join(
+            fmt.seconds(m.context[s]) for s in ("mean_s", "median_s", "p99_s"))
+
+    def rate(name: str, b: int) -> str:
+        m = gen.get((name, b))
+        return "—" if m is None else fmt.value(m.value, m.unit)
+
+    first = next(iter(gen.values()))
+    c = first.context
+    out = [f"Generation ({first.key.get('preset')}, {c.get('prompt_tokens')}-token prompt, "
+           f"{c.get('new_tokens')} new tokens, a KV cache, {c.get('generations')} generations "
+           "a batch), as vLLM's benchmark_serving defines its metrics: TTFT per request, TPOT "
+           "= (latency - TTFT) / (output tokens - 1) per request, ITL every step; mean / "
+           "median / p99. Output tokens/s include the prefill; decode tokens/s do not.", ""]
+    return out + fmt.table(
+        ["batch", *[f"{label} mean / median / p99" for _, label in GENERATION],
+         "output tokens/s", "decode tokens/s"],
+        [[str(b), *[spread(name, b) for name, _ in GENERATION],
+          rate("output_throughput", b), rate("decode_throughput", b)] for b in batches])
 
 
 def section(run: RunResult) -> list[str]:

@@ -21,9 +21,9 @@ import pytest
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-validate.sh"
 FIXTURE = ROOT / "tests" / "support" / "fixtures" / "results_v1_cpu.json"
-# What the box lacks: `import` of each must fail there (nvidia.dali: DALI).
+# What the box lacks: `import` of each must fail there (nvidia.dali: DALI; mlperf_loadgen: LoadGen).
 NOT_IMPORTABLE = ("benchbench", "hypothesis", "setuptools", "pip", "junitparser", "ruptures",
-                  "prometheus_client", "nvidia.dali")
+                  "prometheus_client", "nvidia.dali", "mlperf_loadgen")
 # The box's packages by their import names.
 BOX_IMPORTS = ("torch", "torchvision", "pandas", "matplotlib", "pytest", "pynvml", "psutil",
                "rich", "scipy")
@@ -114,6 +114,9 @@ def test_gpu_validate_dry_run_rehearsed_on_a_box_like_environment(tmp_path):
     assert f"python: {box.bin_dir / 'python3'};" in log  # python3: the box has no `python`
     assert f"benchbench 0.1.0 from {tree.resolve()}" in log  # the source tree, not installed
     assert "the plan could not run" not in log
+    # The box has no LoadGen: the check says that inference's server part fell back.
+    assert ("mlperf_loadgen: not installed, so the inference server part is the simulated "
+            "server (LoadGen not installed)") in log
     assert "the real run's benchbench run, estimated: " in log  # the simulator ran
     gpu_tests = log.split("=== GPU tests")[1].split("--- GPU tests")[0]
     assert re.search(r"\b\d+ skipped\b", gpu_tests) and "error" not in gpu_tests.lower()
@@ -321,8 +324,10 @@ def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
     assert "near 1.0-1.2" in rows["memory_fit measured ÷ estimated (plain, 2.7b)"][1]
     assert rows["memory_fit measured ÷ estimated (checkpointing, 7b)"][2].strip() == "NO"
     measured, ref, meets = rows["inference server rate"]
-    assert measured.startswith("6,000 img/s (bf16, p99 ≤ 15 ms; search stopped by done; "
-                               "0.67x the offline peak)")
+    # A run that does not say what drove its server (one from before LoadGen): the
+    # simulated server, which it was.
+    assert measured == ("6,000 img/s (bf16, p99 ≤ 15 ms; search stopped by done; 0.67x the "
+                        "offline peak; simulated server)")
     assert "offline peak" in ref and meets.strip() == "yes"
     measured, ref, meets = rows["matmul fp8 ÷ bf16"]
     assert measured == "1.77x" and "1.5-1.9x" in ref and meets.strip() == "yes"

@@ -1,5 +1,6 @@
-"""inference: the server scenario's queue on a known service time, the whole workload at small
-sizes on this CPU, and its planning on the simulated H200."""
+"""inference: the simulated server's queue on a known service time, generation's vLLM metrics
+on known times, the whole workload at small sizes on this CPU (with LoadGen and without), and
+its planning on the simulated H200."""
 
 import pytest
 from helpers import cpu_facts, resolved
@@ -46,51 +47,165 @@ def test_the_search_stops_at_the_budget():
     assert len(found.loads) == 1 and found.stopped_by == "budget"
 
 
-def test_the_workload_runs_every_part_on_this_cpu():
-    pytest.importorskip("torch")
+def test_generation_follows_vllms_definitions():
+    from benchbench.workloads.inference.generation import measurements
+
+    # Two generations of 4 requests: TTFT 0.1 and 0.3 s, then 3 decode steps each.
+    timed = [(0.1, [0.01, 0.02, 0.03]), (0.3, [0.02, 0.02, 0.02])]
+    by = {m.metric: m for m in measurements({"batch": 4}, 4, 16, 4, timed, "cpu")}
+    ttft = by["ttft"]
+    assert ttft.samples == [0.1, 0.3] and ttft.context["requests"] == 8
+    assert ttft.context["mean_s"] == pytest.approx(0.2)
+    assert ttft.context["p99_s"] == pytest.approx(0.1 + 0.99 * 0.2)  # numpy's linear p99
+    # TPOT per request: (latency - TTFT) / (output tokens - 1).
+    assert by["tpot"].samples == pytest.approx([0.06 / 3, 0.06 / 3])
+    assert by["itl"].samples == [0.01, 0.02, 0.03, 0.02, 0.02, 0.02]
+    assert by["itl"].context["median_s"] == pytest.approx(0.02)
+    # Output throughput counts the prefill's time; the decode-only rate does not.
+    assert by["output_throughput"].value == pytest.approx(8 * 4 / (0.16 + 0.36))
+    assert by["decode_throughput"].value == pytest.approx(4 * 6 / 0.12)
+    assert by["prefill_throughput"].value == pytest.approx(2 * 4 * 16 / 0.4)
+
+
+def _cpu_run(**values):
     from benchbench.core.sampling import Budget
     from benchbench.probes.api import ProbeContext
     from benchbench.workloads.inference import run as inference
 
     cfg = resolved("inference", batch_sizes=(1, 2), requests=40, decode_batches=(1, 4),
-                   prompt_tokens=16, new_tokens=4, image_size=32, min_sample_s=0.001)
+                   prompt_tokens=16, new_tokens=4, image_size=32, min_sample_s=0.001,
+                   **values)
     ctx = ProbeContext(device="cpu", policy=cfg.repeat_policy(2), budget=Budget(30.0),
                        facts=cpu_facts())
     out = inference.run(ctx, cfg)
     by = {}
     for m in out.measurements:
         by.setdefault(m.metric, []).append(m)
-    assert {m.key["batch_size"] for m in by["offline_throughput"]} == {1, 2}
+    return out, by
+
+
+def _check_offline_and_generation(by, notes):
+    # A busy machine may leave the larger sizes out for the budget: said, not hidden.
+    sizes = {m.key["batch_size"] for m in by["offline_throughput"]}
+    assert sizes == {1, 2} or sizes == {1} and any(
+        n.startswith("offline fp32 batch 2 and above skipped, because") for n in notes)
     assert all(m.unit == "samples/s" for m in by["offline_throughput"])
     (peak,) = by["peak_offline_throughput"]
     assert peak.statistic == "max" and peak.value == max(m.value for m in
                                                          by["offline_throughput"])
-    (latency,) = by["server_latency"]
+    for metric, unit in (("prefill_throughput", "tokens/s"), ("ttft", "s"), ("tpot", "s"),
+                         ("itl", "s"), ("output_throughput", "tokens/s"),
+                         ("decode_throughput", "tokens/s")):
+        assert sorted(m.key["batch"] for m in by[metric]) in ([1, 4], [1])
+        assert all(m.unit == unit and m.value > 0 for m in by[metric])
+    if len(by["itl"]) == 1:
+        assert "generation at batch 4 skipped, because the time budget ran out" in notes
+    itl = next(m for m in by["itl"] if m.key["batch"] == 1)
+    assert len(itl.samples) == 2 * 3  # 2 generations x (new_tokens - 1) steps, each timed
+
+
+def test_the_workload_runs_every_part_through_loadgen_on_this_cpu(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("mlperf_loadgen")
+    from benchbench.core.sampling import Budget
+    from benchbench.probes.api import ProbeContext, RunInputs
+    from benchbench.workloads.inference import run as inference
+
+    cfg = resolved("inference", batch_sizes=(1, 2), decode_batches=(1, 4), prompt_tokens=16,
+                   new_tokens=4, image_size=32, min_sample_s=0.001)
+    assert cfg.loadgen  # installed here: auto turns it on
+    ctx = ProbeContext(device="cpu", policy=cfg.repeat_policy(2), budget=Budget(30.0),
+                       facts=cpu_facts(), inputs=RunInputs(run_dir=str(tmp_path)))
+    out = inference.run(ctx, cfg)
+    by = {}
+    for m in out.measurements:
+        by.setdefault(m.metric, []).append(m)
+    _check_offline_and_generation(by, out.notes)
+    (lg_offline,) = by["loadgen_offline_throughput"]
+    assert lg_offline.key["batch_size"] in (1, 2) and lg_offline.value > 0
+    assert lg_offline.context["served"] == lg_offline.context["samples"]
+    assert lg_offline.context["label"].startswith("LoadGen Offline, ")
+    latency = by["server_latency"][-1]
+    c = latency.context
+    assert c["driver"] == "loadgen" and c["label"].startswith("LoadGen Server, ")
+    # The bound: 5x one image's latency as LoadGen's SingleStream measured it, its log kept.
+    assert c["bound_source"].startswith("not MLPerf's (on a CPU): 5x LoadGen SingleStream's "
+                                        "p90 latency of one image, ")
+    assert latency.key["latency_bound_s"] >= 5 * c["batch1_latency_s"]
+    assert "inference/single_stream_summary.txt" in c["logs"]
+    assert c["tried"] and all(t["queries"] >= 459 or not t["valid"] for t in c["tried"])
+    if c["meets_bound"]:
+        (served,) = by["server_throughput"]
+        assert served.value == latency.key["rate"] and served.context["valid"]
+        assert served.context["p99_s"] <= latency.key["latency_bound_s"]
+        assert served.context["completed_per_s"] > 0
+    # LoadGen's logs are in the run folder, and the run lists them.
+    assert out.artifacts and all((tmp_path / f).is_file() for f in out.artifacts)
+    assert set(c["logs"]) <= set(out.artifacts) and out.params["loadgen"]
+
+
+def test_without_loadgen_the_server_part_is_the_simulated_server_and_says_so(monkeypatch):
+    pytest.importorskip("torch")
+    from benchbench.workloads.inference import run as inference
+
+    monkeypatch.setattr(inference, "loadgen_installed", lambda: False)
+    out, by = _cpu_run(loadgen=True)  # asked for, not installed
+    _check_offline_and_generation(by, out.notes)
+    assert "loadgen_offline_throughput" not in by and out.artifacts == []
+    assert any(n.startswith("LoadGen skipped, because mlperf_loadgen is not installed")
+               for n in out.notes)
+    latency = by["server_latency"][-1]
+    assert latency.context["label"] == "simulated server (LoadGen not installed)"
+    assert latency.context["driver"] == "simulated"
     assert latency.unit == "s" and len(latency.samples) == 40  # every request's latency kept
     assert latency.context["p99_s"] >= latency.context["p50_s"] > 0
-    if latency.context["meets_bound"]:
-        assert by["server_throughput"][0].value == latency.key["rate"]
-    else:  # a CPU rarely serves ResNet50 within 15 ms: said, not hidden
-        assert any(n.startswith("server: no rate tried kept p99 within 15 ms") for n in
-                   out.notes)
-    for metric, unit in (("prefill_throughput", "tokens/s"), ("time_to_first_token", "s"),
-                         ("time_per_output_token", "s"), ("decode_throughput", "tokens/s")):
-        assert sorted(m.key["batch"] for m in by[metric]) == [1, 4]
-        assert all(m.unit == unit and m.value > 0 for m in by[metric])
-    tpot = next(m for m in by["time_per_output_token"] if m.key["batch"] == 1)
-    assert len(tpot.samples) == 3  # new_tokens - 1 decode steps, each timed
 
 
-def test_planning_on_the_simulated_h200_serves_within_the_bound():
+@pytest.mark.parametrize("loadgen", [True, False])
+def test_planning_on_the_simulated_h200_serves_within_the_bound(loadgen):
     pytest.importorskip("torch")
     from benchbench.engine import simulate
 
-    sim = simulate.simulate_probe(simulate.H200, "inference", False, 60.0)
+    sim = simulate.simulate_probe(simulate.H200, "inference", False, 60.0,
+                                  overrides={"loadgen": loadgen})
     assert sim.duration_s <= 60.0
     by = {}
     for m in sim.measurements:
         by.setdefault(m.metric, []).append(m)
     (served,) = by["server_throughput"]
     assert served.context["p99_s"] <= 0.015 and served.value > 1000
+    assert served.key["latency_bound_s"] == 0.015
+    assert served.context["bound_source"].startswith("MLPerf's 15 ms")
     assert {m.key["precision"] for m in by["peak_offline_throughput"]} == {"bf16", "fp32"}
     assert sorted(m.key["batch"] for m in by["decode_throughput"]) == [1, 8, 64]
+    if loadgen:
+        assert served.context["label"].startswith("LoadGen Server, ")
+        (offline,) = by["loadgen_offline_throughput"]
+        assert offline.context["valid"] and offline.key["precision"] == "bf16"
+    else:
+        assert served.context["label"] == "simulated server (LoadGen not installed)"
+
+
+def test_the_report_shows_loadgens_verdict_p99_and_completed_rate():
+    pytest.importorskip("torch")
+    from helpers import render_md
+
+    from benchbench.core.results import ProbeResult, RunResult
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "inference", False, 60.0,
+                                  overrides={"loadgen": True})
+    run = RunResult(tool={"version": "t"}, started_at="", environment={}, argv=[],
+                    config={"device_resolved": "cuda"}, probes=[ProbeResult(
+                        name="inference", status="ok", resource="gpu_compute",
+                        measurements=sim.measurements)])
+    text = render_md(run)
+    section = text[text.index("### Inference"):]
+    served = next(m for m in sim.measurements if m.metric == "server_throughput")
+    c = served.context
+    assert f"Server ({c['label']}): {served.value:,.0f} requests/s served within the 15 ms " \
+           "p99 bound (MLPerf's 15 ms p99 for ResNet-50 (server scenario))." in section
+    assert (f"At {served.value:,.0f} requests/s LoadGen said VALID, p99 "
+            f"{c['p99_s'] * 1e3:,.3g} ms") in section
+    assert f"{c['completed_per_s']:,.0f} samples/s completed" in section
+    assert "Offline (LoadGen Offline, " in section and ", VALID; " in section

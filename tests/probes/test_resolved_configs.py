@@ -23,6 +23,7 @@ STAY_UNSET = {
         ("storage", "raw_device"),  # read only when named
         ("pipeline", "loader"), ("pipeline", "workers"),  # the dataloader probe's best, this run
         ("stability", "size"),  # where the matmul probe peaked, this run
+        ("inference", "latency_bound_s"),  # MLPerf's, or 5x one image's latency, measured
     },
     "cpu": {("matmul", "devices"), ("memory_bandwidth", "devices"),  # no GPU to name
             ("host_device_copy", "devices"), ("memory_bandwidth", "gpu_size_bytes")},

@@ -7,7 +7,7 @@ A call returns once its work is queued on a GPU; the meter that times it synchro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -61,6 +61,30 @@ class TorchModels:
                 return model(x)
 
         return call
+
+    def library(self, precision: str, count: int, buckets: Sequence[int]
+                ) -> Callable[[Sequence[int]], list[int]]:
+        """LoadGen's sample library: `count` random images on the device, and a call that
+        classifies those at the given indices as one batch, padded to the next of `buckets`
+        (shapes cuDNN has tuned, as a serving engine's batch buckets are), returning their
+        classes on the host: so it returns when the device is done."""
+        self.classify(precision, 1)  # builds the model at this precision
+        model = self._resnet[precision]
+        gen = torch.Generator(device=self.dev).manual_seed(count)
+        images = torch.randn(count, 3, self.size, self.size, device=self.dev, generator=gen)
+        images = images.to(DTYPES[precision]).contiguous(memory_format=self.fmt)
+        sizes = sorted(buckets)
+
+        def serve(indices: Sequence[int]) -> list[int]:
+            rows = next((b for b in sizes if b >= len(indices)), len(indices))
+            picked = list(indices) + [indices[0]] * (rows - len(indices))
+            at = torch.tensor(picked, device=self.dev)
+            with torch.inference_mode():
+                x = images.index_select(0, at).contiguous(memory_format=self.fmt)
+                classes: list[int] = model(x)[:len(indices)].argmax(1).tolist()
+            return classes
+
+        return serve
 
     def generate(self, precision: str, batch: int, prompt: int, new: int
                  ) -> tuple[Call, Call]:

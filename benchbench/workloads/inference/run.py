@@ -1,51 +1,65 @@
-"""Workload `inference`: batch serving as MLPerf Inference measures it, in PyTorch eager.
+"""Workload `inference`: batch serving, driven by MLPerf's LoadGen where it is installed, in
+PyTorch eager.
 
 1. Offline (ResNet50): a batch-size sweep per precision, the weights cast to it, channels_last
-   on a GPU, under torch.inference_mode; samples/s per size and the best.
-2. Server (ResNet50): Poisson arrivals at rising rates, dynamic batching up to max_batch
-   (server.py); the highest rate whose p99 latency stays within the bound (MLPerf's 15 ms),
-   with p50, p90, p99 and max there, every latency kept. Batches are padded to a power of two,
-   as a serving engine's batch buckets are, so that no unseen shape autotunes mid-run.
-3. Generation (GPT with a KV cache, models/gpt_generate.py): at each decode batch, the
-   prefill's tokens/s, the time to first token, the time per output token and decode tokens/s.
+   on a GPU, under torch.inference_mode; samples/s per size and the best. Then one LoadGen
+   Offline run at the best batch (scenarios.py).
+2. Server (ResNet50): the highest target rate LoadGen's Server scenario calls VALID at the p99
+   bound (scenarios.py, search.py), served by benchbench's SUT: dynamic batching on a serving
+   thread (loadgen_sut.py). Without LoadGen, the simulated server (fallback.py), labelled so.
+3. Generation (GPT with a KV cache, generation.py): vLLM's serving benchmark's metrics.
 
-The parts share the budget in turn. The models are behind models.Models, so the simulator
-plans with this code; a part that cannot run here says "skipped, because …".
+The parts share the budget in turn, by PART_WEIGHTS. The models are behind models.Models and
+LoadGen behind search.Harness, so the simulator plans with this code; a part that cannot run
+here says "skipped, because …".
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from benchbench.core.results import Measurement
 from benchbench.core.sampling import Budget
-from benchbench.probes._devices import budget_allows, is_oom, usable_on
+from benchbench.probes._devices import budget_allows, failure, is_oom, usable_on
 from benchbench.probes.api import (
     ProbeContext,
     ProbeOutput,
     ProbeSkipped,
-    median_of,
     peak_of,
     resolved,
     throughput,
-    total_over_time,
 )
 from benchbench.probes.meter import free_memory
-from benchbench.workloads.inference import server
-from benchbench.workloads.inference.config import InferenceConfig
+from benchbench.workloads.inference import fallback, scenarios
+from benchbench.workloads.inference.config import InferenceConfig, loadgen_installed
+from benchbench.workloads.inference.generation import generation
 from benchbench.workloads.inference.models import Models, TorchModels
+from benchbench.workloads.inference.scenarios import LIBRARY_SAMPLES, OpenHarness, buckets
+from benchbench.workloads.inference.search import Harness
 
 ENGINE = "PyTorch eager, torch.inference_mode"
+# Each part's share of the budget: a LoadGen Server run needs 459 queries or more to be VALID
+# (search.EARLY_STOPPING_QUERIES), and the search wants several.
+PART_WEIGHTS = {"offline": 1.0, "server": 2.0, "generation": 1.0}
+# A CPU serves tens of requests/s within its bound, so one VALID Server run alone takes 6-12 s
+# (459 queries, measured on a 2-core VM): there the server part takes more still.
+CPU_SERVER_WEIGHT = 3.0
+# With LoadGen the batch sweep takes this share of the offline part; its Offline run the rest.
+SWEEP_SHARE = 0.75
 
 
 def offline(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
-            precisions: list[str], notes: list[str]) -> list[Measurement]:
+            precisions: list[str], notes: list[str], lg: Harness | None) -> list[Measurement]:
+    """The batch sweep per precision, then LoadGen's Offline at the first precision's best
+    batch, where LoadGen drives the scenarios (`lg`)."""
     batches = sorted(set(resolved(cfg.batch_sizes, "batch_sizes")))
     size = resolved(cfg.image_size, "image_size")
+    sweep = dataclasses.replace(ctx, budget=Budget(ctx.budget.remaining() * SWEEP_SHARE,
+                                                   clock=ctx.clock)) if lg else ctx
     out: list[Measurement] = []
+    first: Measurement | None = None  # the serving precision's best
     for i, precision in enumerate(precisions):
-        per = _sweep(ctx, cfg, models, dev, precision, batches,
+        per = _sweep(sweep, cfg, models, dev, precision, batches,
                      (len(precisions) - i) * len(batches), notes)
         if per:
             best = peak_of("peak_offline_throughput", {"precision": precision,
@@ -53,6 +67,15 @@ def offline(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
                            "batch_size", "samples/s")
             best.context.update(engine=ENGINE, device=dev)
             out += [*per, best]
+            first = best if i == 0 else first
+    if lg and first:
+        key = {"precision": precisions[0], "image_size": size}
+        try:
+            out.append(scenarios.offline(ctx, lg, key, first.value,
+                                         int(first.context["best_batch_size"]), dev, ENGINE))
+        except RuntimeError as exc:  # the sweep's figures stay
+            notes.append(f"LoadGen Offline skipped, because {failure(exc)}")
+            free_memory()
     return out
 
 
@@ -86,108 +109,12 @@ def _sweep(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, pr
     return per
 
 
-def _call_s(offline_ms: list[Measurement], precision: str, batch: int) -> float | None:
-    for m in offline_ms:
-        if m.metric == "offline_throughput" and m.key["precision"] == precision and \
-                m.key["batch_size"] == batch:
-            return batch / m.value
-    return None
-
-
-def serve(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, precision: str,
-          offline_ms: list[Measurement], notes: list[str]) -> list[Measurement]:
-    size = resolved(cfg.image_size, "image_size")
-    max_batch, requests = resolved(cfg.max_batch, "max_batch"), resolved(cfg.requests, "requests")
-    buckets = sorted({min(1 << i, max_batch) for i in range(max_batch.bit_length() + 1)})
-    calls = {b: models.classify(precision, b) for b in buckets}
-    for b in buckets:  # each shape once before any is timed: cuDNN picks its kernels
-        for _ in range(max(1, ctx.policy.warmup_steps)):
-            ctx.meter.timed_once(calls[b], dev)
-    one = _call_s(offline_ms, precision, 1) or ctx.meter.timed_once(calls[1], dev)
-    full = _call_s(offline_ms, precision, max_batch) or \
-        ctx.meter.timed_once(calls[max_batch], dev)
-
-    def service(k: int) -> float:
-        return ctx.meter.timed_once(calls[next(b for b in buckets if b >= k)], dev)
-
-    found = server.search(0.5 / one, max_batch / full, cfg.latency_bound_s, requests,
-                          max_batch, service, ctx.budget.remaining)
-    key = {"precision": precision, "image_size": size, "max_batch": max_batch,
-           "latency_bound_s": cfg.latency_bound_s}
-    context = {"engine": ENGINE, "device": dev, "requests": requests,
-               "tried": [{"rate": ld.rate, **ld.summary()} for ld in found.loads],
-               "stopped_by": found.stopped_by, "batch1_latency_s": one}
-    best = found.best
-    if best is None:
-        low = found.loads[0]
-        notes.append(f"server: no rate tried kept p99 within {cfg.latency_bound_s * 1e3:g} ms; "
-                     f"at {low.rate:,.3g} requests/s the p99 was {low.percentile(0.99) * 1e3:,.3g}"
-                     f" ms (one image alone takes {one * 1e3:,.3g} ms)")
-        return [median_of("server_latency", {**key, "rate": low.rate}, low.latencies, "s",
-                          higher_is_better=False,
-                          context={**context, **low.summary(), "meets_bound": False})]
-    return [
-        Measurement(metric="server_throughput", key=key, value=best.rate, unit="samples/s",
-                    statistic="max", samples=[ld.rate for ld in found.loads
-                                              if ld.percentile(0.99) <= cfg.latency_bound_s],
-                    higher_is_better=True, context={**context, **best.summary()}),
-        median_of("server_latency", {**key, "rate": best.rate}, best.latencies, "s",
-                  higher_is_better=False, context={**context, **best.summary(),
-                                                   "meets_bound": True}),
-    ]
-
-
-def generation(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
-               precision: str, notes: list[str]) -> list[Measurement]:
-    preset = resolved(cfg.preset, "preset")
-    prompt, new = resolved(cfg.prompt_tokens, "prompt_tokens"), resolved(cfg.new_tokens,
-                                                                          "new_tokens")
-    out: list[Measurement] = []
-    batches = list(resolved(cfg.decode_batches, "decode_batches"))
-    for i, b in enumerate(batches):
-        if i and ctx.budget.remaining() <= 0:
-            notes.append(f"generation at batch {', '.join(map(str, batches[i:]))} skipped, "
-                         "because the time budget ran out")
-            break
-        key = {"preset": preset, "precision": precision, "batch": b}
-        try:
-            first, step = models.generate(precision, b, prompt, 2)  # warm-up
-            ctx.meter.timed_once(first, dev)
-            ctx.meter.step_times(step, 1, dev)
-            first, step = models.generate(precision, b, prompt, new)
-            ttft = ctx.meter.timed_once(first, dev)
-            steps = ctx.meter.step_times(step, new - 1, dev)
-        except RuntimeError as exc:
-            if not is_oom(exc):
-                raise
-            notes.append(f"generation at batch {b} skipped, because its KV cache does not fit")
-            free_memory()
-            break
-        out += _generation_measurements(key, b, prompt, new, ttft, steps, dev)
-    return out
-
-
-def _generation_measurements(key: dict[str, Any], batch: int, prompt: int, new: int,
-                             ttft: float, steps: list[float], dev: str) -> list[Measurement]:
-    context = {"engine": "PyTorch eager, a preallocated KV cache, greedy", "device": dev,
-               "prompt_tokens": prompt, "new_tokens": new}
-    k = {**key, "prompt_tokens": prompt}
-    return [
-        total_over_time("prefill_throughput", k, batch * prompt / ttft, [batch * prompt / ttft],
-                        "tokens/s", context),
-        median_of("time_to_first_token", k, [ttft], "s", higher_is_better=False,
-                  context=context),
-        median_of("time_per_output_token", key, steps, "s", higher_is_better=False,
-                  context=context),
-        total_over_time("decode_throughput", key, batch * len(steps) / sum(steps),
-                        [batch / s for s in steps], "tokens/s", context),
-    ]
-
-
 def measure(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
-            precisions: list[str], notes: list[str]) -> list[Measurement]:
-    """Every part in turn, each with its share of what is left (the simulator runs this with
-    its own models)."""
+            precisions: list[str], notes: list[str], open_harness: OpenHarness | None = None,
+            simulated: str = "LoadGen not installed") -> list[Measurement]:
+    """Every part in turn, each with its weighted share of what is left (the simulator runs
+    this with its own models and harness). Without `open_harness` the server part is the
+    simulated server, labelled with `simulated`'s reason."""
     parts = list(resolved(cfg.parts, "parts"))
     out: list[Measurement] = []
     # "fp32" means fp32: cuDNN runs convolutions in TF32 unless told otherwise, which on an
@@ -196,16 +123,35 @@ def measure(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
     # resnet50 probe lets it.
     ctx.meter.set_tf32(False)
     ctx.meter.set_cudnn_benchmark(dev, True)
-    for i, part in enumerate(parts):
-        ctx.progress(part, i, len(parts))
-        sub = dataclasses.replace(ctx, budget=Budget(ctx.budget.remaining() / (len(parts) - i),
-                                                     clock=ctx.clock))
-        if part == "offline":
-            out += offline(sub, cfg, models, dev, precisions, notes)
-        elif part == "server":
-            out += serve(sub, cfg, models, dev, precisions[0], out, notes)
-        else:
-            out += generation(sub, cfg, models, dev, precisions[0], notes)
+    max_batch = resolved(cfg.max_batch, "max_batch")
+    shapes = buckets(max_batch, *resolved(cfg.batch_sizes, "batch_sizes"))
+    harness = open_harness(precisions[0], shapes) if open_harness and \
+        {"offline", "server"} & set(parts) else None
+    key = {"precision": precisions[0], "image_size": resolved(cfg.image_size, "image_size")}
+    weights = {**PART_WEIGHTS, "server": CPU_SERVER_WEIGHT} if dev == "cpu" else PART_WEIGHTS
+    try:
+        for i, part in enumerate(parts):
+            ctx.progress(part, i, len(parts))
+            left = sum(weights[p] for p in parts[i:])
+            sub = dataclasses.replace(ctx, budget=Budget(
+                ctx.budget.remaining() * weights[part] / left, clock=ctx.clock))
+            if part == "offline":
+                out += offline(sub, cfg, models, dev, precisions, notes, harness)
+            elif part == "server" and harness is not None:
+                try:
+                    out += scenarios.serve(sub, harness, {**key, "max_batch": max_batch},
+                                           cfg.latency_bound_s, dev, ENGINE, notes)
+                except RuntimeError as exc:  # what the other parts measured stays
+                    notes.append(f"server skipped, because {failure(exc)}")
+                    free_memory()
+            elif part == "server":
+                out += fallback.serve(sub, cfg, models, dev, precisions[0], out, notes,
+                                      simulated, ENGINE)
+            else:
+                out += generation(sub, cfg, models, dev, precisions[0], notes)
+    finally:
+        if harness is not None:
+            harness.close()
     models.release()
     ctx.progress("done", len(parts), len(parts))
     return out
@@ -221,9 +167,24 @@ def run(ctx: ProbeContext, cfg: InferenceConfig) -> ProbeOutput:
         raise ProbeSkipped("; ".join(notes))
     models = TorchModels(dev, resolved(cfg.image_size, "image_size"), bool(cfg.channels_last),
                          resolved(cfg.preset, "preset"))
-    out = measure(ctx, cfg, models, dev, precisions, notes)
+    installed = loadgen_installed()
+    if cfg.loadgen and not installed:
+        notes.append("LoadGen skipped, because mlperf_loadgen is not installed (pip install "
+                     "'benchbench[inference]'): the simulated server ran instead")
+
+    def open_harness(precision: str, shapes: list[int]) -> Harness:
+        from benchbench.workloads.inference.loadgen_sut import LoadGenHarness
+
+        serve = models.library(precision, LIBRARY_SAMPLES, shapes)
+        return LoadGenHarness(serve, LIBRARY_SAMPLES, ctx.inputs.run_dir, ctx.clock)
+
+    use = bool(cfg.loadgen) and installed
+    out = measure(ctx, cfg, models, dev, precisions, notes, open_harness if use else None,
+                  "LoadGen not installed" if not installed else "inference.loadgen=false")
     if dev != "cpu":
         name = ctx.meter.device_name(dev)
         for m in out:
             m.context["gpu_name"] = name
-    return ProbeOutput(out, notes=notes, params={"precisions": precisions})
+    logs = list(dict.fromkeys(f for m in out for f in m.context.get("logs") or []))
+    return ProbeOutput(out, notes=notes, params={"precisions": precisions, "loadgen": use},
+                       artifacts=logs)

@@ -1,0 +1,81 @@
+"""The server part without LoadGen: the simulated server (server.py), labelled as such.
+
+Poisson arrivals on a virtual clock, each batch timed alone on the device: a model of a server,
+not MLPerf's measurement of one. It runs where LoadGen is not installed (the GPU box has no
+network to install it) or is switched off (inference.loadgen=false), and never calls itself
+MLPerf's. The bound is chosen as LoadGen's part chooses it (scenarios.choose_bound).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench.core.results import Measurement
+from benchbench.probes.api import ProbeContext, median_of, resolved
+from benchbench.workloads.inference import server
+from benchbench.workloads.inference.config import InferenceConfig
+from benchbench.workloads.inference.models import Models
+from benchbench.workloads.inference.scenarios import buckets, choose_bound
+
+
+def label(why: str) -> str:
+    return f"simulated server ({why})"
+
+
+def _call_s(offline_ms: list[Measurement], precision: str, batch: int) -> float | None:
+    for m in offline_ms:
+        if m.metric == "offline_throughput" and m.key["precision"] == precision and \
+                m.key["batch_size"] == batch:
+            return batch / m.value
+    return None
+
+
+def serve(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, precision: str,
+          offline_ms: list[Measurement], notes: list[str], why: str,
+          engine: str) -> list[Measurement]:
+    size = resolved(cfg.image_size, "image_size")
+    max_batch, requests = resolved(cfg.max_batch, "max_batch"), resolved(cfg.requests, "requests")
+    shapes = buckets(max_batch)
+    calls = {b: models.classify(precision, b) for b in shapes}
+    for b in shapes:  # each shape once before any is timed: cuDNN picks its kernels
+        for _ in range(max(1, ctx.policy.warmup_steps)):
+            ctx.meter.timed_once(calls[b], dev)
+    one = _call_s(offline_ms, precision, 1) or ctx.meter.timed_once(calls[1], dev)
+    full = _call_s(offline_ms, precision, max_batch) or \
+        ctx.meter.timed_once(calls[max_batch], dev)
+    bound, source = choose_bound(cfg.latency_bound_s, dev, one)
+
+    def service(k: int) -> float:
+        return ctx.meter.timed_once(calls[next(b for b in shapes if b >= k)], dev)
+
+    found = server.search(0.5 / one, max_batch / full, bound, requests, max_batch, service,
+                          ctx.budget.remaining)
+    key = {"precision": precision, "image_size": size, "max_batch": max_batch,
+           "latency_bound_s": bound}
+    tried = [{"rate": ld.rate, **ld.summary()} for ld in found.loads]
+    # A floor when the budget stopped the climb before any rate missed the bound.
+    floor = found.stopped_by == "budget" and all(t["p99_s"] <= bound for t in tried)
+    context = {"engine": engine, "device": dev, "driver": "simulated", "label": label(why),
+               "requests": requests, "tried": tried, "stopped_by": found.stopped_by,
+               "lower_bound": floor and found.best is not None, "bound_source": source,
+               "batch1_latency_s": one}
+    best = found.best
+    if best is None:
+        low = found.loads[0]
+        notes.append(f"server ({label(why)}): no rate tried kept p99 within {bound * 1e3:g} "
+                     f"ms; at {low.rate:,.3g} requests/s the p99 was "
+                     f"{low.percentile(0.99) * 1e3:,.3g} ms (one image alone takes "
+                     f"{one * 1e3:,.3g} ms)")
+        return [_latency(key, low, {**context, "meets_bound": False})]
+    return [
+        Measurement(metric="server_throughput", key=key, value=best.rate, unit="samples/s",
+                    statistic="max", samples=[ld.rate for ld in found.loads
+                                              if ld.percentile(0.99) <= bound],
+                    higher_is_better=True, context={**context, **best.summary()}),
+        _latency(key, best, {**context, "meets_bound": True}),
+    ]
+
+
+def _latency(key: dict[str, Any], load: server.Load, context: dict[str, Any]) -> Measurement:
+    return median_of("server_latency", {**key, "rate": load.rate}, load.latencies, "s",
+                     higher_is_better=False, context={**context, **load.summary()})

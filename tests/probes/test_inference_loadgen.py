@@ -1,0 +1,108 @@
+"""inference: benchbench's system under test against MLPerf's own LoadGen (mlcommons-loadgen),
+on a model whose batches cost a known wall time (a sleep), so that LoadGen's accounting and
+verdicts can be held against what the SUT did."""
+
+import time
+
+import pytest
+
+pytest.importorskip("mlperf_loadgen")
+
+from benchbench.core.sampling import Budget  # noqa: E402
+from benchbench.probes.api import ProbeContext  # noqa: E402
+from benchbench.workloads.inference import scenarios  # noqa: E402
+from benchbench.workloads.inference.loadgen_sut import LoadGenHarness, read_detail  # noqa: E402
+from benchbench.workloads.inference.search import Settings  # noqa: E402
+
+
+class SleepModel:
+    """A batch of k takes 2 ms + 0.3 ms a sample (about 1,800 samples/s at batch 8); the
+    call numbered `stall_at` (from 1) takes `stall_s` longer, once."""
+
+    def __init__(self, stall_at=None, stall_s=0.0):
+        self.calls, self.samples, self.stall_at, self.stall_s = 0, 0, stall_at, stall_s
+
+    def __call__(self, indices):
+        self.calls += 1
+        self.samples += len(indices)
+        time.sleep(0.002 + 0.0003 * len(indices)
+                   + (self.stall_s if self.calls == self.stall_at else 0.0))
+        return [0] * len(indices)
+
+
+@pytest.fixture
+def harness(tmp_path):
+    made = []
+
+    def make(model):
+        h = LoadGenHarness(model, 1024, str(tmp_path), time.perf_counter)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def test_loadgens_completed_count_is_what_the_sut_served(harness, tmp_path):
+    model = SleepModel()
+    h = harness(model)
+    o = h.run(Settings("Server", 500.0, 8, 0.3, 459, 0.05, "server_01"))
+    # LoadGen counted every query the SUT answered, and the SUT ran every one of them.
+    assert o.result["queries"] == o.served == model.samples == len(o.latencies_s) >= 459
+    assert o.valid and o.result["validity"] == "VALID" and o.result["p99_s"] < 0.05
+    assert o.result["completed_per_s"] == pytest.approx(500.0, rel=0.15)
+    # Offline: one query of many samples, batched by the SUT at 8.
+    model.samples = 0
+    o = h.run(Settings("Offline", 2000.0, 8, 0.3, 1, name="offline"))
+    assert o.result["samples_per_query"] == o.served == model.samples >= 1.1 * 0.3 * 2000
+    assert o.batches == -(-o.served // 8)
+    # The kept logs: LoadGen's summary says what the detail log was read as.
+    assert o.files == ["inference/offline_summary.txt", "inference/offline_detail.txt"]
+    summary = (tmp_path / "inference" / "offline_summary.txt").read_text()
+    assert f"Result is : {o.result['validity']}" in summary
+    assert sorted(p.name for p in (tmp_path / "inference").iterdir()) == [
+        "offline_detail.txt", "offline_summary.txt", "server_01_detail.txt",
+        "server_01_summary.txt"]  # the empty trace and accuracy logs are not kept
+    assert read_detail(str(tmp_path / "inference" / "server_01_detail.txt"))["queries"] >= 459
+
+
+def test_a_run_short_of_the_early_stopping_queries_is_invalid_and_says_why(harness):
+    o = harness(SleepModel()).run(Settings("Server", 500.0, 8, 0.1, 100, 0.05, "short"))
+    assert not o.valid and o.result["why_invalid"] == "too few queries for early stopping"
+
+
+def test_a_stall_of_half_a_second_in_one_rate_still_finds_a_rate(harness):
+    """The search's first LoadGen run stalls 0.5 s, ten batches in: it fails, its retry
+    passes, and the search climbs on from there."""
+    model = SleepModel()
+    h = harness(model)
+    run = h.run
+
+    def stalling(settings):
+        if settings.name == "server_01":
+            model.stall_at, model.stall_s = model.calls + 10, 0.5
+        return run(settings)
+
+    h.run = stalling
+    ctx = ProbeContext(device="cpu", policy=None, budget=Budget(5.0), facts={})
+    notes = []
+    out = scenarios.serve(ctx, h, {"precision": "fp32", "image_size": 32, "max_batch": 8},
+                          0.05, "cpu", "sleep", notes)
+    served = next(m for m in out if m.metric == "server_throughput")
+    tried = served.context["tried"]
+    assert not tried[0]["valid"] and tried[0]["p99_s"] >= 0.5  # LoadGen saw the stall
+    assert tried[1]["retry"] and tried[1]["valid"] and tried[1]["rate"] == tried[0]["rate"]
+    assert served.value >= tried[0]["rate"] and served.context["valid"]
+    assert served.context["p99_s"] <= 0.05 and served.key["latency_bound_s"] == 0.05
+    assert notes == [] and "inference/server_warmup_summary.txt" in served.context["logs"]
+
+
+def test_a_machine_that_stalls_past_the_deadline_cannot_hold_the_run(harness):
+    model = SleepModel(stall_at=10, stall_s=1.5)
+    h = harness(model)
+    t = time.perf_counter()
+    o = h.run(Settings("Server", 500.0, 8, 0.3, 459, 0.05, "stuck", deadline_s=0.4))
+    assert time.perf_counter() - t < 2.5
+    assert not o.valid and o.abandoned > 0 and "past the run's 0.4 s deadline" in \
+        o.result["why_invalid"]
