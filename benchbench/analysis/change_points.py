@@ -94,7 +94,8 @@ class Found:
     segments: list[Segment]
 
 
-def _run_logs(points: Sequence[Sequence[float]]) -> list[float]:
+def run_logs(points: Sequence[Sequence[float]]) -> list[float]:
+    """Each run's log value: the mean of the logarithms of its rounds."""
     return [statistics.fmean(math.log(float(v)) for v in p) for p in points]
 
 
@@ -112,7 +113,7 @@ def noise(logs: Sequence[float]) -> float:
 def noise_pct(points: Sequence[Sequence[float]]) -> float:
     """The series' run-to-run noise as a CV in percent (runs with a value of 0 or less left
     out)."""
-    return math.expm1(noise(_run_logs([p for p in points if p and min(p) > 0]))) * 100
+    return math.expm1(noise(run_logs([p for p in points if p and min(p) > 0]))) * 100
 
 
 def rounds_noise(points: Sequence[Sequence[float]]) -> max_t.Rounds:
@@ -134,7 +135,8 @@ def _level(points: Sequence[Sequence[float]]) -> float:
     return float(statistics.median(float(v) for p in points for v in p))
 
 
-def _pct(before: float, after: float, higher_is_better: bool) -> float:
+def change_pct(before: float, after: float, higher_is_better: bool) -> float:
+    """The change from before to after in percent, + better whichever way the metric points."""
     return (after - before) / before * 100 * (1 if higher_is_better else -1)
 
 
@@ -214,7 +216,7 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     usable = n > 0 and all(p and min(p) > 0 for p in points)
     if n < MIN_RUNS or not usable:
         return Found([], [], [Segment(0, n, _level(points), tuple(range(n)))] if usable else [])
-    logs = _run_logs(points)
+    logs = run_logs(points)
     rounds = rounds_noise(points)
     # the rounds say how noisy a run is at least, whatever its neighbours happen to read
     sigma = max(noise(logs), math.sqrt(rounds.run_var), 1e-9)
@@ -234,14 +236,14 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     segs = [Segment(a, b, _level([points[i] for i in g]), tuple(g))
             for a, b, g in zip(starts, stops, groups, strict=True)]
     shifts = [Shift(segs[i + 1].start, segs[i].level, segs[i + 1].level,
-                    _pct(segs[i].level, segs[i + 1].level, higher_is_better), pvals[i],
+                    change_pct(segs[i].level, segs[i + 1].level, higher_is_better), pvals[i],
                     (len(groups[i]), len(groups[i + 1]))) for i in range(len(cuts))]
     outs = []
     for i in sorted(odd | ({last} if last is not None else set())):
         seg = next(s for s in segs if s.start <= i < s.stop)
         value = _level([points[i]])
         z = (logs[i] - math.log(seg.level)) / sigma * (1 if higher_is_better else -1)
-        outs.append(OutlierRun(i, value, seg.level, _pct(seg.level, value, higher_is_better),
+        outs.append(OutlierRun(i, value, seg.level, change_pct(seg.level, value, higher_is_better),
                                z, i == last))
     return Found(shifts, outs, segs)
 

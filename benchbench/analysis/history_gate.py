@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchbench.analysis.change_points import Found, Segment, Shift
+from benchbench.analysis.change_points import Found, Segment, Shift, change_pct, run_logs
 
 TREND_MIN_RUNS = 6  # fewer runs cannot tell a drift from noise
 
@@ -49,12 +49,8 @@ class Gate:
     regressed: bool
 
 
-def _pct(before: float, after: float, higher_is_better: bool) -> float:
-    return (after - before) / before * 100 * (1 if higher_is_better else -1)
-
-
 def _logs(points: Sequence[Sequence[float]], runs: Sequence[int]) -> list[float]:
-    return [statistics.fmean(math.log(float(v)) for v in points[i]) for i in runs]
+    return run_logs([points[i] for i in runs])
 
 
 def trend(points: Sequence[Sequence[float]], seg: Segment, higher_is_better: bool
@@ -136,12 +132,12 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         if ref is last and baseline is None:
             reference, ref_what = drift.start, f"the latest segment's start ({_span(last)})"
     odd = next((o for o in found.outliers if o.latest and o.change_pct < 0), None)
-    if odd is not None and _pct(latest, odd.value, higher_is_better) < 0:
+    if odd is not None and change_pct(latest, odd.value, higher_is_better) < 0:
         from scipy.stats import norm
 
         # its distance in run-to-run noises, as a normal tail: how rare one run that far is
         latest, latest_what, p = odd.value, f"the latest run alone (run {odd.at + 1})", \
             float(2 * norm.sf(abs(odd.z)))
-    change = _pct(reference, latest, higher_is_better)
+    change = change_pct(reference, latest, higher_is_better)
     return Gate(reference, ref_what, latest, latest_what, change, steps, drift, p,
                 change < -threshold_pct and p <= alpha)
