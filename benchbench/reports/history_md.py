@@ -111,8 +111,8 @@ def _header(h: History) -> list[str]:
            "segmentation and PELT propose, and each is kept when the best split of the "
            "segments either side of it, paid for having been chosen (the maximum-t test), "
            f"gives p ≤ {h.alpha:g}. A series regressed when its latest level (the latest "
-           "segment's, where it drifts where the drift has taken it, or the latest run alone "
-           f"when it is an outlier run) is worse than {reference} by more than "
+           "segment's level; where that segment drifts, where the drift has taken it; or the "
+           f"latest run alone when it is an outlier run) is worse than {reference} by more than "
            f"{h.threshold_pct:g}%. The method and its measured accuracy: "
            "docs/history-method.md.", ""]
     return out
