@@ -106,3 +106,18 @@ def test_a_machine_that_stalls_past_the_deadline_cannot_hold_the_run(harness):
     assert time.perf_counter() - t < 2.5
     assert not o.valid and o.abandoned > 0 and "past the run's 0.4 s deadline" in \
         o.result["why_invalid"]
+
+
+def test_an_offline_run_cut_by_its_deadline_reports_what_was_served_not_loadgens_count(harness):
+    """LoadGen counts the samples answered unserved past the deadline as completed; the
+    figure is what the SUT served in the time it had, and the run is INVALID."""
+    model = SleepModel(stall_at=10, stall_s=1.0)
+    ctx = ProbeContext(device="cpu", policy=None, budget=Budget(0.3), facts={})
+    m = scenarios.offline(ctx, harness(model), {"precision": "fp32", "image_size": 32},
+                          2000.0, 8, "cpu", "sleep")
+    c = m.context
+    deadline = 2 * 0.25 * scenarios.OFFLINE_MARGIN  # min_duration 0.25 s: MIN_RUN_S
+    assert c["abandoned"] > 0 and c["served"] == model.samples - 8 * 4  # service_s's 4 calls
+    assert c["served"] + c["abandoned"] == c["samples"]
+    assert not c["valid"] and "unserved" in c["why_invalid"]
+    assert m.value == pytest.approx(c["served"] / deadline)

@@ -95,12 +95,17 @@ def offline(ctx: ProbeContext, harness: Harness, key: dict[str, Any], sweep_rate
     o = harness.run(Settings("Offline", sweep_rate * OFFLINE_MARGIN, batch, d, 1,
                              name="offline", deadline_s=2 * d * OFFLINE_MARGIN))
     rate = float(o.result.get("samples_per_s") or 0.0)
+    if o.abandoned:
+        # LoadGen counts the samples answered unserved past the deadline as completed, which
+        # would inflate its rate: what the SUT served, over the time it had (INVALID anyway).
+        rate = o.served / o.settings.deadline_s
     return total_over_time("loadgen_offline_throughput", {**key, "batch_size": batch}, rate,
                            [rate], "samples/s", {
                                **_loadgen_context(o, dev, engine),
                                "samples": o.result.get("samples_per_query"),
                                "expected_qps": o.settings.rate,
-                               "sweep_samples_per_s": sweep_rate, "served": o.served})
+                               "sweep_samples_per_s": sweep_rate, "served": o.served,
+                               "abandoned": o.abandoned})
 
 
 def serve(ctx: ProbeContext, harness: Harness, key: dict[str, Any], user_bound: float | None,
