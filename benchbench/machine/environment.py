@@ -173,7 +173,8 @@ def torch_facts() -> dict[str, Any]:
                 "no_gpu_reason": f"torch is not importable: {exc}"}
     nccl = best_effort(lambda: torch.cuda.nccl.version())
     facts: dict[str, Any] = {
-        "torch": torch.__version__,
+        # A plain str: a TorchVersion would make the run's own process import torch to read it.
+        "torch": str(torch.__version__),
         "torch_cuda": torch.version.cuda,
         "cudnn": cudnn_version(best_effort(torch.backends.cudnn.version)),
         "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl,

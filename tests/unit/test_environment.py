@@ -116,3 +116,20 @@ def test_package_versions_name_the_installed_dali_wheel_and_its_version(monkeypa
     monkeypatch.setattr(environment, "_version", lambda name: None)
     v = environment.package_versions()
     assert v["nvidia_dali_wheel"] is None and v["nvidia_dali"] is None
+
+
+def test_torch_facts_unpickle_without_importing_torch():
+    """The facts travel from the worker to the run's own process, which does not import torch:
+    a torch type in them (torch.__version__ is a TorchVersion) would import it there, ~3 s of
+    a quick run on 2 cores."""
+    import pickle
+    import subprocess
+    import sys
+
+    facts = environment.torch_facts()
+    assert type(facts["torch"]) is str
+    code = ("import pickle, sys; pickle.loads(sys.stdin.buffer.read()); "
+            "print('torch' in sys.modules)")
+    got = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(facts),
+                         capture_output=True, check=True)
+    assert got.stdout.strip() == b"False"
