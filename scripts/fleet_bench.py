@@ -8,13 +8,17 @@ how long 64 nodes take. Measured on this machine.
    node, or a low GPU inside its node), by analysis/outliers.py's rule as compare/fleet.py
    applies it to one measurement. Two mixes: the 3% is each node's own level ("node"), or
    each round's noise on alike nodes ("rounds").
-2. Found: a node 15% slow, and one GPU 20% slow in an otherwise healthy node, in each fleet.
+2. Found: a node 15% slow, and one GPU 20% slow in an otherwise healthy node, in each fleet;
+   beside it, in the node mix, what an oracle finds that knows the healthy nodes' spread
+   exactly (the 3%, the GPUs' 1% and the rounds' 0.3% averaged over the node) and spends the
+   same alpha on the same nodes: the ceiling for any bar on one measurement.
 3. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import subprocess
@@ -22,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from scipy import stats
 
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import outliers
@@ -64,20 +70,37 @@ def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
     return odd, inside
 
 
+# The node mix's spread of one node's value (the median of its GPUs' means), all of it known.
+NODE_SIGMA = math.sqrt(0.03**2 + (0.01**2 + 0.003**2 / 3) * math.pi / 2 / 8)
+
+
+def oracle_finds(nodes: list[list[list[float]]], node: int,
+                 alpha: float = outliers.DEFAULT_ALPHA) -> bool:
+    """The node below the fleet's median by more than a normal bar at the same 0.9 alpha over
+    the nodes, with the healthy spread known instead of estimated."""
+    values = [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
+    bar = stats.norm.isf(0.9 * alpha / len(nodes))
+    return values[node] / statistics.median(values) - 1 < -bar * NODE_SIGMA
+
+
 def rates(count: int) -> None:
     for mix in ("node", "rounds"):
         for n in (32, 256):
             rng = random.Random(f"{mix} {n}")
-            failed = found_node = found_gpu = 0
+            failed = found_node = found_gpu = oracle = 0
             for _ in range(count):
                 odd, inside = judged(fleet(rng, n, mix=mix))
                 failed += bool(odd or inside)
-                odd, inside = judged(fleet(rng, n, slow_node=17, slow_gpu=5, mix=mix))
+                sick = fleet(rng, n, slow_node=17, slow_gpu=5, mix=mix)
+                odd, inside = judged(sick)
                 found_node += 17 in odd
                 found_gpu += (5, 3) in inside
+                oracle += mix == "node" and oracle_finds(sick, 17)
+            ceiling = (f" (an oracle that knows the spread: {oracle})" if mix == "node"
+                       else "")
             print(f"{mix:>6} mix, {n:3d} nodes: a healthy fleet fails (a low outlier node or "
-                  f"GPU) in {failed} of {count}; the 15% slow node found in {found_node}, "
-                  f"the 20% slow GPU in {found_gpu}", flush=True)
+                  f"GPU) in {failed} of {count}; the 15% slow node found in {found_node}"
+                  f"{ceiling}, the 20% slow GPU in {found_gpu}", flush=True)
 
 
 def timed(n: int = 64) -> None:
