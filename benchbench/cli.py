@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from benchbench import __version__
+from benchbench.analysis.change_points import DEFAULT_ALPHA, DEFAULT_THRESHOLD_PCT
 from benchbench.analysis.config import WORKLOADS
 from benchbench.commands.common import UsageError
 from benchbench.core.results import SaveError
@@ -179,13 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "apart with --machine). Prints Markdown; writes no file unless --out is "
                     "given. Exit 0, 3 when the latest level is worse than the best segment "
                     "(or --baseline) by more than --threshold, 2 bad input.")
-    h.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+    h.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
                    help="the latest level worse than the reference (the best segment, or "
                         "--baseline's) by more than this percentage is a regression "
-                        "(default 5)")
-    h.add_argument("--alpha", type=float, default=0.001, metavar="A",
+                        f"(default {DEFAULT_THRESHOLD_PCT:g})")
+    h.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="A",
                    help="significance a change point needs: the p of the best split of its "
-                        "segments, paid for choosing it (default 0.001)")
+                        f"segments, paid for choosing it (default {DEFAULT_ALPHA:g})")
     h.add_argument("--baseline", metavar="RUN",
                    help="hold the latest level against this run's segment instead of the "
                         "best one: its number in the history, or its results.json or folder")
