@@ -60,21 +60,30 @@ class Split:
     p: float
 
 
+def _splits(x: Any) -> tuple[Any, Any, Any, Any]:
+    """Every split of x along its last axis (one series, or one per row), index k: the right
+    side starts at k. The left mean minus the right, the sum of squares within the two sides,
+    1/k + 1/(m - k), and whether both sides hold MIN_SIDE runs."""
+    import numpy as np
+
+    m = x.shape[-1]
+    k = np.arange(1, m)
+    c1, c2 = np.cumsum(x, axis=-1), np.cumsum(x * x, axis=-1)
+    s1, s2 = c1[..., :-1], c2[..., :-1]
+    m1, m2 = s1 / k, (c1[..., -1:] - s1) / (m - k)
+    ss = np.maximum((s2 - k * m1**2) + (c2[..., -1:] - s2 - (m - k) * m2**2), 0.0)
+    return m1 - m2, ss, 1 / k + 1 / (m - k), (k >= MIN_SIDE) & (m - k >= MIN_SIDE)
+
+
 def _t_all(y: Any, rounds: Rounds) -> tuple[Any, Any, bool]:
     """The t of every split of y (index k: the right side starts at k), its degrees of freedom,
     and whether the rounds' noise was pooled in (decided at the best between-run split)."""
     import numpy as np
 
     m = len(y)
-    k = np.arange(1, m)
-    c1, c2 = np.cumsum(y), np.cumsum(y * y)
-    s1, s2 = c1[:-1], c2[:-1]
-    m1, m2 = s1 / k, (c1[-1] - s1) / (m - k)
-    ss = np.maximum((s2 - k * m1**2) + (c2[-1] - s2 - (m - k) * m2**2), 0.0)
-    scale = 1 / k + 1 / (m - k)
-    valid = (k >= MIN_SIDE) & (m - k >= MIN_SIDE)
+    diff, ss, scale, valid = _splits(y)
     between = ss / (m - 2)
-    t_b = np.where(valid, np.abs(m1 - m2) / np.sqrt(np.maximum(between, 1e-300) * scale), 0.0)
+    t_b = np.where(valid, np.abs(diff) / np.sqrt(np.maximum(between, 1e-300) * scale), 0.0)
     pooled = False
     if rounds.df and rounds.run_var > 0:
         from scipy.stats import f
@@ -85,7 +94,7 @@ def _t_all(y: Any, rounds: Rounds) -> tuple[Any, Any, bool]:
     if not pooled:
         return t_b, np.full(m - 1, m - 2), False
     var = (ss + rounds.df * rounds.run_var) / (m - 2 + rounds.df)
-    t_p = np.where(valid, np.abs(m1 - m2) / np.sqrt(np.maximum(var, 1e-300) * scale), 0.0)
+    t_p = np.where(valid, np.abs(diff) / np.sqrt(np.maximum(var, 1e-300) * scale), 0.0)
     return t_p, np.full(m - 1, m - 2 + rounds.df), True
 
 
@@ -154,15 +163,9 @@ def _null(m: int, studentised: bool) -> Any:
     for _ in range(4):
         x = rng.standard_normal((NULL_DRAWS // 4, m))
         x -= x.mean(axis=1, keepdims=True)
-        k = np.arange(1, m)
-        c1, c2 = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
-        s1, s2 = c1[:, :-1], c2[:, :-1]
-        m1, m2 = s1 / k, (c1[:, -1:] - s1) / (m - k)
-        ss = (s2 - k * m1**2) + (c2[:, -1:] - s2 - (m - k) * m2**2)
+        diff, ss, scale, valid = _splits(x)
         var = np.maximum(ss / (m - 2), 1e-300) if studentised else 1.0
-        t = np.abs(m1 - m2) / np.sqrt(var * (1 / k + 1 / (m - k)))
-        valid = (k >= MIN_SIDE) & (m - k >= MIN_SIDE)
-        out.append(t[:, valid].max(axis=1))
+        out.append((np.abs(diff) / np.sqrt(var * scale))[:, valid].max(axis=1))
     return np.sort(np.concatenate(out))
 
 
