@@ -31,6 +31,7 @@ from scipy import stats
 
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import outliers
+from benchbench.compare.fleet import GPU_SHARE
 
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "support"
 
@@ -51,13 +52,14 @@ def fleet(rng: random.Random, n: int = 32, slow_node: int | None = None,
 def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
            ) -> tuple[set[int], set[tuple[int, int]]]:
     """(the low outlier nodes, the low outlier (node, GPU)s inside their node), by fleet's
-    rule for one measurement: alpha shared 90/10 between the node and the GPU tests."""
+    rule for one measurement: alpha shared between the node and the GPU tests as fleet
+    shares it (GPU_SHARE)."""
     n = len(nodes)
     gpu_value = [[statistics.fmean(r) for r in g] for g in nodes]
     node_value = [statistics.median(g) for g in gpu_value]
     rounds = cp.rounds_noise([r for g in nodes for r in g])
     med = statistics.median(node_value)
-    by_node = outliers.score(node_value, tests=n, alpha=0.9 * alpha,
+    by_node = outliers.score(node_value, tests=n, alpha=(1 - GPU_SHARE) * alpha,
                              rounds=(rounds.run_var * med**2, rounds.df))
     odd = {i for i, s in enumerate(by_node.scores) if s.low}
     devs = [v / statistics.median(g) - 1 for g in gpu_value for v in g]
@@ -65,7 +67,7 @@ def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
     inside = set()
     for i, g in enumerate(gpu_value):
         m = statistics.median(g)
-        got = outliers.score(g, tests=8 * n, alpha=0.1 * alpha, spread=(sigma * m, df))
+        got = outliers.score(g, tests=8 * n, alpha=GPU_SHARE * alpha, spread=(sigma * m, df))
         inside |= {(i, j) for j, s in enumerate(got.scores) if s.low}
     return odd, inside
 
@@ -76,10 +78,10 @@ NODE_SIGMA = math.sqrt(0.03**2 + (0.01**2 + 0.003**2 / 3) * math.pi / 2 / 8)
 
 def oracle_finds(nodes: list[list[list[float]]], node: int,
                  alpha: float = outliers.DEFAULT_ALPHA) -> bool:
-    """The node below the fleet's median by more than a normal bar at the same 0.9 alpha over
+    """The node below the fleet's median by more than a normal bar at the same share of alpha over
     the nodes, with the healthy spread known instead of estimated."""
     values = [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
-    bar = stats.norm.isf(0.9 * alpha / len(nodes))
+    bar = stats.norm.isf((1 - GPU_SHARE) * alpha / len(nodes))
     return values[node] / statistics.median(values) - 1 < -bar * NODE_SIGMA
 
 
