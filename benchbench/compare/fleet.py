@@ -224,10 +224,13 @@ def _node_figures(found: list[tuple[int, series.Figure]]) -> list[tuple[int, ser
 
 
 def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure]],
-             key: series.Key, name: str, budget: _Budget) -> Measure:
+             node_figures: list[tuple[int, series.Figure]], key: series.Key, name: str,
+             budget: _Budget) -> Measure:
+    """One measurement of a group: its nodes (`node_figures`, _node_figures of `found`)
+    against each other, and each node's GPUs against their node's median."""
     per_node = _per_node(found)
     first = found[0][1]
-    scored, entities = _scored(nodes, _node_figures(found), first.probe, False, budget)
+    scored, entities = _scored(nodes, node_figures, first.probe, False, budget)
     inside = {i: figs for i, figs in per_node.items() if len(figs) >= outliers.MIN_GROUP}
     gpus: list[Entity] = []
     if inside:
@@ -244,14 +247,17 @@ def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure
                    scored.bar_pct, scored.pooled)
 
 
-def _budget(rows_by_group: dict[str, dict[series.Key, list[tuple[int, series.Figure]]]],
+Rows = dict[series.Key, list[tuple[int, series.Figure]]]  # a group's figures per measurement
+
+
+def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
             alpha: float) -> _Budget:
     """The tests of the whole fleet: per group, its nodes times the effective number of its
     measurements (how they vary together over the nodes), and its GPUs likewise."""
     node_tests = gpu_tests = 0.0
-    for rows in rows_by_group.values():
-        per_key = {k: dict((i, f.value) for i, f in _node_figures(found))
-                   for k, found in rows.items()}
+    for group, rows in rows_by_group.items():
+        per_key = {k: dict((i, f.value) for i, f in found)
+                   for k, found in node_figures[group].items()}
         common = set.intersection(*(set(v) for v in per_key.values())) if per_key else set()
         table = [[per_key[k][i] for k in per_key] for i in sorted(common)]
         m_eff = outliers.effective_tests(table) if table else float(len(per_key))
@@ -281,19 +287,21 @@ def build(args: Sequence[str], *, allow_same_machine: bool = False,
         listing = "; ".join(f"{g}: {len(m)} node(s)" for g, m in groups.items())
         raise CompareError(f"mixed hardware: no {outliers.MIN_GROUP} nodes share their GPUs "
                            f"and CPU, so none can be held against a group ({listing})")
-    by_group: dict[str, dict[series.Key, list[tuple[int, series.Figure]]]] = {}
+    by_group: dict[str, Rows] = {}
     for group, members in scored.items():
-        rows: dict[series.Key, list[tuple[int, series.Figure]]] = {}
+        rows: Rows = {}
         for i in members:
             for f in series.figures(nodes[i].run):
                 rows.setdefault(series.without_device(f.key), []).append((i, f))
         by_group[group] = {k: found for k, found in rows.items()
                            if len({i for i, _ in found}) >= outliers.MIN_GROUP}
-    budget = _budget(by_group, alpha)
+    node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
+                    for g, rows in by_group.items()}
+    budget = _budget(by_group, node_figures, alpha)
     measures = []
     for group, rows in by_group.items():
         names = series.unique_names({k: series.name_of(k) for k in rows})
-        measures += [_measure(group, nodes, found, k, names[k], budget)
+        measures += [_measure(group, nodes, found, node_figures[group][k], k, names[k], budget)
                      for k, found in rows.items()]
     return Fleet(nodes, groups, measures,
                  {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
