@@ -114,8 +114,10 @@ class _SimHarness:
         return self.times[batch]
 
     def _batch_s(self, k: int) -> float:
-        fits = [b for b in self.times if b >= k]
-        return self.times[min(fits)] if fits else self.service_s(k)
+        from benchbench.workloads.inference.scenarios import bucket
+
+        b = bucket(self.times, k)
+        return self.times[b] if b in self.times else self.service_s(k)
 
     def run(self, s: Settings) -> Outcome:
         from benchbench.workloads.inference import search, server

@@ -15,7 +15,7 @@ from benchbench.probes.api import ProbeContext, median_of, resolved
 from benchbench.workloads.inference import server
 from benchbench.workloads.inference.config import InferenceConfig
 from benchbench.workloads.inference.models import Models
-from benchbench.workloads.inference.scenarios import buckets, choose_bound
+from benchbench.workloads.inference.scenarios import bucket, buckets, choose_bound
 
 
 def label(why: str) -> str:
@@ -46,7 +46,7 @@ def serve(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, pre
     bound, source = choose_bound(cfg.latency_bound_s, dev, one)
 
     def service(k: int) -> float:
-        return ctx.meter.timed_once(calls[next(b for b in shapes if b >= k)], dev)
+        return ctx.meter.timed_once(calls[bucket(shapes, k)], dev)
 
     found = server.search(0.5 / one, max_batch / full, bound, requests, max_batch, service,
                           ctx.budget.remaining)

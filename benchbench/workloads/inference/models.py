@@ -14,6 +14,7 @@ import torch
 import torchvision
 
 from benchbench.probes.meter import free_memory
+from benchbench.workloads.inference.scenarios import bucket
 from benchbench.workloads.models.gpt import GPT
 from benchbench.workloads.models.gpt_generate import KVCache, forward_cached, next_token
 from benchbench.workloads.transformer.config import PRESETS
@@ -73,10 +74,8 @@ class TorchModels:
         gen = torch.Generator(device=self.dev).manual_seed(count)
         images = torch.randn(count, 3, self.size, self.size, device=self.dev, generator=gen)
         images = images.to(DTYPES[precision]).contiguous(memory_format=self.fmt)
-        sizes = sorted(buckets)
-
         def serve(indices: Sequence[int]) -> list[int]:
-            rows = next((b for b in sizes if b >= len(indices)), len(indices))
+            rows = bucket(buckets, len(indices))
             picked = list(indices) + [indices[0]] * (rows - len(indices))
             at = torch.tensor(picked, device=self.dev)
             with torch.inference_mode():

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from benchbench.core.results import Measurement
@@ -67,6 +67,12 @@ def buckets(max_batch: int, *also: int) -> list[int]:
     """The batch shapes the SUT pads to: powers of two up to max_batch, max_batch, `also`."""
     return sorted({min(1 << i, max_batch) for i in range(max_batch.bit_length() + 1)}
                   | set(also))
+
+
+def bucket(shapes: Iterable[int], k: int) -> int:
+    """The shape a batch of k samples is padded to: the smallest of `shapes` that holds k, or
+    k itself where none does."""
+    return min((b for b in shapes if b >= k), default=k)
 
 
 def _label(scenario: str, s: Settings) -> str:
@@ -205,7 +211,7 @@ def _slowdowns(warm: Outcome, times: dict[int, float]) -> list[float]:
     2-core CPU's issuing and serving threads take cores from the model's (batches 1.3-2x
     slower, and a long tail, measured); a GPU's are ~1. Without them the first runs start
     far above what the SUT serves."""
-    return [t / times[next(b for b in times if b >= k)] for k, t in warm.service_s] or [1.0]
+    return [t / times[bucket(times, k)] for k, t in warm.service_s] or [1.0]
 
 
 def _predicted(times: dict[int, float], bound: float, max_batch: int,
@@ -216,7 +222,7 @@ def _predicted(times: dict[int, float], bound: float, max_batch: int,
     draw = random.Random(0)
 
     def service(k: int) -> float:
-        return times[next(b for b in times if b >= k)] * draw.choice(slowdowns)
+        return times[bucket(times, k)] * draw.choice(slowdowns)
 
     model = server.search(0.5 / times[1], max_batch / times[max_batch], bound,
                           PREDICTED_REQUESTS, max_batch, service, lambda: math.inf)
