@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from benchbench.analysis import max_t
@@ -116,19 +116,24 @@ def noise_pct(points: Sequence[Sequence[float]]) -> float:
     return math.expm1(noise(run_logs([p for p in points if p and min(p) > 0]))) * 100
 
 
+def within(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
+    """The sum of squares of values about their own group's mean, and its degrees of freedom
+    (a group of one adds nothing to either)."""
+    ss, df = 0.0, 0
+    for g in groups:
+        mean = statistics.fmean(g)
+        ss += sum((x - mean) ** 2 for x in g)
+        df += len(g) - 1
+    return ss, df
+
+
 def rounds_noise(points: Sequence[Sequence[float]]) -> max_t.Rounds:
     """The pooled variance of the log values within runs, from the runs of two rounds or
     more."""
-    ss, df, inv = 0.0, 0, 0.0
-    for p in points:
-        logs = [math.log(float(v)) for v in p]
-        mean = statistics.fmean(logs)
-        ss += sum((x - mean) ** 2 for x in logs)
-        df += len(logs) - 1
-        inv += 1 / len(logs)
+    ss, df = within([math.log(float(v)) for v in p] for p in points)
     if df == 0:
         return max_t.Rounds(0.0, 0, 1.0)
-    return max_t.Rounds(ss / df, df, len(points) / inv)
+    return max_t.Rounds(ss / df, df, len(points) / sum(1 / len(p) for p in points))
 
 
 def _level(points: Sequence[Sequence[float]]) -> float:

@@ -21,7 +21,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchbench.analysis.change_points import Found, Segment, Shift, change_pct, run_logs
+from benchbench.analysis.change_points import (
+    Found,
+    Segment,
+    Shift,
+    change_pct,
+    run_logs,
+    within,
+)
 
 TREND_MIN_RUNS = 6  # fewer runs cannot tell a drift from noise
 
@@ -76,13 +83,7 @@ def _pooled_t(points: Sequence[Sequence[float]], segs: Sequence[Segment], a: Seg
     already, this asks whether their sum does."""
     from scipy.stats import t as student
 
-    ss, df = 0.0, 0
-    for s in segs:
-        logs = _logs(points, s.runs)
-        if len(logs) > 1:
-            mean = statistics.fmean(logs)
-            ss += sum((x - mean) ** 2 for x in logs)
-            df += len(logs) - 1
+    ss, df = within(_logs(points, s.runs) for s in segs if s.runs)
     if df == 0:
         return 1.0
     la, lb = _logs(points, a.runs), _logs(points, b.runs)

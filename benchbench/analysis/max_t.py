@@ -60,6 +60,15 @@ class Split:
     p: float
 
 
+def agrees(var: float, df: int, rounds_var: float, rounds_df: int) -> bool:
+    """Whether values of variance `var` (df degrees of freedom) scatter no more than their
+    rounds say they should (`rounds_var`, rounds_df): the F-test at POOL_PRETEST, the pooling
+    pre-test (see the module's docstring)."""
+    from scipy.stats import f
+
+    return bool(var / rounds_var < f.ppf(1 - POOL_PRETEST, df, rounds_df))
+
+
 def _splits(x: Any) -> tuple[Any, Any, Any, Any]:
     """Every split of x along its last axis (one series, or one per row), index k: the right
     side starts at k. The left mean minus the right, the sum of squares within the two sides,
@@ -86,11 +95,8 @@ def _t_all(y: Any, rounds: Rounds) -> tuple[Any, Any, bool]:
     t_b = np.where(valid, np.abs(diff) / np.sqrt(np.maximum(between, 1e-300) * scale), 0.0)
     pooled = False
     if rounds.df and rounds.run_var > 0:
-        from scipy.stats import f
-
         best = int(np.argmax(t_b))
-        ratio = between[best] / rounds.run_var
-        pooled = bool(ratio < f.ppf(1 - POOL_PRETEST, m - 2, rounds.df))
+        pooled = agrees(float(between[best]), m - 2, rounds.run_var, rounds.df)
     if not pooled:
         return t_b, np.full(m - 1, m - 2), False
     var = (ss + rounds.df * rounds.run_var) / (m - 2 + rounds.df)

@@ -27,11 +27,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchbench.analysis import max_t
+
 DEFAULT_ALPHA = 0.01
 SCREEN = 3.5  # robust deviations: values beyond stay out of the spread
 TINY_PCT = 5.0
 MIN_GROUP = 3  # fewer values have no median worth holding one of them against
-POOL_PRETEST = 0.25
 
 
 @dataclass(frozen=True)
@@ -92,13 +93,13 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
     GPUs)."""
     if len(values) < MIN_GROUP:
         raise ValueError(f"{len(values)} value(s): a group needs at least {MIN_GROUP}")
-    from scipy.stats import f, t
+    from scipy.stats import t
 
     med = float(statistics.median(values))
     sigma, df = spread or _spread(values, med)
     pooled = False
     if rounds and rounds[1] > 0 and rounds[0] > 0 and sigma > 0:
-        if sigma**2 / rounds[0] < f.ppf(1 - POOL_PRETEST, df, rounds[1]):
+        if max_t.agrees(sigma**2, df, rounds[0], rounds[1]):
             sigma = math.sqrt((df * sigma**2 + rounds[1] * rounds[0]) / (df + rounds[1]))
             df, pooled = df + rounds[1], True
     crit = float(t.isf(alpha / max(tests, 1.0), df))
