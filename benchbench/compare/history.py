@@ -10,7 +10,6 @@ and in seconds. Runs of another machine (compare/identity.py) are never mixed in
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate
 from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import EXPLAINING, env_value
-from benchbench.compare.sides import CompareError, load, paths_of
+from benchbench.compare.sides import CompareError, load, paths_of, results_file
 
 ATTRIBUTED = EXPLAINING  # the environment fields a change point is attributed to
 
@@ -210,11 +209,8 @@ def _baseline(given: str | None, runs: list[RunPoint]) -> int | None:
     except (CompareError, ValueError):
         raise CompareError(f"--baseline {given}: give one run, by its number in the history "
                            "or its results.json or folder") from None
-    def real(p: str) -> str:
-        return os.path.realpath(p if os.path.isfile(p) else os.path.join(p, "results.json"))
-
     for r in runs:
-        if real(r.source) == real(path):
+        if results_file(r.source) == results_file(path):
             return r.number
     raise CompareError(f"--baseline {given}: not one of this history's runs")
 

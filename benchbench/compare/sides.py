@@ -106,13 +106,19 @@ def load(path: str) -> RunResult:
         raise CompareError(str(exc)) from None
 
 
+def results_file(path: str) -> str:
+    """The real path of the results.json a path names: the file itself, or the one in the
+    run folder."""
+    return os.path.realpath(path if os.path.isfile(path) else os.path.join(path, "results.json"))
+
+
 def paths_of(args: Sequence[str]) -> list[str]:
     """Every path the arguments name (globs expanded), each results.json once, in order."""
     paths: list[str] = []
     seen: set[str] = set()
     for a in args:
         for p in expand(a):
-            real = os.path.realpath(p if os.path.isfile(p) else os.path.join(p, "results.json"))
+            real = results_file(p)
             if real not in seen:
                 seen.add(real)
                 paths.append(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT
+from benchbench.analysis.outliers import MIN_GROUP, SCREEN, TINY_PCT
 from benchbench.compare.fleet import Entity, Fleet, Measure
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
@@ -43,7 +43,7 @@ def _header(f: Fleet) -> list[str]:
             f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
             "count and CPU model). Rule: each headline figure is held against its group's "
             "median, z = (x − median) / spread, the spread the standard deviation of the "
-            "nodes within 3.5 robust deviations of the median (with the noise of their "
+            f"nodes within {SCREEN:g} robust deviations of the median (with the noise of their "
             "runs' rounds where the nodes scatter no more than that); a node is an outlier "
             f"{OUTLIER_RULE}. A healthy fleet shows a low outlier with a chance of "
             f"{f.alpha:g} in all ({f.node_tests:.0f} node tests"

@@ -91,10 +91,13 @@ def gate_text(h: History, s: Series, causes: bool = False) -> str:
     text = (f"{head}, since {steps[0]}" if len(steps) == 1 else
             f"{head}, in {len(steps)} steps: {', '.join(steps)}")
     if causes:
-        for x in g.steps:
-            around = (s.run_at(x.at - 1), s.run_at(x.at))
-            text += f"; {causes_text(s.causes[s.shifts.index(x)], around)}"
+        text += "".join(f"; {step_causes(s, x)}" for x in g.steps)
     return text
+
+
+def step_causes(s: Series, x: Shift) -> str:
+    """What changed in the environment between the runs either side of one of s's shifts."""
+    return causes_text(s.causes[s.shifts.index(x)], (s.run_at(x.at - 1), s.run_at(x.at)))
 
 
 def _header(h: History) -> list[str]:
@@ -124,9 +127,7 @@ def _summary(h: History) -> list[str]:
     if regs:
         out += [f"**{len(regs)} series regressed** (exit 3):", ""]
         out += [f"- {gate_text(h, s)}" for s in regs]
-        causes = {causes_text(s.causes[s.shifts.index(x)],
-                              (s.run_at(x.at - 1), s.run_at(x.at)))
-                  for s in regs for x in (s.gate.steps if s.gate else [])}
+        causes = {step_causes(s, x) for s in regs for x in (s.gate.steps if s.gate else [])}
         if causes:
             out += ["", "What changed around their steps: " + "; ".join(sorted(causes)) + "."]
     else:
