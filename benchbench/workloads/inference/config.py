@@ -6,7 +6,6 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from benchbench.analysis.guide import MLPERF_SERVER_BOUND_S
 from benchbench.core.config import ConfigError, SamplingConfig, check_choices, doc_field
 from benchbench.probes._config import sampling_defaults
 from benchbench.probes.api import Facts, ProbeSpec
@@ -15,9 +14,6 @@ from benchbench.workloads.transformer.config import PRESETS, check_preset
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 PARTS = ("offline", "server", "generation")
-# MLPerf Inference's latency bound for ResNet-50 in its server scenario: its home is beside
-# the other MLPerf figures, in the analysis that holds rates against them.
-MLPERF_RESNET50_BOUND_S = MLPERF_SERVER_BOUND_S
 # MLPerf's official load generator, the `mlcommons-loadgen` wheel (the [inference] extra).
 LOADGEN_MODULE = "mlperf_loadgen"
 

@@ -20,10 +20,10 @@ import statistics
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from benchbench.analysis.guide import MLPERF_SERVER_BOUND_S
 from benchbench.core.results import Measurement
 from benchbench.probes.api import ProbeContext, median_of, total_over_time
 from benchbench.workloads.inference import search, server
-from benchbench.workloads.inference.config import MLPERF_RESNET50_BOUND_S
 from benchbench.workloads.inference.search import Harness, Outcome, Settings
 
 # MLPerf's performance_sample_count for ResNet-50 (mlperf.conf): the images the QSL holds.
@@ -51,8 +51,8 @@ def choose_bound(user_s: float | None, device: str, one_s: float,
     says how it was measured)."""
     if user_s is not None:
         return user_s, "set by the user (latency_bound_s)"
-    if device != "cpu" and one_s < MLPERF_RESNET50_BOUND_S:
-        return MLPERF_RESNET50_BOUND_S, "MLPerf's 15 ms p99 for ResNet-50 (server scenario)"
+    if device != "cpu" and one_s < MLPERF_SERVER_BOUND_S:
+        return MLPERF_SERVER_BOUND_S, "MLPerf's 15 ms p99 for ResNet-50 (server scenario)"
     where = "on a CPU" if device == "cpu" else "one image alone takes longer than 15 ms"
     return _round_up(BOUND_TIMES * one_s), (
         f"not MLPerf's ({where}): {BOUND_TIMES}x {basis} {one_s * 1e3:,.3g} ms, rounded up")
