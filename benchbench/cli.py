@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "run-to-run noise (default 3 on a GPU, 2 with --quick or on a CPU)")
     r.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="seconds per probe (default: a weighted share of 233 s on a CPU, 806 s "
-                        "on a GPU; 42 s and 202 s with --quick)")
+                        "on a GPU; 40 s and 202 s with --quick)")
     r.add_argument("--price-per-hour", type=float, metavar="USD",
                    help="what this machine costs per hour in US dollars (its cloud price, or "
                         "your own); stored with the run so compare can cost it")

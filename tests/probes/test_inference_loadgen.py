@@ -2,6 +2,7 @@
 on a model whose batches cost a known wall time (a sleep), so that LoadGen's accounting and
 verdicts can be held against what the SUT did."""
 
+import math
 import time
 
 import pytest
@@ -10,7 +11,7 @@ pytest.importorskip("mlperf_loadgen")
 
 from benchbench.core.sampling import Budget  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
-from benchbench.workloads.inference import scenarios  # noqa: E402
+from benchbench.workloads.inference import scenarios, search  # noqa: E402
 from benchbench.workloads.inference.loadgen_sut import LoadGenHarness, read_detail  # noqa: E402
 from benchbench.workloads.inference.search import Settings  # noqa: E402
 
@@ -96,6 +97,27 @@ def test_a_stall_of_half_a_second_in_one_rate_still_finds_a_rate(harness):
     assert served.value >= tried[0]["rate"] and served.context["valid"]
     assert served.context["p99_s"] <= 0.05 and served.key["latency_bound_s"] == 0.05
     assert notes == [] and "inference/server_warmup_summary.txt" in served.context["logs"]
+
+
+def test_a_server_part_with_its_budget_spent_still_makes_one_short_loadgen_run(harness):
+    """A quick run on a CPU can reach the Server part with nothing left: one run of at least
+    MIN_RUN_S at the starting rate, LoadGen's verdict on it said, never a skipped part."""
+    h = harness(SleepModel())
+    ctx = ProbeContext(device="cpu", policy=None, budget=Budget(0.0), facts={})
+    notes = []
+    out = scenarios.serve(ctx, h, {"precision": "fp32", "image_size": 32, "max_batch": 8},
+                          0.05, "cpu", "sleep", notes)
+    (latency,) = out
+    c = latency.context
+    (tried,) = c["tried"]
+    assert c["short_run"] and not c["valid"] and not c["meets_bound"]
+    assert tried["queries"] >= math.ceil(tried["rate"] * search.MIN_RUN_S) > 1
+    assert c["min_query_count"] == tried["queries"] < search.EARLY_STOPPING_QUERIES
+    assert c["p99_s"] > 0 and c["completed_per_s"] > 0
+    assert "inference/server_01_summary.txt" in c["logs"]
+    (note,) = notes
+    assert note.startswith(f"server: the budget paid for one short run of {tried['queries']} "
+                           "queries, fewer than the 459 LoadGen's early stopping needs")
 
 
 def test_a_machine_that_stalls_past_the_deadline_cannot_hold_the_run(harness):

@@ -155,12 +155,11 @@ def serve(ctx: ProbeContext, harness: Harness, key: dict[str, Any], user_bound: 
     found = search.search(run, start, ceiling, cost, ctx.budget.remaining, paid) \
         if start <= ceiling else search.Search()
     if not found.runs:
+        # One run for what is left, and never shorter than MIN_RUN_S however little that
+        # is: a quick run on a CPU still has LoadGen's verdict, p99 and completed rate.
         rate = START_SHARE * predicted
-        n = int(rate * (ctx.budget.remaining() - bound - search.RUN_OVERHEAD_S))
-        if n < 1:
-            notes.append("server skipped, because the time budget could not pay for one "
-                         "LoadGen run")
-            return []
+        n = max(math.ceil(rate * search.MIN_RUN_S),
+                int(rate * (ctx.budget.remaining() - bound - search.RUN_OVERHEAD_S)))
         found.runs.append(run(rate, False, n, n / rate))
         found.stopped_by = "budget"
     key = {**key, "latency_bound_s": bound}
@@ -233,8 +232,8 @@ def _no_rate(low: Outcome, bound: float, queries: int) -> str:
     """Why no server rate: LoadGen's verdict at the lowest rate run, and for a run shorter
     than the early stopping needs, that it was."""
     r, n = low.result, low.settings.min_query_count
-    short = (f"the budget paid for one run of {n} queries, fewer than the {queries} LoadGen's "
-             "early stopping needs for a VALID run; " if n < queries else "")
+    short = (f"the budget paid for one short run of {n} queries, fewer than the {queries} "
+             "LoadGen's early stopping needs for a VALID run; " if n < queries else "")
     return (f"server: {short}LoadGen called no rate VALID; at {low.rate:,.3g} requests/s it "
             f"said INVALID ({r.get('why_invalid')}), p99 {(r.get('p99_s') or 0) * 1e3:,.3g} ms "
             f"against the {bound * 1e3:g} ms bound, {r.get('completed_per_s') or 0:,.3g} "
