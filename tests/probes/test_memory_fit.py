@@ -346,6 +346,40 @@ def test_time_refusal_prices_the_warm_step_not_the_first_steps_start_up():
     assert f"~{scale * (1.0 + 20.0) + 0.3:,.3g} s" in why and "10 s warm step" in why
 
 
+def test_a_modes_first_size_is_priced_by_the_last_mode_and_refused_when_it_cannot_fit():
+    """The checkpointing mode's first size was always tried, however little time was left:
+    on 2 cores a quick run's memory_fit ran 50-70% over its budget. It is priced by the plain
+    mode's point now, refused with that reason, and the mode says no size was tried, not
+    that none fitted."""
+    from benchbench.workloads.memory_fit import output, search
+
+    est = search.estimator(64, "fp32")
+
+    def modes(budget_s):
+        ctx = _sim_ctx(budget_s)
+
+        def attempt(shape, mode):  # 3 s: a 0.8 s build and two steps of 1.2 s and 1.0 s
+            ctx.clock.advance(3.0)
+            return search.Point(shape, mode, est(shape, mode), True, peak_B=1.0,
+                                build_s=0.8, step_s=[1.2, 1.0])
+
+        return search.search_modes(ctx, ["125m"], ["plain", "checkpointing"], attempt,
+                                   search.refusal(ctx, "cpu", est, 1.0), "cpu", est, None)
+
+    points = modes(4.0)
+    plain, ckpt = points
+    assert plain.fits and ckpt.fits is None and ckpt.bound == "time"
+    assert "scaled from 125m plain's 0.8 s build and 1 s warm step" in ckpt.why
+    assert "beyond the 1 s left for this mode" in ckpt.why
+    notes = []
+    out = output.output(points, "cpu", 64, "fp32", 24e9, notes, None)
+    assert "checkpointing: no size tried" in notes
+    assert not any("no size fitted" in n for n in notes)
+    assert {m.key["mode"] for m in out.measurements if m.metric == "largest_model"} == \
+        {"plain"}
+    assert [p.fits for p in modes(60.0)] == [True, True]  # with time for both, both ran
+
+
 def test_13b_is_reached_on_a_short_budget_and_runs_out_of_memory():
     """On the simulated H200 with 20 s, 7B's 3 s first step priced as a per-step cost put 13B
     at ~13 s, over the mode's share: refused for time, the out-of-memory answer never seen.

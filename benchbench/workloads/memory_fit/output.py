@@ -61,8 +61,12 @@ def _largest(mode: str, mine: list[Point], seq: int, precision: str, memory: flo
                                                best.estimate.params)]
     nxt = min(above, key=lambda p: p.estimate.params, default=None)
     if best is None:
+        # Every size refused before it ran (its reason is in the notes already) is no answer
+        # about memory: "no size fitted" would read as one.
+        ran = any(p.fits is not None for p in mine)
         notes.append(f"{mode}: no size fitted" + (
-            f" ({nxt.rung} ran out of memory)" if nxt and nxt.fits is False else ""))
+            f" ({nxt.rung} ran out of memory)" if nxt and nxt.fits is False else "")
+            if ran else f"{mode}: no size tried")
         return None
     bound = "the ladder's end" if nxt is None else "memory" if nxt.fits is False else nxt.bound
     return Measurement(

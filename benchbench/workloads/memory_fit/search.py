@@ -123,23 +123,24 @@ def search_modes(ctx: ProbeContext, ladder: list[str], modes: list[str], attempt
     for i, mode in enumerate(modes):
         ctx.progress(f"{mode}: searching {len(ladder)} sizes", i, len(modes))
         points += search(shapes, mode, attempt, refuse, len(modes) - i, dev != "cpu", memory,
-                         est, bisect_steps)
+                         est, bisect_steps, earlier=list(points))
     ctx.progress("done", len(modes), len(modes))
     return points
 
 
 def search(ladder: list[Shape], mode: str, attempt: Attempt, refuse: Refusal, modes_left: int,
-           gpu: bool, memory: float | None, est: Estimator, bisect_steps: int = 0
-           ) -> list[Point]:
+           gpu: bool, memory: float | None, est: Estimator, bisect_steps: int = 0,
+           earlier: list[Point] | None = None) -> list[Point]:
     """The points tried for one mode, in the order tried. On a GPU a binary search over the
     ladder, starting at the largest size whose estimate fits `memory`, then up to
     `bisect_steps` sizes between the last rung that fits and the first that does not for
     memory (`bisect`); on a CPU the ladder from its small end. A size `refuse` turns down
-    ends the search upwards, with its reason."""
+    ends the search upwards, with its reason. `refuse` also sees the `earlier` modes' points:
+    a mode's first size is priced by the last size measured in any mode."""
     tried: list[Point] = []
 
     def refused(shape: Shape) -> bool:
-        got = refuse(shape, mode, tried, modes_left)
+        got = refuse(shape, mode, [*(earlier or []), *tried], modes_left)
         if got:
             tried.append(Point(shape, mode, est(shape, mode), None, why=got[0], bound=got[1]))
         return got is not None
@@ -218,10 +219,11 @@ def bisect(below: Point, above: Shape, mode: str, attempt: Attempt,
 def refusal(ctx: ProbeContext, dev: str, est: Estimator, ram_share: float) -> Refusal:
     """Why a size may not be tried now: its predicted time is beyond this mode's share of the
     budget; on a CPU also an estimate over `ram_share` of the free RAM. The prediction is the
-    last measured point's build and warm (second) step, each grown with the parameters (their
-    work grows with them), twice the warm step for the two steps, plus its first step's
-    start-up over the warm one, once and as it was: the first step's start-up (lazy kernel
-    loading, the optimizer's states) is no per-step cost and must not be scaled as one."""
+    last measured point's (in any mode) build and warm (second) step, each grown with the
+    parameters (their work grows with them), twice the warm step for the two steps, plus its
+    first step's start-up over the warm one, once and as it was: the first step's start-up
+    (lazy kernel loading, the optimizer's states) is no per-step cost and must not be scaled
+    as one."""
     measured: list[Point] = []
 
     def refuse(shape: Shape, mode: str, tried: list[Point], modes_left: int
@@ -245,8 +247,9 @@ def refusal(ctx: ProbeContext, dev: str, est: Estimator, ram_share: float) -> Re
         cost = scale * (build + 2 * warm) + start_up
         if cost <= share:
             return None
+        source = last.rung if last.mode == mode else f"{last.rung} {last.mode}"
         return (f"its build and two steps would take ~{cost:,.3g} s (scaled from "
-                f"{last.rung}'s {build:.3g} s build and {warm:.3g} s warm step, plus its "
+                f"{source}'s {build:.3g} s build and {warm:.3g} s warm step, plus its "
                 f"{start_up:.3g} s first-step start-up), beyond the {share:,.3g} s left for "
                 "this mode"), "time"
 
