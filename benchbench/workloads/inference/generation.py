@@ -40,12 +40,19 @@ def generation(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str
     runs = resolved(cfg.generations, "generations")
     out: list[Measurement] = []
     batches = list(resolved(cfg.decode_batches, "decode_batches"))
+    last_s = 0.0  # what the last batch cost: a larger one costs at least as much
     for i, b in enumerate(batches):
-        if i and ctx.budget.remaining() <= 0:
-            notes.append(f"generation at batch {', '.join(map(str, batches[i:]))} skipped, "
-                         "because the time budget ran out")
+        left = ctx.budget.remaining()
+        if i and left < max(last_s, 1e-9):
+            rest = ", ".join(map(str, batches[i:]))
+            notes.append(f"generation at batch {rest} skipped, because the time budget ran out"
+                         if left <= 0 else
+                         f"generation at batch {rest} skipped, because the {left:.3g} s left "
+                         f"would not pay for batch {b}: batch {batches[i - 1]} took "
+                         f"{last_s:.3g} s")
             break
         key = {"preset": preset, "precision": precision, "batch": b}
+        started = ctx.clock()
         try:
             first, step = models.generate(precision, b, prompt, 2)  # warm-up
             ctx.meter.timed_once(first, dev)
@@ -64,6 +71,7 @@ def generation(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str
             free_memory()
             break
         out += measurements(key, b, prompt, new, timed, dev)
+        last_s = ctx.clock() - started
     return out
 
 
