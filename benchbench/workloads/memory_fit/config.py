@@ -58,9 +58,9 @@ def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
         return {"ladder": tuple(LADDER), "seq_len": 2048, "modes": MODES,
                 "precision": best_amp(device, facts), "bisect_steps": 3, "warmup_steps": 0,
                 "warmup_s": 0.0}
-    # A 125M step on 2 cores takes about a second, most of it AdamW and the 32k-token head, so
-    # --quick shortens the sequence; its budget then pays for the plain mode's point, and the
-    # checkpointing mode's is refused by time (priced by the plain one's).
+    # A 125M step on 2 cores takes 0.7-0.9 s (fused AdamW and the 32k-token head), so --quick
+    # shortens the sequence; on 2 cores its budget then pays for the plain mode's point, and
+    # the checkpointing mode's is refused by time (priced by the plain one's).
     return {"ladder": ("125m",) if quick else ("125m", "350m"), "seq_len": 64 if quick else 256,
             "modes": MODES, "precision": "fp32", "bisect_steps": 0, "warmup_steps": 0,
             "warmup_s": 0.0}
