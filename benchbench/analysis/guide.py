@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from benchbench.analysis.capacities import metric, ok_probe, why_missing
 from benchbench.analysis.memory_fit import (
@@ -195,10 +196,16 @@ def rate_is_lower_bound(served: Measurement) -> bool:
 
 LOWER_BOUND = ("a lower bound: the search's time budget ran out before any rate it tried "
                "missed the bound, so the machine may serve more")
-# A run whose budget paid for fewer queries than LoadGen's early stopping needs (459 at p99):
-# LoadGen cannot call it VALID, whatever the machine serves.
-SHORT_RUN = ("the time budget paid for one LoadGen Server run shorter than a VALID verdict "
-             "needs (459 queries): a longer run (more --time-budget) measures it")
+
+
+def short_run(context: dict[str, Any]) -> str:
+    """Why a Server run whose budget paid for fewer queries than LoadGen's early stopping
+    needs is not judged (LoadGen cannot call it VALID, whatever the machine serves), with
+    the count the run recorded as needed."""
+    needed = context.get("queries_for_valid")
+    return ("the time budget paid for one LoadGen Server run shorter than a VALID verdict "
+            "needs" + (f" ({needed} queries)" if needed else "")
+            + ": a longer run (more --time-budget) measures it")
 
 
 def offline_peak(pr: ProbeResult | None) -> Measurement | None:
@@ -271,7 +278,8 @@ def serving(run: RunResult) -> Claim:
             f" (p99 {p99 * 1e3:,.3g} ms at the lowest rate tried)" if p99 else "") \
             if latency else None
         if latency and latency.context.get("short_run"):
-            return Claim(claim, measured, f"not judged: {SHORT_RUN}", derived)
+            return Claim(claim, measured, f"not judged: {short_run(latency.context)}",
+                         derived)
         return Claim(claim, measured, "not met here: ResNet50 is not served within the bound",
                      derived)
     floor = rate_is_lower_bound(served)

@@ -96,7 +96,7 @@ def _server(m: Measurement, served: set[float]) -> list[str]:
                                        + (" (a retry)" if t.get("retry") else "")
                                        if loadgen else f"p99 {t['p99_s'] * 1e3:,.3g} ms")
              for t in c.get("tried") or []]
-    short = [f"Not judged: {guide.SHORT_RUN}."] if c.get("short_run") else []
+    short = [f"Not judged: {guide.short_run(c)}."] if c.get("short_run") else []
     return [head, at, *short, f"Rates tried, in order: {', '.join(tried)}; the search "
             f"stopped: {c.get('stopped_by')}.", ""]
 

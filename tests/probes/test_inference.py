@@ -252,3 +252,33 @@ def test_the_report_shows_loadgens_verdict_p99_and_completed_rate():
             f"{c['p99_s'] * 1e3:,.3g} ms") in section
     assert f"{c['completed_per_s']:,.0f} samples/s completed" in section
     assert "Offline (LoadGen Offline, " in section and ", VALID; " in section
+
+
+def test_one_short_server_run_reads_not_judged_with_the_queries_it_needed():
+    """One Server run too short for LoadGen's early stopping: the report and the guide say
+    "not judged" and how many queries a VALID verdict needs, as the run recorded it."""
+    from helpers import render_md
+
+    from benchbench.analysis import guide
+    from benchbench.core.results import Measurement, ProbeResult, RunResult
+
+    context = {"driver": "loadgen", "label": "LoadGen Server, one 0.25 s run of 9 queries, "
+               "not a submission-length 600 s run", "valid": False, "meets_bound": False,
+               "why_invalid": "too few queries for early stopping", "short_run": True,
+               "queries_for_valid": 459, "p50_s": 0.02, "p90_s": 0.05, "p99_s": 0.0557,
+               "completed_per_s": 32.8, "mean_batch": 1.2, "stopped_by": "budget",
+               "bound_source": "not MLPerf's (on a CPU)",
+               "tried": [{"rate": 35.9, "valid": False, "retry": False, "p99_s": 0.0557}]}
+    latency = Measurement(metric="server_latency", key={
+        "precision": "fp32", "image_size": 32, "max_batch": 8, "latency_bound_s": 0.1,
+        "rate": 35.9}, value=0.02, unit="s", statistic="median", samples=[0.02] * 11,
+        higher_is_better=False, context=context)
+    run = RunResult(tool={"version": "t"}, started_at="", environment={}, argv=[],
+                    config={"device_resolved": "cpu"}, probes=[ProbeResult(
+                        name="inference", status="ok", resource="cpu_compute",
+                        measurements=[latency])])
+    why = ("the time budget paid for one LoadGen Server run shorter than a VALID verdict "
+           "needs (459 queries): a longer run (more --time-budget) measures it")
+    assert guide.serving(run).check == f"not judged: {why}"
+    text = render_md(run)
+    assert f"Not judged: {why}." in text[text.index("### Inference"):]

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("mlperf_loadgen")
 
+from benchbench.analysis import guide  # noqa: E402
 from benchbench.core.sampling import Budget  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
 from benchbench.workloads.inference import scenarios, search  # noqa: E402
@@ -115,6 +116,12 @@ def test_a_server_part_with_its_budget_spent_still_makes_one_short_loadgen_run(h
     assert c["min_query_count"] == tried["queries"] < search.EARLY_STOPPING_QUERIES
     assert c["p99_s"] > 0 and c["completed_per_s"] > 0
     assert "inference/server_01_summary.txt" in c["logs"]
+    assert c["label"] == (f"LoadGen Server, one {tried['queries'] / tried['rate']:,.3g} s run "
+                          f"of {tried['queries']} queries, not a submission-length 600 s run")
+    # The guide's "not judged" says how many queries a VALID verdict needs, from the run.
+    assert c["queries_for_valid"] == search.EARLY_STOPPING_QUERIES
+    assert f"needs ({search.EARLY_STOPPING_QUERIES} queries): a longer run" in \
+        guide.short_run(c)
     (note,) = notes
     assert note.startswith(f"server: the budget paid for one short run of {tried['queries']} "
                            "queries, fewer than the 459 LoadGen's early stopping needs")

@@ -79,6 +79,9 @@ def _label(scenario: str, s: Settings) -> str:
     if scenario == "Offline":
         return (f"LoadGen Offline, one {s.min_duration_s:,.3g} s run, not a submission-length "
                 f"{search.SUBMISSION_RUN_S:g} s run")
+    if s.min_query_count < search.EARLY_STOPPING_QUERIES:  # the one run a short budget paid
+        return (f"LoadGen Server, one {s.min_duration_s:,.3g} s run of {s.min_query_count} "
+                f"queries, not a submission-length {search.SUBMISSION_RUN_S:g} s run")
     return (f"LoadGen Server, {s.min_duration_s:,.3g} s runs ({s.min_query_count} queries or "
             f"more), not submission-length {search.SUBMISSION_RUN_S:g} s runs")
 
@@ -171,6 +174,7 @@ def serve(ctx: ProbeContext, harness: Harness, key: dict[str, Any], user_bound: 
                "lower_bound": found.lower_bound, "tried": [o.summary() for o in found.runs],
                # One run shorter than the early stopping needs: no VALID verdict was possible.
                "short_run": first.settings.min_query_count < queries,
+               "queries_for_valid": queries,
                "logs": [f for o in [single, warm, *found.runs] for f in o.files]}
     best = found.best
     if best is None:
