@@ -259,6 +259,7 @@ def test_the_gpu_test_plans_every_loader_on_a_simulated_h200():
 
 
 def test_probe_notes_a_missing_dali(tiny, monkeypatch):
+    monkeypatch.setattr(_loaders, "dali_installed", dali_missing)
     monkeypatch.setattr(_loaders, "dali_available", dali_missing)
     c, _ = ctx(tiny)
     out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(0,),
@@ -310,6 +311,27 @@ def test_probe_skips_without_a_dataset():
     c, _ = ctx()
     with pytest.raises(ProbeSkipped, match="no dataset|no --data-dir"):
         dataloader.run(c, resolved("dataloader"))
+
+
+def test_probe_imports_dali_only_for_a_dali_configuration_it_runs(tiny, monkeypatch):
+    """Planning needs DALI installed, not imported (~0.7 s on 2 cores, every round): a budget
+    that ends after torchvision never imports it. A DALI that is installed but does not
+    import is said when its configuration starts."""
+    imports = []
+    monkeypatch.setattr(_loaders, "dali_installed", lambda: None)
+    monkeypatch.setattr(_loaders, "dali_available",
+                        lambda: imports.append(1) or "DALI does not import: libfoo.so missing")
+    ticks = iter(range(0, 10_000, 10))  # every reading of the clock is 10 s later
+    c, _ = ctx(tiny, budget=30.0, clock=lambda: float(next(ticks)))
+    cfg = resolved("dataloader", batch_size=4, image_size=32, workers=(0,), batches=2)
+    out = dataloader.run(c, cfg)
+    assert imports == [] and "dali_cpu workers=1 skipped, because the time budget ran out" \
+        in out.notes
+    c, _ = ctx(tiny)
+    out = dataloader.run(c, cfg)
+    assert imports == [1] and "dali_cpu skipped, because it failed at workers=1: DALI does " \
+        "not import: libfoo.so missing" in out.notes
+    assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
 
 
 def test_probe_stops_a_configuration_that_overruns_its_share(tiny):
