@@ -252,6 +252,29 @@ def test_budget_skips_a_precision_that_cannot_fit():
     assert ms == [] and "beyond its time budget" in notes[0]
 
 
+def test_the_first_figures_fewest_steps_run_where_they_fit_the_whole_share():
+    """A first step of 0.5 s (start-up) and later ones of 0.1 s, in a 0.65 s budget: the
+    warm-up leaves ~0.05 s, yet two timed steps (0.2 s) fit in the whole share, and a figure
+    of two steps is worth more than a skipped probe. A second precision gets no such grace."""
+    import time
+
+    def build(batch, precision):
+        calls = []
+
+        def step():
+            calls.append(1)
+            time.sleep(0.5 if len(calls) == 1 else 0.1)
+
+        return step
+
+    ms, notes = _training.run_training(ctx(budget=0.65), job(("fp32", "amp_bf16"), batch=2),
+                                       build)
+    steps = next(m for m in ms if m.metric == "step_time")
+    assert steps.key == {"precision": "fp32"} and len(steps.samples) == _training.MIN_STEPS
+    assert not any(m.key["precision"] == "amp_bf16" for m in ms)
+    assert any(n.startswith("amp_bf16 skipped, because") for n in notes)
+
+
 @pytest.mark.parametrize("sets,match", [
     (["resnet50.precisions=fp32,fp4"], "precisions: unknown fp4"),
     (["resnet50.precisions=fp32,fp8"], "fp8 trains through torchao's float8 Linear layers"),
