@@ -123,11 +123,13 @@ def _generation(pr: ProbeResult) -> list[str]:
 
     first = next(iter(gen.values()))
     c = first.context
+    runs = c.get("generations")
     out = [f"Generation ({first.key.get('preset')}, {c.get('prompt_tokens')}-token prompt, "
-           f"{c.get('new_tokens')} new tokens, a KV cache, {c.get('generations')} generations "
-           "a batch), as vLLM's benchmark_serving defines its metrics: TTFT per request, TPOT "
-           "= (latency - TTFT) / (output tokens - 1) per request, ITL every step; mean / "
-           "median / p99. Output tokens/s include the prefill; decode tokens/s do not.", ""]
+           f"{c.get('new_tokens')} new tokens, a KV cache, {runs} generation"
+           f"{'' if runs == 1 else 's'} a batch), as vLLM's benchmark_serving defines its "
+           "metrics: TTFT per request, TPOT = (latency - TTFT) / (output tokens - 1) per "
+           "request, ITL every step; mean / median / p99. Output tokens/s include the "
+           "prefill; decode tokens/s do not.", ""]
     return out + fmt.table(
         ["batch", *[f"{label} mean / median / p99" for _, label in GENERATION],
          "output tokens/s", "decode tokens/s"],

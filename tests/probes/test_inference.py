@@ -252,6 +252,8 @@ def test_the_report_shows_loadgens_verdict_p99_and_completed_rate():
             f"{c['p99_s'] * 1e3:,.3g} ms") in section
     assert f"{c['completed_per_s']:,.0f} samples/s completed" in section
     assert "Offline (LoadGen Offline, " in section and ", VALID; " in section
+    runs = next(m for m in sim.measurements if m.metric == "ttft").context["generations"]
+    assert f", {runs} generation{'' if runs == 1 else 's'} a batch)" in section
 
 
 def test_one_short_server_run_reads_not_judged_with_the_queries_it_needed():
