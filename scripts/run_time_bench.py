@@ -40,6 +40,8 @@ def one(out: Path, quick: bool, extra: list[str], cache: str | None) -> dict:
     return {"wall": wall, "code": proc.returncode, "timings": data.get("timings") or {},
             "probes": {p["name"]: (p["status"], p["duration_s"] or 0.0, p.get("reason"))
                        for p in data["probes"]},
+            "left_out": [f"{o['probe']} round {o['round']}"
+                         for o in (data.get("pacing") or {}).get("left_out", [])],
             "stderr": proc.stderr[-2000:]}
 
 
@@ -61,8 +63,9 @@ def main() -> int:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items())
             probes = ", ".join(f"{n} {d:.1f}{'' if s == 'ok' else ' ' + s.upper()}"
                                for n, (s, d, _) in r["probes"].items())
+            paced = ", ".join(r["left_out"]) or "none"
             print(f"run {i + 1}: {r['wall']:.1f} s wall, exit {r['code']}\n  parts: {parts}\n"
-                  f"  probes: {probes}", flush=True)
+                  f"  probes: {probes}\n  left out to keep the minute: {paced}", flush=True)
     walls = [r["wall"] for r in runs]
     print(f"\n{kind} run: median {statistics.median(walls):.1f} s of {len(walls)} "
           f"(min {min(walls):.1f}, max {max(walls):.1f}); target ≤ {TARGET_S[kind]:.0f} s")

@@ -226,7 +226,8 @@ def main(args: argparse.Namespace) -> int:
         with (RichDisplay() if writes else nullcontext(SilentDisplay())) as display:
             runner = Runner(registry, cfg, out, sys.argv[:], facts, environment, isolator,
                             device=device, configs=configs, dataset=data, display=display,
-                            stop=stop, launched=launched)
+                            stop=stop, launched=launched,
+                            process_start=phases.t0 - phases.spent.get("python start-up", 0.0))
             code = runner.execute()
         phases.mark("probes")
         if launched:
@@ -244,6 +245,10 @@ def main(args: argparse.Namespace) -> int:
     runner.save()
     # The terminal ends with the answer; the timing breakdown is in results.json ("timings").
     print(summary.summary(runner.verdict, written, runner.results_path))
+    from benchbench.reports.markdown import pacing_note  # loaded by the reports already
+
+    if paced := pacing_note(runner.run):
+        print(f"benchbench: {paced}", file=sys.stderr)
     if getattr(args, "verbose", False):
         print(f"benchbench: {phases.summary()}", file=sys.stderr)
     if code == EXIT_INTERRUPTED:

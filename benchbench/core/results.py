@@ -7,7 +7,8 @@ away; adding an optional key does not bump it, and each bump adds one entry to M
   finished_at, environment, config, argv, probes, verdict. Optional keys reserved for later:
   dataset, derived, telemetry, cost, artifacts. Added without a bump: distributed (who
   launched the ranks, and each rank's probe outcomes), nodes (the other nodes' environment
-  and per-node probes, gathered by rank 0) and timings (where the run's wall time went); in
+  and per-node probes, gathered by rank 0), timings (where the run's wall time went) and
+  pacing (the budgets a run with a wall-clock promise cut to keep it: engine/pacing.py); in
   the environment, identity (host name, DMI strings, GPU UUIDs: machine/identity.py), read
   with a fallback for the runs without it (compare/identity.py).
 
@@ -40,7 +41,7 @@ STATUSES = frozenset({"ok", "skipped", "failed"})
 # How a measurement's value comes from its samples.
 STATISTICS = frozenset({"median", "max", "total_over_time"})
 OPTIONAL_KEYS = ("dataset", "derived", "telemetry", "cost", "artifacts", "distributed", "nodes",
-                 "timings")
+                 "timings", "pacing")
 
 
 class SaveError(Exception):

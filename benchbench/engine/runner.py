@@ -27,6 +27,7 @@ from benchbench.core.results import Measurement, ProbeResult, RunResult, SaveErr
 from benchbench.engine.catalog import Registry
 from benchbench.engine.isolation import Cancelled, Isolator
 from benchbench.engine.launch import DistEnv
+from benchbench.engine.pacing import Pacer, promise
 from benchbench.engine.worker import ProbeJob
 from benchbench.machine.telemetry import Guarded, Sampler, default_sampler, store
 from benchbench.probes.api import ProbeSpec, RunInputs
@@ -54,7 +55,8 @@ from benchbench.probes.api import ProbeSpec, RunInputs
 # forkserver's (commands/run.py), the Server part's one short run assured, and memory_fit
 # (fused AdamW, its second mode priced) and generation kept to their budgets: 47.6-53.2 s
 # in 12 runs, 47.6-60.9 s in 40 over an evening whose slow hours made everything 15-30%
-# slower (53-62 s at 42 s before, the Server part skipped in some).
+# slower (53-62 s at 42 s before, the Server part skipped in some). Since then the run is
+# paced to its minute (pacing.py): a slow moment leaves out second rounds instead.
 TOTAL_S = {(True, "cpu"): 40.0, (False, "cpu"): 233.0,
            (True, "cuda"): 202.0, (False, "cuda"): 806.0}
 QUICK_TOTAL_S = TOTAL_S[(True, "cpu")]
@@ -193,8 +195,12 @@ class Runner:
                  device: str | None = None, configs: dict[str, Any] | None = None,
                  dataset: dict[str, Any] | None = None, display: Display | None = None,
                  stop: StopFlag | None = None, launched: DistEnv | None = None,
-                 telemetry: Callable[[], Sampler] | None = None) -> None:
+                 telemetry: Callable[[], Sampler] | None = None,
+                 process_start: float | None = None) -> None:
         self.registry = registry
+        # When (time.monotonic) this process started: a run with a wall-clock promise paces
+        # its probes to it (pacing.py).
+        self.process_start = process_start
         self.cfg = cfg
         self.out_dir = out_dir
         self.facts = facts
@@ -271,13 +277,24 @@ class Runner:
         rounds = self.rounds
         plan = rounds_mod.schedule(
             specs, [s.repeatable and skip[s.name] is None for s in specs], rounds)
+        # Each round gets its share of the probe's budget: rounds spread the same timed work
+        # over the run instead of adding to it.
+        times = {s.name: rounds if s.repeatable and skip[s.name] is None else 1 for s in specs}
+        pacer = Pacer(
+            promise(self.cfg.quick, self.device, self.cfg.time_budget, self.launched is not None),
+            self.process_start if self.process_start is not None else time.monotonic(),
+            [0.0 if skip[s.name] is not None else self.budget_for(s, total_weight) / times[s.name]
+             for s, _ in plan])
         self.save()
         interrupted, failures = False, 0
         for i, (spec, round_no) in enumerate(plan):
             if round_no > 1 and self.run.probe(spec.name).status != "ok":  # type: ignore[union-attr]
+                pacer.planned[i] = 0.0
                 continue  # it could not measure here: another round would not either
-            times = rounds if spec.repeatable and skip[spec.name] is None else 1
-            label = spec.name + (f" (round {round_no}/{times})" if times > 1 else "")
+            if not pacer.keep(i, spec.name, round_no):
+                continue  # the run is behind its promised end: this round is left out
+            label = spec.name + (f" (round {round_no}/{times[spec.name]})"
+                                 if times[spec.name] > 1 else "")
             self.display.start_probe(label, i, len(plan))
             started, t0 = utc_now(), time.monotonic()
             if skip[spec.name] is not None:
@@ -291,10 +308,7 @@ class Runner:
                 )
             else:
                 try:
-                    # Each round gets its share of the probe's budget: rounds spread the same
-                    # timed work over the run instead of adding to it.
-                    budget = self.budget_for(spec, total_weight) / times
-                    pr = self._run_one(spec, budget, started, round_no)
+                    pr = self._run_one(spec, pacer.planned[i], started, round_no)
                 except Cancelled:
                     interrupted = True
                     pr = ProbeResult(
@@ -305,13 +319,16 @@ class Runner:
                         started_at=started,
                     )
             pr.duration_s = round(time.monotonic() - t0, 3)
+            pacer.finished(i)
             failures += pr.status == "failed"
-            self._keep(pr, round_no, times)
+            self._keep(pr, round_no, times[spec.name])
             self.save()
             self.display.end_probe(dataclasses.replace(pr, name=label))
             if interrupted:
                 break
         self.run.finished_at = utc_now()
+        if (pacing := pacer.record()) is not None:
+            self.run.extra["pacing"] = pacing
         self.analyse()
         self.save()
         if interrupted:

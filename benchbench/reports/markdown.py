@@ -9,7 +9,7 @@ from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare import identity
 from benchbench.core import units as fmt
-from benchbench.core.names import resource_name
+from benchbench.core.names import probe_name, resource_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import summarize
 from benchbench.doctor.checks import Check
@@ -224,6 +224,21 @@ def _skipped(p: ProbeResult) -> str:
     return f"- {noise.probe_label(p.name)}: {p.status}{joint}{p.reason}"
 
 
+def pacing_note(run: RunResult) -> str | None:
+    """One sentence on a run that left out later rounds to keep its wall-clock promise
+    (engine/pacing.py), or None."""
+    pacing = run.extra.get("pacing") or {}
+    out = pacing.get("left_out") or []
+    if not out:
+        return None
+    names = [f"round {o['round']} of {probe_name(o['probe'])}" for o in out]
+    rounds = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return (f"The machine was slower than usual during this run, which fell up to "
+            f"{max(o['behind_s'] for o in out):.1f} s behind its plan: to end within its "
+            f"{pacing.get('wall_s') or 0:.0f} s it left out {rounds}. Every probe's first "
+            "round ran whole.")
+
+
 def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     """report.md, opening with the verdict computed from the measurements (never the cache),
     with the doctor's `checks` of the run."""
@@ -237,6 +252,8 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
         "B/s); sizes in binary units (1 MiB = 2²⁰ B). Each value is the median of its samples "
         "unless its statistic says otherwise; IQR is the middle half of the samples.", "",
     ]
+    if paced := pacing_note(run):
+        out += [paced, ""]
     out += verdict_section.section(verdict)
     out += references_section.section(run, checks)
     out += environment_section(run.environment)

@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+from fake_isolator import MEAS, FakeIsolator, ok
 
 from benchbench.analysis import derive as analysis
 from benchbench.core import results
@@ -19,28 +20,6 @@ from benchbench.engine.runner import (
     hard_limit,
     probe_budget,
 )
-
-MEAS = {"metric": "flops", "key": {"device": "cpu", "dtype": "fp32", "size": 64},
-        "value": 1e9, "unit": "FLOP/s", "statistic": "median", "samples": [1e9, 1e9, 1e9],
-        "higher_is_better": True, "context": {}}
-
-
-class FakeIsolator:
-    def __init__(self, answers):
-        self.answers = answers
-        self.jobs = []
-
-    def call(self, target, job, **kw):
-        self.jobs.append((job, kw))
-        answer = self.answers.get(job.name) or ok()
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-
-def ok(**extra):
-    return Outcome(True, value={"status": "ok", "reason": None, "resource": None,
-                                "params": {}, "measurements": [MEAS], **extra})
 
 
 def make(tmp_path, answers, **cfg):
