@@ -28,7 +28,7 @@ from benchbench.reports.html_markdown import (
     split_sections,
     table_rows,
 )
-from benchbench.reports.markdown import MEASUREMENTS, pacing_note
+from benchbench.reports.markdown import MEASUREMENTS
 from benchbench.reports.verdict import au_short, evidence_beyond_table, label, unknown_line
 
 # report.md's sections that a figure belongs under; a figure whose section is missing goes to
@@ -112,8 +112,6 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
             f"{esc(run.label or host)} on {esc(host)} · device "
             f"{esc(cfg.get('device_resolved', cfg.get('device', '?')))}"
             f"{' (quick)' if cfg.get('quick') else ''} · {esc(run.started_at)}</p>")
-    if paced := pacing_note(run):
-        head += f'<p class="run">{esc(paced)}</p>'
     limit = v.limiting_resource
     if limit:
         big = f"<h1>{esc(label(limit))} <code>{esc(limit)}</code></h1>"

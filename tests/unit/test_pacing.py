@@ -10,7 +10,7 @@ from benchbench.core.config import RunConfig
 from benchbench.engine.catalog import default_registry
 from benchbench.engine.pacing import END_RESERVE_S, Pacer, promise
 from benchbench.engine.runner import Runner, probe_budget
-from benchbench.reports import markdown
+from benchbench.reports import html, markdown
 from benchbench.reports.markdown import pacing_note
 
 
@@ -85,7 +85,10 @@ def test_the_runner_leaves_out_a_later_round_records_it_and_the_report_says_so(t
     assert run.probe("matmul").measurements[0].context["rounds"] == 1
     note = pacing_note(run)
     assert note and "it left out round 2 of matrix multiply" in note and "its 60 s" in note
-    assert note in markdown.render(run, runner.verdict, [])
+    text = markdown.render(run, runner.verdict, [])
+    assert note in text
+    # report.html carries report.md whole: the sentence once, where report.md has it
+    assert html.render(run, runner.verdict, [], {}, text).count("slower than usual") == 1
 
 
 def test_a_run_on_time_has_no_pacing_and_no_note(tmp_path):
