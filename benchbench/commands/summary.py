@@ -12,7 +12,13 @@ from pathlib import Path
 
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
-from benchbench.core.names import RESOURCE_NAMES, precision_name, probe_name, resource_name
+from benchbench.core.names import (
+    RESOURCE_NAMES,
+    listed,
+    precision_name,
+    probe_name,
+    resource_name,
+)
 
 MAX_LINES = 5  # the verdict's lines before the report's path: read at a glance
 LINE_CHARS = 140  # one advice or reason fits one line of a wide terminal; the report has all
@@ -45,8 +51,7 @@ def report_line(written: list[Path], results: Path | None = None) -> str:
         beside.append("CSV")
     if any(p.suffix == ".png" for p in written):
         beside.append("plots")
-    tail = (f" ({', '.join(beside[:-1])} and {beside[-1]} beside it)" if len(beside) > 1
-            else f" ({beside[0]} beside it)" if beside else "")
+    tail = f" ({listed(beside)} beside it)" if beside else ""
     return f"report: {main}{tail}"
 
 
@@ -123,8 +128,7 @@ def _unknown(v: WorkloadVerdict) -> list[tuple[str, str]]:
 
 
 def _names(items: list[tuple[str, str]]) -> str:
-    names = [resource_name(r) for r, _ in items]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return listed([resource_name(r) for r, _ in items])
 
 
 def _advice(v: WorkloadVerdict) -> str:

@@ -32,6 +32,11 @@ def capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def listed(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c': names as a sentence lists them."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def resource_name(resource: str) -> str:
     """The resource as prose names it; an unknown id comes back as it is."""
     return RESOURCE_NAMES.get(resource, resource.replace("_", " "))

@@ -8,9 +8,9 @@ away; adding an optional key does not bump it, and each bump adds one entry to M
   dataset, derived, telemetry, cost, artifacts. Added without a bump: distributed (who
   launched the ranks, and each rank's probe outcomes), nodes (the other nodes' environment
   and per-node probes, gathered by rank 0), timings (where the run's wall time went) and
-  pacing (the budgets a run with a wall-clock promise cut to keep it: engine/pacing.py); in
-  the environment, identity (host name, DMI strings, GPU UUIDs: machine/identity.py), read
-  with a fallback for the runs without it (compare/identity.py).
+  pacing (the later rounds a run with a wall-clock promise left out to keep it:
+  engine/pacing.py); in the environment, identity (host name, DMI strings, GPU UUIDs:
+  machine/identity.py), read with a fallback for the runs without it (compare/identity.py).
 
 This module imports neither torch nor NVML: renderers and compare read old runs with it.
 """

@@ -9,7 +9,7 @@ from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare import identity
 from benchbench.core import units as fmt
-from benchbench.core.names import probe_name, resource_name
+from benchbench.core.names import listed, probe_name, resource_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import summarize
 from benchbench.doctor.checks import Check
@@ -231,8 +231,7 @@ def pacing_note(run: RunResult) -> str | None:
     out = pacing.get("left_out") or []
     if not out:
         return None
-    names = [f"round {o['round']} of {probe_name(o['probe'])}" for o in out]
-    rounds = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    rounds = listed([f"round {o['round']} of {probe_name(o['probe'])}" for o in out])
     return (f"The machine was slower than usual during this run, which fell up to "
             f"{max(o['behind_s'] for o in out):.1f} s behind its plan: to end within its "
             f"{pacing.get('wall_s') or 0:.0f} s it left out {rounds}. Every probe's first "
