@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from benchbench import __version__
-from benchbench.analysis.change_points import DEFAULT_ALPHA, DEFAULT_THRESHOLD_PCT
+from benchbench.analysis.change_points import AT_CHANGE, DEFAULT_ALPHA, DEFAULT_THRESHOLD_PCT
 from benchbench.analysis.config import WORKLOADS
 from benchbench.commands.common import UsageError
 from benchbench.core.results import SaveError
@@ -186,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default {DEFAULT_THRESHOLD_PCT:g})")
     h.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="A",
                    help="significance a change point needs: the p of the best split of its "
-                        f"segments, paid for choosing it (default {DEFAULT_ALPHA:g})")
+                        "segments, paid for choosing it (default "
+                        f"{DEFAULT_ALPHA:g}); at a recorded environment change (a driver, a "
+                        f"kernel), Student's t there, the series' changes sharing {AT_CHANGE} A")
     h.add_argument("--baseline", metavar="RUN",
                    help="hold the latest level against this run's segment instead of the "
                         "best one: its number in the history, or its results.json or folder")

@@ -3,7 +3,8 @@ seeded synthetic families; beside Apache Otava's detector on the same series whe
 given. Measured on this machine.
 
     python scripts/history_accuracy.py [--series 40] [--mix run|rounds|both]
-        [--otava /path/to/otava-venv/bin/python]
+        [--otava /path/to/otava-venv/bin/python [--recheck 300] | --against earlier.json]
+        [--json out.json]
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -12,18 +13,25 @@ The families (each series n runs of 3 rounds around 100, lognormal noise of a CV
 - spike: one run 25% slow in the middle (a noisy neighbour for one night);
 - drift: −10% linearly over the last min(n, 30) runs;
 - staircase: four −4% steps (−15% in all) at n/5, 2n/5, 3n/5, 4n/5;
-- recover: −10% at n/3 and back at 2n/3.
+- recover: −10% at n/3 and back at 2n/3;
+- recorded change: the environment changes at n/2 (a driver update) and nothing else does.
+Each series is judged twice: with nothing recorded, and with the environment recorded as
+changing at each planted step (as when a driver update makes the step; issue 31's harness
+changed the kernel version there), where a step may be tested at its place alone.
 Two mixes of the noise: "run" (a run's rounds share its noise, and differ by a quarter of it
 among themselves) and "rounds" (every round draws its own noise: the runs scatter no more than
 their rounds say).
 
-Pure noise gets ten times as many series as the other cells. A planted step is found when a
-change point lies within 3 runs of it; a change point further
+Pure noise and the idle recorded change get ten times as many series as the other cells. A
+planted step is found when a change point lies within 3 runs of it; a change point further
 from every planted step is false. The gate is `history`'s exit rule at the defaults (5%).
 Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
 runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
 own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
-apache-otava==0.8.0`).
+apache-otava==0.8.0`). The series are seeded, so `--against` reads Otava's tallies from an
+earlier run's --json instead of running it again. `--recheck N` measures each step cell where
+Otava found more than the recorded judging again, on N fresh series, both tools: a cell of 30
+series moves by a series or two on chance alone.
 """
 
 from __future__ import annotations
@@ -67,6 +75,11 @@ class Planted:
     spike: int | None = None
     drift: int = 0  # runs of a linear drift to the end
     total: float = 1.0  # the level at the end against the start
+    changes: tuple[int, ...] = ()  # recorded environment changes that move nothing
+
+    def recorded(self) -> list[int]:
+        """The environment changes of the recorded judging: at each step, and the idle ones."""
+        return sorted({at for at, _ in self.steps} | set(self.changes))
 
 
 def where(n: int, position: str) -> int:
@@ -106,6 +119,8 @@ def families() -> list[tuple[str, Planted]]:
                 "staircase", n, cv, tuple((k * n // 5, 0.96) for k in range(1, 5)))))
             out.append((f"recover n={n} cv={cv}",
                         Planted("recover", n, cv, ((n // 3, 0.9), (2 * n // 3, 1 / 0.9)))))
+            out.append((f"recorded change n={n} cv={cv}",
+                        Planted("recorded change", n, cv, (), changes=(n // 2,))))
     return out
 
 
@@ -139,8 +154,8 @@ class Tally:
         self.gate += gated
 
 
-def benchbench(pts: list[list[float]]) -> tuple[list[int], list[int], bool]:
-    found = cp.detect(pts)
+def benchbench(pts: list[list[float]], changes: list[int]) -> tuple[list[int], list[int], bool]:
+    found = cp.detect(pts, changes=changes)
     gate = history_gate.judge(pts, found, True, cp.DEFAULT_THRESHOLD_PCT, cp.DEFAULT_ALPHA)
     return ([s.at for s in found.shifts], [o.at for o in found.outliers],
             bool(gate and gate.regressed))
@@ -156,77 +171,135 @@ def run_values(pts: list[list[float]]) -> list[float]:
     return [math.exp(statistics.fmean(math.log(v) for v in p)) for p in pts]
 
 
-def measure(count: int, mix: str, otava_py: str | None,
-            progress: Callable[[str], None]) -> dict[str, tuple[Tally, Tally | None]]:
-    out: dict[str, tuple[Tally, Tally | None]] = {}
+Tallies = tuple[Tally, Tally, Tally | None]  # nothing recorded, the changes recorded, Otava
+
+
+def measure(count: int, mix: str, otava_py: str | None, against: dict[str, Tally],
+            progress: Callable[[str], None]) -> dict[str, Tallies]:
+    out: dict[str, Tallies] = {}
     for name, planted in families():
         rng = random.Random(f"{name} {mix}")
-        times = NOISE_TIMES if planted.family == "noise" else 1
+        times = NOISE_TIMES if planted.family in ("noise", "recorded change") else 1
         drawn = [draw(planted, mix, rng) for _ in range(count * times)]
-        ours = Tally()
+        blind, recorded = Tally(), Tally()
         for pts in drawn:
-            cuts, odd, gated = benchbench(pts)
-            ours.add(planted, cuts, odd, gated)
-        theirs = None
+            blind.add(planted, *benchbench(pts, []))
+            recorded.add(planted, *benchbench(pts, planted.recorded()))
+        theirs = against.get(name)
         if otava_py:
             theirs = Tally()
             for cuts in otava(otava_py, [run_values(p) for p in drawn]):
                 theirs.add(planted, cuts)
-        out[name] = (ours, theirs)
+        out[name] = (blind, recorded, theirs)
         progress(name)
     return out
+
+
+def earlier(path: str | None, mix: str) -> dict[str, Tally]:
+    """Otava's tallies per cell from an earlier --json (the last of each cell's tallies)."""
+    if path is None:
+        return {}
+    with open(path) as fh:
+        cells = json.load(fh).get(mix, {})
+    return {k: Tally(**v[-1]) for k, v in cells.items() if v[-1] is not None}
 
 
 def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f}%" if b else "—"
 
 
-def report(results: dict[str, tuple[Tally, Tally | None]], mix: str) -> list[str]:
-    lines = [f"## noise mix: {mix}", ""]
+def report(results: dict[str, Tallies], mix: str) -> list[str]:
+    lines = [f"## noise mix: {mix}", "",
+             "Each pair: with nothing recorded / with the environment recorded as changing at "
+             "each planted step.", ""]
     lines += ["| series | found (benchbench) | found (Otava) | false CPs per series "
               "(benchbench / Otava) | location error, runs | gate exit 3 |",
               "|---|---|---|---|---|---|"]
-    for name, (a, b) in results.items():
-        err = f"{statistics.fmean(a.errors):.1f}" if a.errors else "—"
+    for name, (a, r, b) in results.items():
+        err = " / ".join(f"{statistics.fmean(x.errors):.1f}" if x.errors else "—"
+                         for x in (a, r))
         theirs = pct(b.found, b.planted) if b else "—"
-        false = f"{a.false / a.series:.3f}" + (f" / {b.false / b.series:.3f}" if b else "")
-        found = pct(a.found, a.planted)
+        false = " / ".join(f"{x.false / x.series:.3f}" for x in (a, r)) + (
+            f" / {b.false / b.series:.3f}" if b else "")
+        found = f"{pct(a.found, a.planted)} / {pct(r.found, r.planted)}"
         if name.startswith("spike"):
             found = f"outlier run {pct(a.spike_outlier, a.series)}"
             theirs = f"CP at it {pct(b.spike_cp, b.series)}" if b else "—"
             false += f"; CP at it {pct(a.spike_cp, a.series)}"
         lines.append(f"| {name} | {found} | {theirs} | {false} | {err} | "
-                     f"{pct(a.gate, a.series)} |")
+                     f"{pct(a.gate, a.series)} / {pct(r.gate, r.series)} |")
     return lines
 
 
-def summary(results: dict[str, tuple[Tally, Tally | None]]) -> list[str]:
-    noise = [a for k, (a, _) in results.items() if k.startswith("noise")]
-    worst = max(a.false / a.series for a in noise)
-    behind = [(k, a.found / a.planted, b.found / b.planted) for k, (a, b) in results.items()
-              if b and a.planted and a.found / a.planted < b.found / b.planted]
-    lines = [f"false change points on pure noise: at most {worst:.3f} per series "
-             f"(target ≤ 0.01)"]
-    if any(b for _, b in results.values()):
-        lines.append(f"cells where Otava finds more: {len(behind)}" + "".join(
-            f"\n  {k}: {x:.0%} against {y:.0%}" for k, x, y in behind))
+def summary(results: dict[str, Tallies]) -> list[str]:
+    def worst(prefix: str, which: int) -> float:
+        return max(v[which].false / v[which].series for k, v in results.items()
+                   if k.startswith(prefix))
+
+    lines = [f"false change points on pure noise: at most {worst('noise', 0):.3f} per series "
+             "(target ≤ 0.01); at a recorded change that moved nothing: at most "
+             f"{worst('recorded change', 1):.3f}"]
+    steps = {k: v for k, v in results.items() if k.startswith("step") and v[2] is not None}
+    for which, judged in ((0, "nothing recorded"), (1, "the step's change recorded")):
+        behind = [(k, v[which].found / v[which].planted, v[2].found / v[2].planted)
+                  for k, v in steps.items() if v[2] is not None
+                  and v[which].found / v[which].planted < v[2].found / v[2].planted]
+        if steps:
+            lines.append(f"{judged}: step cells where benchbench finds at least Otava's share: "
+                         f"{len(steps) - len(behind)} of {len(steps)}" + "".join(
+                             f"\n  {k}: {x:.0%} against {y:.0%}" for k, x, y in behind))
+    for family in ("staircase", "drift"):
+        for which, judged in ((0, "nothing recorded"), (1, "recorded")):
+            cells = [(k, v[which]) for k, v in results.items() if k.startswith(family)
+                     and ("cv=1" in k.split() or "cv=3" in k.split())]
+            low = min(cells, key=lambda kv: kv[1].gate / kv[1].series)
+            lines.append(f"{family}, CV ≤ 3%, {judged}: the gate exits 3 in at least "
+                         f"{pct(low[1].gate, low[1].series)} ({low[0]})")
     return lines
+
+
+def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str) -> list[str]:
+    """The step cells where benchbench, with the step's change recorded, found fewer than
+    Otava, measured again on `count` fresh series each, both judged: a cell of 30 series
+    moves by a series or two on chance alone."""
+    planted = dict(families())
+    lines = []
+    for name, (_, r, b) in results.items():
+        if not (name.startswith("step") and b and r.found / r.planted < b.found / b.planted):
+            continue
+        p = planted[name]
+        rng = random.Random(f"{name} {mix} again")
+        drawn = [draw(p, mix, rng) for _ in range(count)]
+        ours, theirs = Tally(), Tally()
+        for pts in drawn:
+            ours.add(p, *benchbench(pts, p.recorded()))
+        for cuts in otava(otava_py, [run_values(x) for x in drawn]):
+            theirs.add(p, cuts)
+        lines.append(f"  {name}: {ours.found} of {count} against Otava's {theirs.found}")
+    return [f"again on {count} fresh series, the step's change recorded:", *lines] if lines \
+        else []
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--series", type=int, default=40, help="series per cell")
     ap.add_argument("--otava", help="a Python with apache-otava installed")
+    ap.add_argument("--against", help="Otava's tallies from an earlier run's --json")
     ap.add_argument("--mix", choices=("run", "rounds", "both"), default="both")
     ap.add_argument("--json", help="write the tallies here")
+    ap.add_argument("--recheck", type=int, metavar="N",
+                    help="measure the cells where Otava found more again, on N fresh series "
+                         "(needs --otava)")
     a = ap.parse_args()
     started = time.perf_counter()
     lines: list[str] = []
     dump = {}
     for mix in (("run", "rounds") if a.mix == "both" else (a.mix,)):
-        res = measure(a.series, mix, a.otava,
+        res = measure(a.series, mix, a.otava, earlier(a.against, mix),
                       lambda name: print(f"\r{name:<40}", end="", file=sys.stderr, flush=True))
         part = report(res, mix) + [""] + summary(res) + [""]
+        if a.recheck and a.otava:
+            part += recheck(res, mix, a.recheck, a.otava) + [""]
         print("\n".join(part), flush=True)  # each mix as it is done: the whole takes minutes
         lines += part
         dump[mix] = {k: [vars(x) if x else None for x in v] for k, v in res.items()}

@@ -25,6 +25,12 @@ history borrows their degrees of freedom when the runs scatter no more than that
    stretch), times about how many such stretches the series holds; the weakest above `alpha`
    goes and its neighbours are tested again on the merged segments, until all that remain
    hold.
+4. Recorded changes: where the run's recorded environment differs from the run before's (a
+   driver, a kernel), the place of a step was given by the record, not chosen among every
+   run, so Student's t at that place is the test (Bonferroni over the series' recorded
+   changes, which share AT_CHANGE × `alpha`). Each joins the cuts in turn, the strongest
+   first, where no cut lies a run from it, and the merge runs again. A run there is an outlier
+   run only when the runs after it say the change moved nothing.
 The default `alpha` is Otava's 0.001, but here it is paid for the choices, so pure noise
 rarely shows a change point at all; scripts/history_accuracy.py measures it beside Otava
 (docs/history-method.md).
@@ -38,9 +44,10 @@ numpy and scipy are imported inside the functions that need them.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from benchbench.analysis import max_t
@@ -52,6 +59,7 @@ OUTLIER_Z = 5.0  # run-to-run noises: normal noise goes that far in one run of 1
 NEIGHBOURS = 5  # runs each side that an outlier run is held against
 WEAK = 10  # Otava's first pass: candidates at 10 α, for the merge to test at α
 PELT_PENALTY = 2.0  # BIC's 2 σ² ln n per cut: candidates only, the merge decides
+AT_CHANGE = 10  # a series' recorded changes share 10 α, each tested at its own place
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,10 @@ class Shift:
     change_pct: float  # signed, + is better whichever way the metric points
     p_value: float
     runs: tuple[int, int]  # points in the segments before and after (outlier runs left out)
+    # the level its p was held to: alpha, or its share of AT_CHANGE × alpha where it lies at a
+    # recorded change and was tested there alone (`given`: the place given, not chosen)
+    held_at: float = DEFAULT_ALPHA
+    given: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,14 +157,18 @@ def change_pct(before: float, after: float, higher_is_better: bool) -> float:
     return (after - before) / before * 100 * (1 if higher_is_better else -1)
 
 
-def _outlier_runs(logs: list[float], sigma: float) -> tuple[set[int], int | None]:
-    """(the interior outlier runs, the latest run when it is that far off) by index."""
+def _outlier_runs(logs: list[float], sigma: float, changes: Collection[int] = ()
+                  ) -> tuple[set[int], int | None]:
+    """(the interior outlier runs, the latest run when it is that far off) by index. A run
+    where the environment changed must have MIN_SIDE runs after it that say the change moved
+    nothing; where it changed at the run before the latest, the two are a new level, not the
+    latest run alone."""
     odd: set[int] = set()
     n = len(logs)
     for i in range(1, n - 1):
         before = [logs[j] for j in range(max(0, i - NEIGHBOURS), i) if j not in odd]
         after = logs[i + 1:i + 1 + NEIGHBOURS]
-        if len(before) < 2:
+        if len(before) < 2 or (i in changes and len(after) < max_t.MIN_SIDE):
             continue
         ref = statistics.median(before + after)
         off = logs[i] - ref
@@ -163,7 +179,7 @@ def _outlier_runs(logs: list[float], sigma: float) -> tuple[set[int], int | None
     # the latest run: off the level of the runs before it, the run just before it on that
     # level (two runs off together are the start of a new level, for the segmentation)
     before = [logs[j] for j in range(max(0, n - 1 - NEIGHBOURS), n - 1) if j not in odd]
-    if len(before) < 3:
+    if len(before) < 3 or n - 2 in changes:
         return odd, None
     ref = statistics.median(before)
     off = logs[-1] - ref
@@ -192,31 +208,63 @@ def _pelt(y: list[float], sigma: float) -> list[int]:
     return [int(b) for b in algo.fit(np.array(y).reshape(-1, 1)).predict(pen=pen)][:-1]
 
 
-def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds,
-           alpha: float) -> tuple[list[int], list[float]]:
-    """Otava's merge: drop the weakest cut above alpha and test its neighbours again on the
-    merged segments, until every cut holds."""
-    def p_of(i: int) -> float:
-        edges = [0, *cuts, len(y)]
-        split = max_t.split_at(y[edges[i]:edges[i + 2]], cuts[i] - edges[i], rounds)
+def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_t.Rounds,
+                  at_change: float) -> list[int]:
+    """The cuts, with the recorded changes among `extra` added one at a time, the one that
+    holds best on the segment it splits first, while one holds at `at_change`: a merge down
+    from all of them at once can keep a neighbour of the real step (its segment holds the
+    step) and drop the step itself."""
+    cuts, extra = sorted(cuts), set(extra)
+    while extra:
+        best, p = 0, math.inf
+        for lo, hi in zip([0, *cuts], [*cuts, len(y)], strict=True):
+            inside = [r for r in extra if lo < r < hi]
+            if inside:  # every place of the segment at once: one array, not one call each
+                ps = max_t.given_p(y[lo:hi], rounds)
+                p, best = min((p, best), *((ps[r - lo - 1], r) for r in inside))
+        if p > at_change:
+            break
+        cuts = sorted([*cuts, best])
+        extra = {r for r in extra if abs(r - best) >= max_t.MIN_SIDE}
+    return cuts
+
+
+def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds, alpha: float,
+           recorded: Collection[int] = (), at_change: float = 0.0
+           ) -> tuple[list[int], list[tuple[float, float, bool]]]:
+    """Otava's merge: drop the weakest cut (its p against the level it is held to) above that
+    level, and test its neighbours again on the merged segments, until every cut holds. A cut
+    at a `recorded` change may be held at `at_change` instead. Each cut's (p, level, whether
+    its place was given)."""
+
+    def test(i: int) -> tuple[float, float, bool]:
+        lo, hi = ([0, *cuts, len(y)][j] for j in (i, i + 2))
+        split = max_t.split_at(y[lo:hi], cuts[i] - lo, rounds)
         # the segments either side were chosen among about len(y)/their length such
         # stretches: Bonferroni over them (none for a step in a series that has only it)
-        return min(1.0, split.p * len(y) / (edges[i + 2] - edges[i]))
+        chosen = (min(1.0, split.p * len(y) / (hi - lo)), alpha, False)
+        if cuts[i] not in recorded or chosen[0] <= alpha:
+            return chosen
+        # at a recorded change the place was given, not chosen: Student's t alone, at the
+        # change's share of AT_CHANGE α, where the test of a chosen place does not hold it
+        given = (max_t.p_given(split.t, split.df), at_change, True)
+        return min(chosen, given, key=lambda x: x[0] / x[1])
 
-    pvals = [p_of(i) for i in range(len(cuts))]
-    while cuts and max(pvals) > alpha:
-        weakest = pvals.index(max(pvals))
-        del cuts[weakest], pvals[weakest]
+    tests = [test(i) for i in range(len(cuts))]
+    while cuts and max(p / level for p, level, _ in tests) > 1:
+        weakest = max(range(len(cuts)), key=lambda i: tests[i][0] / tests[i][1])
+        del cuts[weakest], tests[weakest]
         for i in (weakest - 1, weakest):
             if 0 <= i < len(cuts):
-                pvals[i] = p_of(i)
-    return cuts, pvals
+                tests[i] = test(i)
+    return cuts, tests
 
 
 def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
-           alpha: float = DEFAULT_ALPHA) -> Found:
+           alpha: float = DEFAULT_ALPHA, changes: Collection[int] = ()) -> Found:
     """The outlier runs, the significant change points and the segments of a series, one
-    point per run (its values per round, all positive), oldest first."""
+    point per run (its values per round, all positive), oldest first. `changes`: the points
+    whose run's recorded environment differs from the run before's (a driver, a kernel)."""
     n = len(points)
     usable = n > 0 and all(p and min(p) > 0 for p in points)
     if n < MIN_RUNS or not usable:
@@ -225,7 +273,7 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     rounds = rounds_noise(points)
     # the rounds say how noisy a run is at least, whatever its neighbours happen to read
     sigma = max(noise(logs), math.sqrt(rounds.run_var), 1e-9)
-    odd, last = _outlier_runs(logs, sigma)
+    odd, last = _outlier_runs(logs, sigma, changes)
     kept = [i for i in range(n) if i not in odd and i != last]
     y = [logs[i] for i in kept]
     # candidates: binary segmentation at Otava's "weak" level (10 α) and PELT's; the merge
@@ -233,7 +281,17 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     weak = set(_segment(y, 0, len(y), rounds, min(0.5, WEAK * alpha)))
     if len(y) >= 2 * max_t.MIN_SIDE:
         weak |= set(_pelt(y, sigma))
-    cuts, pvals = _merge(y, sorted(weak), rounds, alpha)
+    cuts, tests = _merge(y, sorted(weak), rounds, alpha)
+    # then each recorded change (at the first kept run after it) that no cut lies a run from
+    # (the noise moves the best split by a run, and there the data placed it) joins them, to
+    # be tested at its place; a series' recorded changes share AT_CHANGE α
+    recorded = {j for j in (bisect.bisect_left(kept, c) for c in changes)
+                if max_t.MIN_SIDE <= j <= len(y) - max_t.MIN_SIDE}
+    if recorded:
+        at_change = AT_CHANGE * alpha / len(recorded)
+        extra = {r for r in recorded if all(abs(r - c) >= max_t.MIN_SIDE for c in cuts)}
+        cuts = _add_recorded(y, cuts, extra, rounds, at_change)
+        cuts, tests = _merge(y, cuts, rounds, alpha, recorded, at_change)
     edges = [0, *cuts, len(y)]
     groups = [kept[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     starts = [0] + [g[0] for g in groups[1:]]
@@ -241,8 +299,9 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     segs = [Segment(a, b, _level([points[i] for i in g]), tuple(g))
             for a, b, g in zip(starts, stops, groups, strict=True)]
     shifts = [Shift(segs[i + 1].start, segs[i].level, segs[i + 1].level,
-                    change_pct(segs[i].level, segs[i + 1].level, higher_is_better), pvals[i],
-                    (len(groups[i]), len(groups[i + 1]))) for i in range(len(cuts))]
+                    change_pct(segs[i].level, segs[i + 1].level, higher_is_better), tests[i][0],
+                    (len(groups[i]), len(groups[i + 1])), tests[i][1], tests[i][2])
+              for i in range(len(cuts))]
     outs = []
     for i in sorted(odd | ({last} if last is not None else set())):
         seg = next(s for s in segs if s.start <= i < s.stop)
@@ -254,6 +313,6 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
 
 
 def find(points: Sequence[Sequence[float]], higher_is_better: bool = True,
-         alpha: float = DEFAULT_ALPHA) -> list[Shift]:
+         alpha: float = DEFAULT_ALPHA, changes: Collection[int] = ()) -> list[Shift]:
     """The significant change points of a series (detect's, without the rest)."""
-    return detect(points, higher_is_better, alpha).shifts
+    return detect(points, higher_is_better, alpha, changes).shifts

@@ -53,6 +53,7 @@ class Gate:
     steps: list[Shift]  # the change points between the reference and the latest segment
     trend: Trend | None
     p_value: float
+    held_at: float  # the level p had to reach: alpha, or a recorded change's (Shift.held_at)
     regressed: bool
 
 
@@ -120,16 +121,19 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
             f"the latest segment ({_span(ref)})"
     reference = ref.level
     latest, latest_what, p = last.level, f"the latest segment ({_span(last)})", 1.0
+    level = alpha
     steps = [x for x in found.shifts if ref.start < x.at <= last.start]
     if len(steps) == 1:
-        p = steps[0].p_value  # the two are the segments either side of one change point
+        # the two are the segments either side of one change point, held as it was (at a
+        # recorded change, at that change's level)
+        p, level = steps[0].p_value, steps[0].held_at
     elif steps:
         p = _pooled_t(points, found.segments, ref, last)
     drift = trend(points, last, higher_is_better)
     if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
-        latest, latest_what, p = drift.end, (f"the latest segment's drift at its last run "
-                                             f"({drift.pct_per_run:+.2f}% a run)"), \
-            drift.p_value
+        latest, latest_what, p, level = drift.end, (
+            f"the latest segment's drift at its last run ({drift.pct_per_run:+.2f}% a run)"), \
+            drift.p_value, alpha
         if ref is last and baseline is None:
             reference, ref_what = drift.start, f"the latest segment's start ({_span(last)})"
     odd = next((o for o in found.outliers if o.latest and o.change_pct < 0), None)
@@ -137,8 +141,8 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         from scipy.stats import norm
 
         # its distance in run-to-run noises, as a normal tail: how rare one run that far is
-        latest, latest_what, p = odd.value, f"the latest run alone (run {odd.at + 1})", \
-            float(2 * norm.sf(abs(odd.z)))
+        latest, latest_what, p, level = odd.value, \
+            f"the latest run alone (run {odd.at + 1})", float(2 * norm.sf(abs(odd.z))), alpha
     change = change_pct(reference, latest, higher_is_better)
-    return Gate(reference, ref_what, latest, latest_what, change, steps, drift, p,
-                change < -threshold_pct and p <= alpha)
+    return Gate(reference, ref_what, latest, latest_what, change, steps, drift, p, level,
+                change < -threshold_pct and p <= level)

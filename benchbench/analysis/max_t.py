@@ -118,6 +118,20 @@ def best_split(y: list[float], rounds: Rounds) -> Split | None:
     return Split(k + 1, float(t[k]), int(df[k]), pooled, p_max(float(t[k]), m, int(df[k])))
 
 
+def given_p(y: list[float], rounds: Rounds) -> list[float]:
+    """For every place k of y (the right side starts at k, 1 to len(y) - 1), p_given of the
+    split there: Student's t alone, the place given beforehand; 1 where a side is shorter than
+    MIN_SIDE."""
+    import numpy as np
+    from scipy.stats import t as student
+
+    if len(y) < 2 * MIN_SIDE:
+        return [1.0] * max(0, len(y) - 1)
+    arr = np.asarray(y, dtype=float)
+    t, df, _ = _t_all(arr - arr.mean(), rounds)
+    return [float(p) for p in np.where(t > 0, 2 * student.sf(t, df), 1.0)]
+
+
 def split_at(y: list[float], at: int, rounds: Rounds) -> Split:
     """The split of y at `at` (a change point kept so far), with the p of the best split of a
     stretch this long: it was chosen as the best once."""
@@ -129,6 +143,16 @@ def split_at(y: list[float], at: int, rounds: Rounds) -> Split:
     t, df, pooled = _t_all(arr - arr.mean(), rounds)
     return Split(at, float(t[at - 1]), int(df[at - 1]), pooled,
                  p_max(float(t[at - 1]), len(y), int(df[at - 1])))
+
+
+def p_given(t: float, df: int) -> float:
+    """The two-sided p of a split whose place was given beforehand (a recorded change), not
+    chosen as the best: Student's t alone."""
+    if df <= 0:
+        return 1.0
+    from scipy.stats import t as student
+
+    return float(2 * student.sf(t, df)) if math.isfinite(t) else 0.0
 
 
 def p_max(t: float, m: int, df: int) -> float:

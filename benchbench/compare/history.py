@@ -158,7 +158,10 @@ def _causes(runs: list[RunPoint], before: int, after: int) -> list[EnvChange]:
 
 def _analyse(s: Series, runs: list[RunPoint], threshold_pct: float, alpha: float,
              baseline: int | None, window: int | None) -> None:
-    found = cp.detect(s.points, s.higher_is_better, alpha)
+    # the points whose run's environment differs from the run before's: a step there is
+    # tested at its place (change_points.AT_CHANGE)
+    changed = [i for i in range(1, len(s.runs)) if _causes(runs, s.run_at(i - 1), s.run_at(i))]
+    found = cp.detect(s.points, s.higher_is_better, alpha, changed)
     s.shifts, s.segments, s.outliers = found.shifts, found.segments, found.outliers
     # Successive differences need MIN_RUNS runs (change_points.noise reads 0 below that): a
     # series of one or two runs has no measured noise, which is unknown, not ±0%.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift
+from benchbench.analysis.change_points import AT_CHANGE, MIN_RUNS, OUTLIER_Z, Shift
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
 from benchbench.compare.history import EnvChange, History, Series
@@ -47,6 +47,12 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
+def shift_p_text(x: Shift) -> str:
+    """A change point's p, and where it was tested at its recorded change alone, that."""
+    return p_text(x.p_value) + (f", tested at its recorded change against {x.held_at:.2g}"
+                                if x.given else "")
+
+
 def env_text(name: str, v: Any) -> str:
     if v is None or v == "":
         return "—"
@@ -73,7 +79,7 @@ def shift_text(h: History, s: Series, i: int) -> str:
     run = s.run_at(x.at)
     before = s.run_at(x.at - 1)
     return (f"run {run} ({h.run(run).started_at[:10]}): {s.name} {pct(x.change_pct)} "
-            f"({p_text(x.p_value)}); {causes_text(s.causes[i], (before, run))}")
+            f"({shift_p_text(x)}); {causes_text(s.causes[i], (before, run))}")
 
 
 def gate_text(h: History, s: Series, causes: bool = False) -> str:
@@ -82,8 +88,9 @@ def gate_text(h: History, s: Series, causes: bool = False) -> str:
     g = s.gate
     if g is None:
         return f"{s.name}: no level to judge"
+    held = len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value
     head = (f"{s.name} {pct(g.change_pct)}: {g.latest_what} against {g.reference_what} "
-            f"({p_text(g.p_value)})")
+            f"({shift_p_text(g.steps[0]) if held else p_text(g.p_value)})")
     if not g.steps:
         return head
     steps = [f"run {s.run_at(x.at)} ({h.run(s.run_at(x.at)).started_at[:10]})"
@@ -113,7 +120,10 @@ def _header(h: History) -> list[str]:
            "sides agree on is an outlier run, left out of the levels. Change points: binary "
            "segmentation and PELT propose, and each is kept when the best split of the "
            "segments either side of it, paid for having been chosen (the maximum-t test), "
-           f"gives p ≤ {h.alpha:g}. A series regressed when its latest level (the latest "
+           f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
+           "a kernel), the record gave the place: a step there is tested by Student's t at "
+           f"that place alone, the series' recorded changes sharing {AT_CHANGE * h.alpha:g}. "
+           "A series regressed when its latest level (the latest "
            "segment's level; where that segment drifts, where the drift has taken it; or the "
            f"latest run alone when it is an outlier run) is worse than {reference} by more than "
            f"{h.threshold_pct:g}%. The method and its measured accuracy: "
@@ -169,7 +179,7 @@ def _change_points(h: History) -> list[str]:
         for i, x in enumerate(s.shifts):
             run, before = s.run_at(x.at), s.run_at(x.at - 1)
             rows.append([s.name, str(run), h.run(run).started_at[:10], value(x.before, s.unit),
-                         value(x.after, s.unit), pct(x.change_pct), p_text(x.p_value),
+                         value(x.after, s.unit), pct(x.change_pct), shift_p_text(x),
                          f"{x.runs[0]} / {x.runs[1]}", causes_text(s.causes[i], (before, run))])
     if not rows:
         return ["## Change points", "", "None: every series stayed at one level.", ""]
@@ -257,11 +267,12 @@ def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
                         "change_point": shift is not None,
                         "change_pct": shift.change_pct if shift else None,
                         "p_value": shift.p_value if shift else None,
+                        "p_held_at": shift.held_at if shift else None,
                         "outlier_run": i in odd,
                         "regression": shift is not None and shift is began})
     lead = ["run", "started_at", "source", "label", "series", "probe", "metric"]
     tail = ["unit", "value", "rounds", "segment", "segment_level", "noise_pct", "change_point",
-            "change_pct", "p_value", "outlier_run", "regression"]
+            "change_pct", "p_value", "p_held_at", "outlier_run", "regression"]
     return lead + [f"key.{k}" for k in keys] + tail, out
 
 

@@ -11,7 +11,7 @@ from synthetic_runs import cpu_run, environment
 
 from benchbench import cli
 from benchbench.analysis import change_points as cp
-from benchbench.analysis import history_gate
+from benchbench.analysis import history_gate, max_t
 from benchbench.compare import history
 from benchbench.compare.sides import CompareError
 from benchbench.core import results
@@ -67,7 +67,6 @@ def test_the_p_value_pays_for_the_best_split_exactly_not_by_bonferroni():
     simulation agrees with it."""
     from scipy.stats import t as student
 
-    from benchbench.analysis import max_t
 
     for m in (12, 48):
         null = max_t._null(m, True)
@@ -114,6 +113,72 @@ def test_a_drop_and_its_recovery_are_both_found():
     candidates see both ends."""
     pts = series(30, steps=((10, 0.9), (20, 1 / 0.9)), run_cv=0.01, round_cv=0.003, seed=2)
     assert [s.at for s in cp.find(pts)] == [10, 20]
+
+
+# --- recorded changes -------------------------------------------------------------------------
+
+def test_a_step_at_a_recorded_change_is_tested_there_alone():
+    """−10% in the middle of 12 runs at 3% noise: the best split of 12 runs must pass a t that
+    noise passes once in a thousand series, and misses about half such steps; where the
+    environment changed at the step, the place was given, and Student's t there holds it."""
+    blind = recorded = 0
+    for seed in range(40):
+        pts = series(12, steps=((6, 0.9),), run_cv=0.03, round_cv=0.0075, seed=300 + seed)
+        blind += any(abs(x.at - 6) <= 1 for x in cp.find(pts))
+        recorded += any(x.at == 6 for x in cp.find(pts, changes=[6]))
+    assert blind <= 28 and recorded >= 36  # measured: 19 and 38 of 40
+    pts = series(12, steps=((6, 0.9),), run_cv=0.03, round_cv=0.0075, seed=300)
+    assert cp.find(pts) == []
+    (x,) = cp.find(pts, changes=[6])
+    assert x.given and x.held_at == cp.AT_CHANGE * cp.DEFAULT_ALPHA
+    assert cp.DEFAULT_ALPHA < x.p_value <= x.held_at
+    g = history_gate.judge(pts, cp.detect(pts, changes=[6]), True, 5.0, cp.DEFAULT_ALPHA)
+    assert g.regressed and g.held_at == x.held_at and g.steps == [x]
+    assert not gate(pts).regressed  # nothing recorded: nothing to hold it
+
+
+def test_a_recorded_change_that_moved_nothing_is_rarely_a_change_point():
+    """At 10 α, about one series in a hundred; the recorded changes of a series share it."""
+    idle = sum(bool(cp.find(series(12, run_cv=0.03, round_cv=0.0075, seed=400 + s),
+                            changes=[6])) for s in range(300))
+    assert idle <= 9  # measured: 3 of 300
+    # a clear step beside many recorded changes stays where the data put it
+    pts = series(40, steps=((20, 0.9),), run_cv=0.02, round_cv=0.005, seed=5)
+    (x,) = cp.find(pts, changes=range(3, 38, 4))
+    assert x.at == 20 and x.p_value < cp.DEFAULT_ALPHA and not x.given
+    # a −3% step that only its recorded change holds: alone, at 10 α; among nine, at a ninth
+    weak = series(40, steps=((20, 0.97),), run_cv=0.02, round_cv=0.005, seed=8)
+    assert cp.find(weak) == []
+    (alone,) = cp.find(weak, changes=[20])
+    (shared,) = cp.find(weak, changes=[*range(4, 20, 4), 20, *range(24, 37, 4)])
+    assert alone.at == shared.at == 20 and alone.given and shared.given
+    assert alone.held_at == cp.AT_CHANGE * cp.DEFAULT_ALPHA
+    assert shared.held_at == pytest.approx(cp.AT_CHANGE * cp.DEFAULT_ALPHA / 9)
+
+
+def test_the_two_runs_since_a_recorded_change_are_a_level_not_an_outlier_run():
+    """A driver update two runs before the latest: the runs since are 10% and 28% slow, or 28%
+    and 12%. Nothing recorded, the run far off is an outlier run (the latest, or the one whose
+    successor is nearer the old level); with the update recorded, the two since it are a new
+    level, found at the update."""
+    flat = series(28, run_cv=0.01, round_cv=0.0025, seed=12)
+    for tail, odd in (((90.0, 72.0), 29), ((72.0, 88.0), 28)):
+        pts = flat + [[v] * 3 for v in tail]
+        blind = cp.detect(pts)
+        assert [o.at for o in blind.outliers] == [odd]
+        recorded = cp.detect(pts, changes=[28])
+        assert recorded.outliers == [] and [x.at for x in recorded.shifts] == [28]
+
+
+def test_the_p_of_a_given_place_is_students_t_there_for_every_place_at_once():
+    pts = series(20, steps=((8, 0.95),), run_cv=0.02, round_cv=0.005, seed=11)
+    y, rounds = cp.run_logs(pts), cp.rounds_noise(pts)
+    every = max_t.given_p(y, rounds)
+    assert len(every) == 19 and every[0] == every[-1] == 1.0  # a side of one run
+    for k in range(2, 19):
+        split = max_t.split_at(y, k, rounds)
+        assert every[k - 1] == pytest.approx(max_t.p_given(split.t, split.df))
+        assert every[k - 1] <= split.p  # the chosen place pays for the choice
 
 
 # --- the gate ---------------------------------------------------------------------------------
@@ -201,6 +266,25 @@ def test_the_drop_is_attributed_to_the_driver_between_the_runs_around_it(tmp_pat
     text = history_md.shift_text(h, h.series[0], 0)
     assert text.startswith("run 13 (2026-10-13): matmul peak fp32 −")
     assert text.endswith("(p < 0.001); driver 550.54.15 → 560.28.03 between runs 12 and 13")
+
+
+def test_a_small_drop_at_a_driver_update_is_tested_at_the_update(tmp_path):
+    """−5% in 12 runs at 2% noise: found where the driver changed, and said to be tested
+    there; the very same runs with nothing recorded changing show no change point."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    save_runs(tmp_path / "a", n=12, drop_at=6, factor=0.95, seed=6, env_of=lambda i: environment(
+        driver="550.54.15" if i < 6 else "560.28.03"))
+    save_runs(tmp_path / "b", n=12, drop_at=6, factor=0.95, seed=6)
+    h = history.build([str(tmp_path / "a" / "r*")])
+    for s in h.series:
+        (x,) = s.shifts
+        assert s.run_at(x.at) == 7 and x.given and x.held_at == 10 * h.alpha
+        assert s.regression is not None and s.regression.held_at == x.held_at
+    text = history_md.shift_text(h, h.series[0], 0)
+    assert text.endswith("(p = 0.0033, tested at its recorded change against 0.01); driver "
+                         "550.54.15 → 560.28.03 between runs 6 and 7")
+    assert {r["p_held_at"] for r in history_md.csv_rows(h)[1] if r["change_point"]} == {0.01}
+    assert all(s.shifts == [] for s in history.build([str(tmp_path / "b" / "r*")]).series)
 
 
 def test_runs_are_ordered_by_start_time_not_by_name(tmp_path):
