@@ -62,6 +62,11 @@ PELT_PENALTY = 2.0  # BIC's 2 σ² ln n per cut: candidates only, the merge deci
 AT_CHANGE = 10  # a series' recorded changes share 10 α, each tested at its own place
 
 
+def at_change(alpha: float) -> float:
+    """What a series' recorded changes share: AT_CHANGE × alpha, never above a half."""
+    return min(0.5, AT_CHANGE * alpha)
+
+
 @dataclass(frozen=True)
 class Shift:
     """A change point: the series moved to a new level at point `at` (the first point of the
@@ -209,11 +214,11 @@ def _pelt(y: list[float], sigma: float) -> list[int]:
 
 
 def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_t.Rounds,
-                  at_change: float) -> list[int]:
+                  each: float) -> list[int]:
     """The cuts, with the recorded changes among `extra` added one at a time, the one that
-    holds best on the segment it splits first, while one holds at `at_change`: a merge down
-    from all of them at once can keep a neighbour of the real step (its segment holds the
-    step) and drop the step itself."""
+    holds best on the segment it splits first, while one holds at `each` (a change's share of
+    at_change): a merge down from all of them at once can keep a neighbour of the real step
+    (its segment holds the step) and drop the step itself."""
     cuts, extra = sorted(cuts), set(extra)
     while extra:
         best, p = 0, math.inf
@@ -222,7 +227,7 @@ def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_
             if inside:  # every place of the segment at once: one array, not one call each
                 ps = max_t.given_p(y[lo:hi], rounds)
                 p, best = min((p, best), *((ps[r - lo - 1], r) for r in inside))
-        if p > at_change:
+        if p > each:
             break
         cuts = sorted([*cuts, best])
         extra = {r for r in extra if abs(r - best) >= max_t.MIN_SIDE}
@@ -230,12 +235,12 @@ def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_
 
 
 def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds, alpha: float,
-           recorded: Collection[int] = (), at_change: float = 0.0
+           recorded: Collection[int] = (), each: float = 0.0
            ) -> tuple[list[int], list[tuple[float, float, bool]]]:
     """Otava's merge: drop the weakest cut (its p against the level it is held to) above that
     level, and test its neighbours again on the merged segments, until every cut holds. A cut
-    at a `recorded` change may be held at `at_change` instead. Each cut's (p, level, whether
-    its place was given)."""
+    at a `recorded` change may be held at `each` (its share of at_change) instead. Each cut's
+    (p, level, whether its place was given)."""
 
     def test(i: int) -> tuple[float, float, bool]:
         lo, hi = ([0, *cuts, len(y)][j] for j in (i, i + 2))
@@ -247,7 +252,7 @@ def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds, alpha: float,
             return chosen
         # at a recorded change the place was given, not chosen: Student's t alone, at the
         # change's share of AT_CHANGE α, where the test of a chosen place does not hold it
-        given = (max_t.p_given(split.t, split.df), at_change, True)
+        given = (max_t.p_given(split.t, split.df), each, True)
         return min(chosen, given, key=lambda x: x[0] / x[1])
 
     tests = [test(i) for i in range(len(cuts))]
@@ -288,10 +293,10 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     recorded = {j for j in (bisect.bisect_left(kept, c) for c in changes)
                 if max_t.MIN_SIDE <= j <= len(y) - max_t.MIN_SIDE}
     if recorded:
-        at_change = AT_CHANGE * alpha / len(recorded)
+        each = at_change(alpha) / len(recorded)
         extra = {r for r in recorded if all(abs(r - c) >= max_t.MIN_SIDE for c in cuts)}
-        cuts = _add_recorded(y, cuts, extra, rounds, at_change)
-        cuts, tests = _merge(y, cuts, rounds, alpha, recorded, at_change)
+        cuts = _add_recorded(y, cuts, extra, rounds, each)
+        cuts, tests = _merge(y, cuts, rounds, alpha, recorded, each)
     edges = [0, *cuts, len(y)]
     groups = [kept[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     starts = [0] + [g[0] for g in groups[1:]]

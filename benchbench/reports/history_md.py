@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.change_points import AT_CHANGE, MIN_RUNS, OUTLIER_Z, Shift
+from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
 from benchbench.compare.history import EnvChange, History, Series
@@ -122,7 +122,7 @@ def _header(h: History) -> list[str]:
            "segments either side of it, paid for having been chosen (the maximum-t test), "
            f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
            "a kernel), the record gave the place: a step there is tested by Student's t at "
-           f"that place alone, the series' recorded changes sharing {AT_CHANGE * h.alpha:g}. "
+           f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
            "A series regressed when its latest level (the latest "
            "segment's level; where that segment drifts, where the drift has taken it; or the "
            f"latest run alone when it is an outlier run) is worse than {reference} by more than "

@@ -3,7 +3,7 @@ with each series' or measurement's figure inline (reports/page.py builds the pag
 
 from __future__ import annotations
 
-from benchbench.analysis.change_points import AT_CHANGE
+from benchbench.analysis.change_points import at_change
 from benchbench.compare.fleet import Fleet
 from benchbench.compare.history import History
 from benchbench.reports import fleet_plots, history_plots, page
@@ -21,7 +21,7 @@ def history(h: History, markdown_text: str, plots: dict[str, bytes],
         [f"exit {3 if regs else 0}: a latest level worse than "
          f"{'the --baseline run' if h.baseline else 'the best segment'} by more than "
          f"{esc(f'{h.threshold_pct:g}')}%, significant at p ≤ {esc(f'{h.alpha:g}')} "
-         f"({esc(f'{AT_CHANGE * h.alpha:g}')} shared by a series' recorded changes, each "
+         f"({esc(f'{at_change(h.alpha):g}')} shared by a series' recorded changes, each "
          "tested at its place)."])
     figures = [page.Figure(history_plots.name(s), plots[history_plots.name(s)],
                            f"{s.name} over the runs: each run, the segments' levels, the change "

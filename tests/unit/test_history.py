@@ -154,6 +154,9 @@ def test_a_recorded_change_that_moved_nothing_is_rarely_a_change_point():
     assert alone.at == shared.at == 20 and alone.given and shared.given
     assert alone.held_at == cp.AT_CHANGE * cp.DEFAULT_ALPHA
     assert shared.held_at == pytest.approx(cp.AT_CHANGE * cp.DEFAULT_ALPHA / 9)
+    # --alpha 0.2 would give 2: the changes never share more than a half
+    assert cp.at_change(0.2) == 0.5
+    assert all(x.held_at <= 0.5 for x in cp.find(weak, alpha=0.2, changes=[20]))
 
 
 def test_the_two_runs_since_a_recorded_change_are_a_level_not_an_outlier_run():
