@@ -174,6 +174,21 @@ def run_values(pts: list[list[float]]) -> list[float]:
 Tallies = tuple[Tally, Tally, Tally | None]  # nothing recorded, the changes recorded, Otava
 
 
+def judged(p: Planted, drawn: list[list[list[float]]], otava_py: str | None) -> Tallies:
+    """The series judged by benchbench with nothing recorded and with p's changes recorded,
+    and by Otava when its Python is given."""
+    blind, recorded = Tally(), Tally()
+    for pts in drawn:
+        blind.add(p, *benchbench(pts, []))
+        recorded.add(p, *benchbench(pts, p.recorded()))
+    theirs = None
+    if otava_py:
+        theirs = Tally()
+        for cuts in otava(otava_py, [run_values(x) for x in drawn]):
+            theirs.add(p, cuts)
+    return blind, recorded, theirs
+
+
 def measure(count: int, mix: str, otava_py: str | None, against: dict[str, Tally],
             progress: Callable[[str], None]) -> dict[str, Tallies]:
     out: dict[str, Tallies] = {}
@@ -181,16 +196,8 @@ def measure(count: int, mix: str, otava_py: str | None, against: dict[str, Tally
         rng = random.Random(f"{name} {mix}")
         times = NOISE_TIMES if planted.family in ("noise", "recorded change") else 1
         drawn = [draw(planted, mix, rng) for _ in range(count * times)]
-        blind, recorded = Tally(), Tally()
-        for pts in drawn:
-            blind.add(planted, *benchbench(pts, []))
-            recorded.add(planted, *benchbench(pts, planted.recorded()))
-        theirs = against.get(name)
-        if otava_py:
-            theirs = Tally()
-            for cuts in otava(otava_py, [run_values(p) for p in drawn]):
-                theirs.add(planted, cuts)
-        out[name] = (blind, recorded, theirs)
+        blind, recorded, theirs = judged(planted, drawn, otava_py)
+        out[name] = (blind, recorded, theirs or against.get(name))
         progress(name)
     return out
 
@@ -269,12 +276,8 @@ def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str) ->
             continue
         p = planted[name]
         rng = random.Random(f"{name} {mix} again")
-        drawn = [draw(p, mix, rng) for _ in range(count)]
-        ours, theirs = Tally(), Tally()
-        for pts in drawn:
-            ours.add(p, *benchbench(pts, p.recorded()))
-        for cuts in otava(otava_py, [run_values(x) for x in drawn]):
-            theirs.add(p, cuts)
+        _, ours, theirs = judged(p, [draw(p, mix, rng) for _ in range(count)], otava_py)
+        assert theirs is not None  # otava_py is given
         lines.append(f"  {name}: {ours.found} of {count} against Otava's {theirs.found}")
     return [f"again on {count} fresh series, the step's change recorded:", *lines] if lines \
         else []

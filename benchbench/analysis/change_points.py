@@ -225,7 +225,7 @@ def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_
         for lo, hi in zip([0, *cuts], [*cuts, len(y)], strict=True):
             inside = [r for r in extra if lo < r < hi]
             if inside:  # every place of the segment at once: one array, not one call each
-                ps = max_t.given_p(y[lo:hi], rounds)
+                ps = max_t.p_given_each(y[lo:hi], rounds)
                 p, best = min((p, best), *((ps[r - lo - 1], r) for r in inside))
         if p > each:
             break

@@ -118,9 +118,9 @@ def best_split(y: list[float], rounds: Rounds) -> Split | None:
     return Split(k + 1, float(t[k]), int(df[k]), pooled, p_max(float(t[k]), m, int(df[k])))
 
 
-def given_p(y: list[float], rounds: Rounds) -> list[float]:
-    """For every place k of y (the right side starts at k, 1 to len(y) - 1), p_given of the
-    split there: Student's t alone, the place given beforehand; 1 where a side is shorter than
+def p_given_each(y: list[float], rounds: Rounds) -> list[float]:
+    """p_given of the split at each place k of y (the right side starts at k, 1 to
+    len(y) - 1), from one array of every split's t; 1 where a side is shorter than
     MIN_SIDE."""
     import numpy as np
     from scipy.stats import t as student

@@ -85,8 +85,13 @@ class Pacer:
         self.left_out.append({"probe": probe, "round": round_no,
                               "planned_s": round(self.planned[step], 2),
                               "behind_s": round(need - left, 2)})
-        self.planned[step] = 0.0
+        self.drop(step)
         return False
+
+    def drop(self, step: int) -> None:
+        """Step `step` will not run (its probe could not measure here): the plan's rest no
+        longer needs its time."""
+        self.planned[step] = 0.0
 
     def finished(self, step: int) -> None:
         self.done_s += self.planned[step]

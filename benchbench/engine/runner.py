@@ -289,7 +289,7 @@ class Runner:
         interrupted, failures = False, 0
         for i, (spec, round_no) in enumerate(plan):
             if round_no > 1 and self.run.probe(spec.name).status != "ok":  # type: ignore[union-attr]
-                pacer.planned[i] = 0.0
+                pacer.drop(i)
                 continue  # it could not measure here: another round would not either
             if not pacer.keep(i, spec.name, round_no):
                 continue  # the run is behind its promised end: this round is left out

@@ -176,7 +176,7 @@ def test_the_two_runs_since_a_recorded_change_are_a_level_not_an_outlier_run():
 def test_the_p_of_a_given_place_is_students_t_there_for_every_place_at_once():
     pts = series(20, steps=((8, 0.95),), run_cv=0.02, round_cv=0.005, seed=11)
     y, rounds = cp.run_logs(pts), cp.rounds_noise(pts)
-    every = max_t.given_p(y, rounds)
+    every = max_t.p_given_each(y, rounds)
     assert len(every) == 19 and every[0] == every[-1] == 1.0  # a side of one run
     for k in range(2, 19):
         split = max_t.split_at(y, k, rounds)
