@@ -124,7 +124,8 @@ def _header(h: History) -> list[str]:
            "a kernel), the record gave the place: a step there is tested by Student's t at "
            f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
            "A series regressed when its latest level (the latest "
-           "segment's level; where that segment drifts, where the drift has taken it; or the "
+           "segment's level; where that segment drifts, or the runs since the reference drift "
+           "across change points, where the drift has taken it; or the "
            f"latest run alone when it is an outlier run) is worse than {reference} by more than "
            f"{h.threshold_pct:g}%. The method and its measured accuracy: "
            "docs/history-method.md.", ""]

@@ -211,6 +211,48 @@ def test_a_slow_drift_exits(seed):
     assert gate(pts).regressed
 
 
+def drift(n, total, run_cv, seed):
+    """n runs sliding linearly to `total` (the level at the last run against the start)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        run = 100 * (1 - (1 - total) * (i + 1) / n) * math.exp(rng.gauss(0, run_cv))
+        out.append([run * math.exp(rng.gauss(0, run_cv / 4)) for _ in range(3)])
+    return out
+
+
+@pytest.mark.parametrize("seed", (13, 15, 16, 29))
+def test_a_drift_cut_by_change_points_is_held_whole(seed):
+    """−10% over 12 runs at 1% noise, cut into segments: the segments read −4% to −9%; the
+    drift since the best segment's start reads it whole (−9.2% from run 1 to run 12)."""
+    pts = drift(12, 0.9, 0.01, seed)
+    found = cp.detect(pts)
+    assert len([s for s in found.segments if s.runs]) > 1
+    g = history_gate.judge(pts, found, True, 5.0, cp.DEFAULT_ALPHA)
+    assert g.regressed and g.change_pct == pytest.approx(-9.2, abs=1.5)
+    assert g.latest_what.startswith("the drift since run 1 at its last run")
+    assert g.reference_what == "the drift's start (run 1)"
+
+
+def test_the_trend_takes_the_rounds_noise_in():
+    """Runs that scatter as their rounds say: the rounds' degrees of freedom join the line's
+    residuals, and more 12-run drifts (−10% at 3%) hold than on the runs' values alone."""
+    from scipy.stats import linregress
+
+    held = alone = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        pts = [[100 * (1 - 0.1 * (i + 1) / 12) * math.exp(rng.gauss(0, 0.03 * math.sqrt(3)))
+                for _ in range(3)] for i in range(12)]
+        held += history_gate.trend(pts, range(12), True).p_value <= cp.DEFAULT_ALPHA
+        fit = linregress(range(12), cp.run_logs(pts))
+        alone += fit.pvalue / 2 <= cp.DEFAULT_ALPHA and fit.slope < 0
+    assert held > alone + 3
+    one = [[v[0]] for v in drift(12, 0.9, 0.03, 5)]  # one round a run: nothing to take in
+    fit = linregress(range(12), cp.run_logs(one))
+    assert history_gate.trend(one, range(12), True).p_value == pytest.approx(fit.pvalue / 2)
+
+
 def test_the_gate_needs_the_threshold_and_a_baseline_moves_the_reference():
     pts = series(40, steps=((20, 0.96),), run_cv=0.005, round_cv=0.002, seed=8)
     assert not gate(pts).regressed  # −4% is within 5%
