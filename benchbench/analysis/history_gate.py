@@ -64,6 +64,7 @@ class Gate:
     p_value: float
     held_at: float  # the level p had to reach: alpha, or a recorded change's (Shift.held_at)
     regressed: bool
+    across: bool = False  # the latest level is a drift's, fitted across the steps' cuts
 
 
 def _logs(points: Sequence[Sequence[float]], runs: Sequence[int]) -> list[float]:
@@ -175,10 +176,13 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
     cut = _drifts(points, since)
     drift = trend(points, [r for s in (since if cut else [last]) for r in s.runs],
                   higher_is_better)
+    across = False
     if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
+        across = cut
         what = f"the drift since run {ref.start + 1}" if cut else "the latest segment's drift"
+        rate = f"{drift.pct_per_run:+.2f}".replace("-", "−")
         latest, latest_what, p, level = drift.end, (
-            f"{what} at its last run ({drift.pct_per_run:+.2f}% a run)"), drift.p_value, alpha
+            f"{what} at its last run ({rate}% a run)"), drift.p_value, alpha
         if (ref is last or cut) and baseline is None:
             reference, ref_what = drift.start, (
                 f"the drift's start (run {ref.start + 1})" if cut else
@@ -187,9 +191,10 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
     if odd is not None and change_pct(latest, odd.value, higher_is_better) < 0:
         from scipy.stats import norm
 
+        across = False
         # its distance in run-to-run noises, as a normal tail: how rare one run that far is
         latest, latest_what, p, level = odd.value, \
             f"the latest run alone (run {odd.at + 1})", float(2 * norm.sf(abs(odd.z))), alpha
     change = change_pct(reference, latest, higher_is_better)
     return Gate(reference, ref_what, latest, latest_what, change, steps, drift, p, level,
-                change < -threshold_pct and p <= level)
+                change < -threshold_pct and p <= level, across)

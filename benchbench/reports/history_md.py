@@ -95,7 +95,8 @@ def gate_text(h: History, s: Series, causes: bool = False) -> str:
         return head
     steps = [f"run {s.run_at(x.at)} ({h.run(s.run_at(x.at)).started_at[:10]})"
              + (f" {pct(x.change_pct)}" if len(g.steps) > 1 else "") for x in g.steps]
-    text = (f"{head}, since {steps[0]}" if len(steps) == 1 else
+    text = (f"{head}; change points cut the drift at {', '.join(steps)}" if g.across else
+            f"{head}, since {steps[0]}" if len(steps) == 1 else
             f"{head}, in {len(steps)} steps: {', '.join(steps)}")
     if causes:
         text += "".join(f"; {step_causes(s, x)}" for x in g.steps)

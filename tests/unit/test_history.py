@@ -230,8 +230,22 @@ def test_a_drift_cut_by_change_points_is_held_whole(seed):
     assert len([s for s in found.segments if s.runs]) > 1
     g = history_gate.judge(pts, found, True, 5.0, cp.DEFAULT_ALPHA)
     assert g.regressed and g.change_pct == pytest.approx(-9.2, abs=1.5)
-    assert g.latest_what.startswith("the drift since run 1 at its last run")
-    assert g.reference_what == "the drift's start (run 1)"
+    assert g.latest_what.startswith("the drift since run 1 at its last run (−0.")
+    assert g.reference_what == "the drift's start (run 1)" and g.across
+
+
+def test_the_report_says_change_points_cut_the_drift(tmp_path):
+    for i, run in enumerate(drift(12, 0.9, 0.01, 13)):
+        d = tmp_path / f"r{i:03d}"
+        d.mkdir()
+        results.save(cpu_run(day(i), base=run[0] / 100, rounds=tuple(v / run[0] for v in run)),
+                     d / "results.json")
+    h = history.build([str(tmp_path / "r*")])
+    text = history_md.gate_text(h, h.series[0])
+    assert text.startswith("matmul peak fp32 −1")
+    assert ": the drift since run 1 at its last run (−0." in text
+    assert text.endswith("a run) against the drift's start (run 1) (p < 0.001); change points "
+                         "cut the drift at run 8 (2026-10-08)")
 
 
 def test_the_trend_takes_the_rounds_noise_in():
