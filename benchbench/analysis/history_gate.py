@@ -80,14 +80,9 @@ def trend(points: Sequence[Sequence[float]], runs: Sequence[int], higher_is_bett
     from scipy.stats import t as student
 
     x = list(runs)
-    slope, level_at, ss = _line(x, _logs(points, runs))
-    mx = statistics.fmean(x)
-    sxx = sum((a - mx) ** 2 for a in x)
-    var, df = ss / (len(x) - 2), len(x) - 2
+    slope, level_at, ss, sxx = _line(x, _logs(points, runs))
     rounds = rounds_noise([points[i] for i in runs])
-    if rounds.df and rounds.run_var > 0 and var > 0 and max_t.agrees(
-            var, df, rounds.run_var, rounds.df):
-        var, df = (df * var + rounds.df * rounds.run_var) / (df + rounds.df), df + rounds.df
+    var, df, _ = max_t.pooled(ss / (len(x) - 2), len(x) - 2, rounds.run_var, rounds.df)
     sign = 1 if higher_is_better else -1
     worse = -sign * slope  # + when the runs get worse
     # one-sided: the gate asks only whether the machine is getting slower
@@ -100,14 +95,14 @@ def trend(points: Sequence[Sequence[float]], runs: Sequence[int], higher_is_bett
 
 
 def _line(x: Sequence[int], y: Sequence[float]
-          ) -> tuple[float, Callable[[float], float], float]:
+          ) -> tuple[float, Callable[[float], float], float, float]:
     """The least-squares line of y on x: (its slope, its value at an x, the sum of squares
-    about it)."""
+    about it, the sum of squares of x about its mean)."""
     mx, my = statistics.fmean(x), statistics.fmean(y)
-    slope = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sum(
-        (a - mx) ** 2 for a in x)
+    sxx = sum((a - mx) ** 2 for a in x)
+    slope = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
     ss = sum((b - my - slope * (a - mx)) ** 2 for a, b in zip(x, y, strict=True))
-    return slope, lambda at: my + slope * (at - mx), ss
+    return slope, lambda at: my + slope * (at - mx), ss, sxx
 
 
 def _drifts(points: Sequence[Sequence[float]], segs: Sequence[Segment]) -> bool:

@@ -69,6 +69,15 @@ def agrees(var: float, df: int, rounds_var: float, rounds_df: int) -> bool:
     return bool(var / rounds_var < f.ppf(1 - POOL_PRETEST, df, rounds_df))
 
 
+def pooled(var: float, df: int, rounds_var: float, rounds_df: int) -> tuple[float, int, bool]:
+    """(variance, df, whether pooled): values' variance with their rounds' joined in where the
+    values scatter no more than the rounds say (agrees), else as they were."""
+    if rounds_df <= 0 or rounds_var <= 0 or var <= 0 or not agrees(
+            var, df, rounds_var, rounds_df):
+        return var, df, False
+    return (df * var + rounds_df * rounds_var) / (df + rounds_df), df + rounds_df, True
+
+
 def _splits(x: Any) -> tuple[Any, Any, Any, Any]:
     """Every split of x along its last axis (one series, or one per row), index k: the right
     side starts at k. The left mean minus the right, the sum of squares within the two sides,

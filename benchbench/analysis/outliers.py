@@ -98,10 +98,9 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
     med = float(statistics.median(values))
     sigma, df = spread or _spread(values, med)
     pooled = False
-    if rounds and rounds[1] > 0 and rounds[0] > 0 and sigma > 0:
-        if max_t.agrees(sigma**2, df, rounds[0], rounds[1]):
-            sigma = math.sqrt((df * sigma**2 + rounds[1] * rounds[0]) / (df + rounds[1]))
-            df, pooled = df + rounds[1], True
+    if rounds:
+        var, df, pooled = max_t.pooled(sigma**2, df, *rounds)
+        sigma = math.sqrt(var) if pooled else sigma
     crit = float(t.isf(alpha / max(tests, 1.0), df))
     bar = max(crit * sigma, TINY_PCT / 100 * abs(med))
     sign = 1 if higher_is_better else -1
