@@ -11,7 +11,9 @@ how long 64 nodes take. Measured on this machine.
 2. Found: a node 15% slow, and one GPU 20% slow in an otherwise healthy node, in each fleet;
    beside it, in the node mix, what an oracle finds that knows the healthy nodes' spread
    exactly (the 3%, the GPUs' 1% and the rounds' 0.3% averaged over the node) and spends the
-   same alpha on the same nodes: the ceiling for any bar on one measurement.
+   same alpha on the same nodes: the ceiling for any bar on one measurement; and Grubbs' test,
+   the likelihood-ratio test for one low outlier among normal values, which must estimate the
+   spread from the fleet as the rule does (its bar drawn from normal fleets at the same alpha).
 3. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
 """
 
@@ -85,11 +87,33 @@ def oracle_finds(nodes: list[list[list[float]]], node: int,
     return values[node] / statistics.median(values) - 1 < -bar * NODE_SIGMA
 
 
+def grubbs_bar(n: int, alpha: float = outliers.DEFAULT_ALPHA, draws: int = 200_000) -> float:
+    """Grubbs' one-sided bar, (mean − min) / s, that n normal values pass with the nodes' share
+    of alpha: drawn, since its exact tail has no closed form."""
+    import numpy as np
+
+    rng = np.random.default_rng(n)
+    got = []
+    for _ in range(draws // 10_000):
+        x = rng.standard_normal((10_000, n))
+        got.append((x.mean(axis=1) - x.min(axis=1)) / x.std(axis=1, ddof=1))
+    return float(np.quantile(np.concatenate(got), 1 - (1 - GPU_SHARE) * alpha))
+
+
+def grubbs_finds(nodes: list[list[list[float]]], node: int, bar: float) -> bool:
+    """The node is the fleet's lowest, and Grubbs' statistic passes the bar."""
+    values = [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
+    low = min(range(len(values)), key=values.__getitem__)
+    spread = statistics.stdev(values)
+    return low == node and (statistics.fmean(values) - values[node]) / spread > bar
+
+
 def rates(count: int) -> None:
     for mix in ("node", "rounds"):
         for n in (32, 256):
             rng = random.Random(f"{mix} {n}")
-            failed = found_node = found_gpu = oracle = 0
+            failed = found_node = found_gpu = oracle = grubbs = 0
+            bar = grubbs_bar(n) if mix == "node" else 0.0
             for _ in range(count):
                 odd, inside = judged(fleet(rng, n, mix=mix))
                 failed += bool(odd or inside)
@@ -98,8 +122,9 @@ def rates(count: int) -> None:
                 found_node += 17 in odd
                 found_gpu += (5, 3) in inside
                 oracle += mix == "node" and oracle_finds(sick, 17)
-            ceiling = (f" (an oracle that knows the spread: {oracle})" if mix == "node"
-                       else "")
+                grubbs += mix == "node" and grubbs_finds(sick, 17, bar)
+            ceiling = (f" (an oracle that knows the spread: {oracle}; Grubbs' test, which "
+                       f"estimates it: {grubbs})" if mix == "node" else "")
             print(f"{mix:>6} mix, {n:3d} nodes: a healthy fleet fails (a low outlier node or "
                   f"GPU) in {failed} of {count}; the 15% slow node found in {found_node}"
                   f"{ceiling}, the 20% slow GPU in {found_gpu}", flush=True)
