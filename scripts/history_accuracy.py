@@ -24,7 +24,9 @@ their rounds say).
 
 Pure noise and the idle recorded change get ten times as many series as the other cells. A
 planted step is found when a change point lies within 3 runs of it; a change point further
-from every planted step is false. The gate is `history`'s exit rule at the defaults (5%).
+from every planted step is false. The gate is `history`'s exit rule at the defaults (5%); for
+the staircases and drifts the summary also gives the change the gate reports (its median per
+cell), which a line reads larger than steps it runs through.
 Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
 runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
 own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
@@ -51,6 +53,7 @@ from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate
 
 NEAR = 3  # runs: a change point this close to a planted step found it
+PLANTED = {"staircase": "−15.1%", "drift": "−10% at the last run"}
 SIZES = (-3, -5, -10, -20)
 CVS = (1, 3, 5, 10)
 LENGTHS = (12, 30, 100)
@@ -134,11 +137,15 @@ class Tally:
     spike_cp: int = 0
     spike_outlier: int = 0
     gate: int = 0
+    reads: list[float] | None = None  # the change the gate reports, per series (%)
 
-    def add(self, p: Planted, cuts: list[int], outliers: list[int] = (), gated: bool = False
-            ) -> None:
+    def add(self, p: Planted, cuts: list[int], outliers: list[int] = (), gated: bool = False,
+            read: float | None = None) -> None:
         self.series += 1
         self.errors = self.errors or []
+        self.reads = self.reads or []
+        if read is not None:
+            self.reads.append(read)
         for at, _ in p.steps:
             near = [c for c in cuts if abs(c - at) <= NEAR]
             self.planted += 1
@@ -154,11 +161,12 @@ class Tally:
         self.gate += gated
 
 
-def benchbench(pts: list[list[float]], changes: list[int]) -> tuple[list[int], list[int], bool]:
+def benchbench(pts: list[list[float]], changes: list[int]
+               ) -> tuple[list[int], list[int], bool, float | None]:
     found = cp.detect(pts, changes=changes)
     gate = history_gate.judge(pts, found, True, cp.DEFAULT_THRESHOLD_PCT, cp.DEFAULT_ALPHA)
     return ([s.at for s in found.shifts], [o.at for o in found.outliers],
-            bool(gate and gate.regressed))
+            bool(gate and gate.regressed), gate.change_pct if gate else None)
 
 
 def otava(python: str, batch: list[list[float]]) -> list[list[int]]:
@@ -260,8 +268,11 @@ def summary(results: dict[str, Tallies]) -> list[str]:
             cells = [(k, v[which]) for k, v in results.items() if k.startswith(family)
                      and ("cv=1" in k.split() or "cv=3" in k.split())]
             low = min(cells, key=lambda kv: kv[1].gate / kv[1].series)
+            reads = [statistics.median(t.reads) for _, t in cells if t.reads]
+            span = f"{min(reads):+.1f}% to {max(reads):+.1f}%".replace("-", "−")
             lines.append(f"{family}, CV ≤ 3%, {judged}: the gate exits 3 in at least "
-                         f"{pct(low[1].gate, low[1].series)} ({low[0]})")
+                         f"{pct(low[1].gate, low[1].series)} ({low[0]}); the change it "
+                         f"reports, median per cell: {span} (planted: {PLANTED[family]})")
     return lines
 
 

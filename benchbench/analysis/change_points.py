@@ -24,7 +24,10 @@ history borrows their degrees of freedom when the runs scatter no more than that
    maximum-t test of max_t.py (which pays exactly for the split having been the best of its
    stretch), times about how many such stretches the series holds; the weakest above `alpha`
    goes and its neighbours are tested again on the merged segments, until all that remain
-   hold.
+   hold. Where one holds so, the series is not all noise, and the merge runs again over every
+   candidate without the stretches' factor: pure noise reaches that pass only through a cut
+   that held in full, so its rate of showing any change point stays what the first pass
+   allows, and the steps of a staircase no longer each pay for all the others' stretches.
 4. Recorded changes: where the run's recorded environment differs from the run before's (a
    driver, a kernel), the place of a step was given by the record, not chosen among every
    run, so Student's t at that place is the test (Bonferroni over the series' recorded
@@ -235,19 +238,22 @@ def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_
 
 
 def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds, alpha: float,
-           recorded: Collection[int] = (), each: float = 0.0
+           recorded: Collection[int] = (), each: float = 0.0, stretches: bool = True
            ) -> tuple[list[int], list[tuple[float, float, bool]]]:
     """Otava's merge: drop the weakest cut (its p against the level it is held to) above that
     level, and test its neighbours again on the merged segments, until every cut holds. A cut
-    at a `recorded` change may be held at `each` (its share of at_change) instead. Each cut's
-    (p, level, whether its place was given)."""
+    at a `recorded` change may be held at `each` (its share of at_change) instead. `stretches`:
+    whether a cut pays for the stretch it tests having been chosen among the series' (False
+    once a cut held paying for it: see detect). Each cut's (p, level, whether its place was
+    given)."""
 
     def test(i: int) -> tuple[float, float, bool]:
         lo, hi = ([0, *cuts, len(y)][j] for j in (i, i + 2))
         split = max_t.split_at(y[lo:hi], cuts[i] - lo, rounds)
         # the segments either side were chosen among about len(y)/their length such
         # stretches: Bonferroni over them (none for a step in a series that has only it)
-        chosen = (min(1.0, split.p * len(y) / (hi - lo)), alpha, False)
+        times = len(y) / (hi - lo) if stretches else 1.0
+        chosen = (min(1.0, split.p * times), alpha, False)
         if cuts[i] not in recorded or chosen[0] <= alpha:
             return chosen
         # at a recorded change the place was given, not chosen: Student's t alone, at the
@@ -287,6 +293,13 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     if len(y) >= 2 * max_t.MIN_SIDE:
         weak |= set(_pelt(y, sigma))
     cuts, tests = _merge(y, sorted(weak), rounds, alpha)
+    # a cut that held paying for its stretch says the series is not all noise; then the other
+    # candidates pay only for their place within their own stretch (the maximum t), and
+    # pure noise keeps its rate of any change point at all (it reaches here only through
+    # a cut that held in full)
+    held = bool(cuts)
+    if held:
+        cuts, tests = _merge(y, sorted(weak), rounds, alpha, stretches=False)
     # then each recorded change (at the first kept run after it) that no cut lies a run from
     # (the noise moves the best split by a run, and there the data placed it) joins them, to
     # be tested at its place; a series' recorded changes share AT_CHANGE α
@@ -296,7 +309,7 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
         each = at_change(alpha) / len(recorded)
         extra = {r for r in recorded if all(abs(r - c) >= max_t.MIN_SIDE for c in cuts)}
         cuts = _add_recorded(y, cuts, extra, rounds, each)
-        cuts, tests = _merge(y, cuts, rounds, alpha, recorded, each)
+        cuts, tests = _merge(y, cuts, rounds, alpha, recorded, each, stretches=not held)
     edges = [0, *cuts, len(y)]
     groups = [kept[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     starts = [0] + [g[0] for g in groups[1:]]
