@@ -51,6 +51,11 @@ def fleet(rng: random.Random, n: int = 32, slow_node: int | None = None,
     return nodes
 
 
+def node_values(nodes: list[list[list[float]]]) -> list[float]:
+    """Each node's value: the median of its GPUs' means, as fleet takes it."""
+    return [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
+
+
 def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
            ) -> tuple[set[int], set[tuple[int, int]]]:
     """(the low outlier nodes, the low outlier (node, GPU)s inside their node), by fleet's
@@ -82,7 +87,7 @@ def oracle_finds(nodes: list[list[list[float]]], node: int,
                  alpha: float = outliers.DEFAULT_ALPHA) -> bool:
     """The node below the fleet's median by more than a normal bar at the same share of alpha over
     the nodes, with the healthy spread known instead of estimated."""
-    values = [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
+    values = node_values(nodes)
     bar = stats.norm.isf((1 - GPU_SHARE) * alpha / len(nodes))
     return values[node] / statistics.median(values) - 1 < -bar * NODE_SIGMA
 
@@ -102,7 +107,7 @@ def grubbs_bar(n: int, alpha: float = outliers.DEFAULT_ALPHA, draws: int = 200_0
 
 def grubbs_finds(nodes: list[list[list[float]]], node: int, bar: float) -> bool:
     """The node is the fleet's lowest, and Grubbs' statistic passes the bar."""
-    values = [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
+    values = node_values(nodes)
     low = min(range(len(values)), key=values.__getitem__)
     spread = statistics.stdev(values)
     return low == node and (statistics.fmean(values) - values[node]) / spread > bar
