@@ -39,12 +39,15 @@ TESTS = Path(__file__).resolve().parents[1] / "tests" / "support"
 
 
 def fleet(rng: random.Random, n: int = 32, slow_node: int | None = None,
-          slow_gpu: int | None = None, mix: str = "node") -> list[list[list[float]]]:
+          slow_gpu: int | None = None, mix: str = "node",
+          levels: list[float] | None = None) -> list[list[list[float]]]:
     """n nodes × 8 GPUs × 3 rounds. mix "node": the 3% is each node's own level (its rounds
-    agree to 0.3%); "rounds": the nodes are alike and every round draws the 3% itself."""
+    agree to 0.3%), or `levels` gives each node's; "rounds": the nodes are alike and every
+    round draws the 3% itself."""
     nodes = []
     for i in range(n):
-        f = (rng.gauss(1, 0.03) if mix == "node" else 1.0) * (0.85 if i == slow_node else 1.0)
+        own = levels[i] if levels else rng.gauss(1, 0.03) if mix == "node" else 1.0
+        f = own * (0.85 if i == slow_node else 1.0)
         sd = 0.003 if mix == "node" else 0.03
         nodes.append([[f * rng.gauss(1, 0.01) * (0.8 if i == slow_gpu and g == 3 else 1.0)
                        * rng.gauss(1, sd) for _ in range(3)] for g in range(8)])
@@ -56,17 +59,19 @@ def node_values(nodes: list[list[list[float]]]) -> list[float]:
     return [statistics.median(statistics.fmean(r) for r in g) for g in nodes]
 
 
-def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
+def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA,
+           measurements: tuple[float, float] = (1.0, 1.0)
            ) -> tuple[set[int], set[tuple[int, int]]]:
     """(the low outlier nodes, the low outlier (node, GPU)s inside their node), by fleet's
-    rule for one measurement: alpha shared between the node and the GPU tests as fleet
-    shares it (GPU_SHARE)."""
+    rule for one measurement of several (`measurements`: their effective number for the
+    nodes and for the GPUs, as fleet counts them): alpha shared between the node and the GPU
+    tests as fleet shares it (GPU_SHARE)."""
     n = len(nodes)
     gpu_value = [[statistics.fmean(r) for r in g] for g in nodes]
     node_value = [statistics.median(g) for g in gpu_value]
     rounds = cp.rounds_noise([r for g in nodes for r in g])
     med = statistics.median(node_value)
-    by_node = outliers.score(node_value, tests=n, alpha=(1 - GPU_SHARE) * alpha,
+    by_node = outliers.score(node_value, tests=n * measurements[0], alpha=(1 - GPU_SHARE) * alpha,
                              rounds=(rounds.run_var * med**2, rounds.df))
     odd = {i for i, s in enumerate(by_node.scores) if s.low}
     devs = [v / statistics.median(g) - 1 for g in gpu_value for v in g]
@@ -74,7 +79,8 @@ def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA
     inside = set()
     for i, g in enumerate(gpu_value):
         m = statistics.median(g)
-        got = outliers.score(g, tests=8 * n, alpha=GPU_SHARE * alpha, spread=(sigma * m, df))
+        got = outliers.score(g, tests=8 * n * measurements[1], alpha=GPU_SHARE * alpha,
+                             spread=(sigma * m, df))
         inside |= {(i, j) for j, s in enumerate(got.scores) if s.low}
     return odd, inside
 
@@ -135,6 +141,61 @@ def rates(count: int) -> None:
                   f"{ceiling}, the 20% slow GPU in {found_gpu}", flush=True)
 
 
+def correlated(rng: random.Random, n: int, m: int, rho: float) -> list[list[float]]:
+    """Each node's own level in each of m measurements: 3% spread in each, correlation rho
+    between any two of them over the nodes."""
+    out = [[] for _ in range(m)]
+    for _ in range(n):
+        shared = rng.gauss(0, 1)
+        for j in range(m):
+            z = math.sqrt(rho) * shared + math.sqrt(1 - rho) * rng.gauss(0, 1)
+            out[j].append(1 + 0.03 * z)
+    return out
+
+
+def counted(fleets: list[list[list[list[float]]]], alpha: float = outliers.DEFAULT_ALPHA
+            ) -> tuple[float, float]:
+    """The effective number of measurements for the nodes and for the GPUs, as fleet's _budget
+    takes them: at the tail of the bar they give, from Bonferroni's count, three times."""
+    nodes = [list(row) for row in zip(*(node_values(f) for f in fleets), strict=True)]
+    gpus = []
+    for f in fleets:
+        means = [[statistics.fmean(r) for r in g] for g in f]
+        gpus.append([v / statistics.median(g) for g in means for v in g])
+    gpus = [list(row) for row in zip(*gpus, strict=True)]
+    n, m = len(nodes), float(len(fleets))
+    node_m = gpu_m = m
+    for _ in range(3):
+        node_m, gpu_m = (outliers.effective_tests(nodes, (1 - GPU_SHARE) * alpha / (n * node_m)),
+                         outliers.effective_tests(gpus, GPU_SHARE * alpha / (8 * n * gpu_m)))
+    return node_m, gpu_m
+
+
+def several(count: int, m: int = 4, rhos: tuple[float, ...] = (0.8, 0.95, 1.0)) -> None:
+    """The node mix in m measurements at once, as fleet judges them: alpha over the nodes and
+    the GPUs times the effective number of measurements (counted from the fleet's own values);
+    the slow node 15% slow in all of them, found where any of them flags it."""
+    for rho in rhos:
+        for n in (32, 256):
+            rng = random.Random(f"several {rho} {n}")
+            failed = found = 0
+            m_effs = []
+            for _ in range(count):
+                for sick in (False, True):
+                    fleets = [fleet(rng, n, slow_node=17 if sick else None, levels=lv)
+                              for lv in correlated(rng, n, m, rho)]
+                    m_eff = counted(fleets)
+                    low = [judged(f, measurements=m_eff) for f in fleets]
+                    if sick:
+                        found += any(17 in odd for odd, _ in low)
+                    else:
+                        failed += any(odd or inside for odd, inside in low)
+                        m_effs.append(m_eff[0])
+            print(f"{m} measurements, correlation {rho:.2f}, {n:3d} nodes (effective "
+                  f"measurements {min(m_effs):.1f}–{max(m_effs):.1f}): a healthy fleet fails "
+                  f"in {failed} of {count}; the 15% slow node found in {found}", flush=True)
+
+
 def timed(n: int = 64) -> None:
     sys.path.insert(0, str(TESTS))
     from synthetic_runs import gpu_node
@@ -162,8 +223,12 @@ def timed(n: int = 64) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fleets", type=int, default=400)
+    ap.add_argument("--several", type=int, default=100,
+                    help="fleets of several measurements per correlation and size (0: none)")
     a = ap.parse_args()
     rates(a.fleets)
+    if a.several:
+        several(a.several)
     timed()
     return 0
 

@@ -7,17 +7,27 @@ someone every night. Three things make that hold without losing a slow node:
 - The spread: the standard deviation of the values within 3.5 robust deviations (1.4826 ·
   MAD) of the median, so that the outliers do not inflate it and the rest count fully (a MAD
   alone has the efficiency of a third as many values: from 32 nodes it misjudged the spread
-  by ±20%, and 4 fleets in 20 showed a false outlier). When the nodes scatter no more than the
+  by ±20%, and 4 fleets in 20 showed a false outlier), corrected for the cut: the values kept
+  are a normal's within ±c of its centre, whose variance is short of the whole's. When the
+  nodes scatter no more than the
   rounds of their own runs say they should (the F-test of max_t.py's pooling, at 0.25), the
   rounds' variance joins in with its degrees of freedom.
 - The bar: Student's t at `alpha` / the number of tests (Bonferroni), one-sided (a fast node
   fails nothing), at the spread's degrees of freedom, times the spread; never under TINY_PCT of
   the median (a 0.5% difference in a group that agrees to 0.1% is no fault worth a page).
-- The number of tests: nodes × the effective number of independent measurements (Li and Ji,
-  "Adjusting multiple testing in multilocus analyses using the eigenvalues of a correlation
-  matrix", Heredity 95, 2005), from how the measurements vary together across the nodes: a
-  slow node is slow in its matmul and its ResNet50 alike, and counting them as two tests would
-  halve the chance of seeing it.
+  The t is widened by √((1 + π/(2n)) (1 + 1/df)), because the value is held against estimates:
+  the median of n values varies by π σ²/(2n) about the centre, and a value the screen leaves
+  out stands outside the spread it is judged by, as a new value does in Student's prediction
+  interval. Without it, 32 normal values at 1e-4 a test showed a low value 1.3–1.8 times as
+  often as alpha said (1.1–1.2 times at 256): the tail of the statistic is heavier than t's.
+- The number of tests: nodes × the effective number of independent measurements, from how
+  the measurements vary together across the nodes: a slow node is slow in its matmul and its
+  ResNet50 alike, and counting them as two tests would halve the chance of seeing it. The count
+  is taken at the bar's own tail (effective_tests), where correlated measurements act nearly
+  as separate tests: four at a correlation of 0.8 make 3.1 tests at a one-sided p of 1.6e-4.
+  Li and Ji's count from the correlation matrix's eigenvalues (Heredity 95, 2005), built for
+  tails near 0.05, said 2.0, and healthy 32-node fleets of four such measurements failed in
+  10 of 400 (scripts/fleet_bench.py).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from benchbench.analysis import max_t
 
@@ -80,7 +91,12 @@ def _spread(values: Sequence[float], med: float) -> tuple[float, int]:
     kept = [v for v in values if abs(v - med) <= SCREEN * mad] if mad > 0 else list(values)
     if len(kept) < MIN_GROUP or mad == 0:
         return mad, max(1, len(values) - 1)
-    return statistics.stdev(kept), len(kept) - 1
+    sd = statistics.stdev(kept)
+    # the values kept are a normal's cut at the screen, ±c of their own spread: their variance
+    # is 1 − 2cφ(c)/(2Φ(c) − 1) of the whole's
+    c = SCREEN * mad / sd
+    cut = 1 - 2 * c * _NORMAL.pdf(c) / (2 * _NORMAL.cdf(c) - 1)
+    return sd / math.sqrt(cut) if cut > 0 else sd, len(kept) - 1
 
 
 def score(values: Sequence[float], higher_is_better: bool = True, tests: float = 1.0,
@@ -102,6 +118,8 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
         var, df, pooled = max_t.pooled(sigma**2, df, *rounds)
         sigma = math.sqrt(var) if pooled else sigma
     crit = float(t.isf(alpha / max(tests, 1.0), df))
+    if spread is None:
+        crit *= math.sqrt((1 + math.pi / (2 * len(values))) * (1 + 1 / df))
     bar = max(crit * sigma, TINY_PCT / 100 * abs(med))
     sign = 1 if higher_is_better else -1
     out = []
@@ -112,21 +130,58 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
     return Group(med, sigma, bar, out, df, pooled, tests)
 
 
-def effective_tests(table: Sequence[Sequence[float]]) -> float:
-    """Li and Ji's effective number of independent measurements: `table` holds one row per
-    node, one column per measurement (the nodes that have all of them); 1 to the columns."""
+def effective_tests(table: Sequence[Sequence[float]], level: float) -> float:
+    """How many independent tests the measurements make at a bar that one normal value passes
+    with the one-sided chance `level`: P(any passes its bar) / `level`, 1 to the columns.
+    `table` holds one row per node, one column per measurement, each oriented so that lower is
+    worse; a column with no spread (its median absolute deviation 0) is left out. The
+    correlation is Spearman's, as a normal copula's (2 sin(π r / 6)), so a slow
+    node does not make its measurements look alike. P(any) is bounded from above by Hunter
+    and Worsley: Bonferroni less the joint tails of the pairs along the tree of the strongest
+    correlations (Hunter, J. Appl. Prob. 13, 1976), tight where the tail is this far out."""
     columns = len(table[0]) if table else 0
     if columns < 2 or len(table) < 3:
         return float(max(columns, 1))
     import numpy as np
+    from scipy.stats import median_abs_deviation, spearmanr
 
     raw = np.asarray(table, dtype=float)
-    if not (raw > 0).all():  # no logarithm to take: count every measurement
-        return float(columns)
-    x = np.log(raw)
-    sd = x.std(axis=0)
-    if (sd == 0).any():
-        return float(columns)
-    eig = np.linalg.eigvalsh(np.corrcoef(x, rowvar=False))
-    eig = np.abs(eig)
-    return float(max(1.0, sum((e >= 1) + (e - math.floor(e)) for e in eig)))
+    # a column where half the nodes or more read one value has no spread to set a bar at
+    # alpha (score falls back to TINY_PCT's floor): it makes no test of this kind
+    raw = raw[:, median_abs_deviation(raw, axis=0) > 0]
+    columns = raw.shape[1]
+    if columns < 2:
+        return 1.0
+    r = spearmanr(raw).statistic  # a number for two columns, a matrix for more
+    r = np.array([[1.0, r], [r, 1.0]]) if np.ndim(r) == 0 else r
+    rho = 2 * np.sin(np.pi * np.nan_to_num(r) / 6)
+    bar = _NORMAL.inv_cdf(1 - level)
+    joint = sum(_joint_tail(bar, float(rho[i, j])) for i, j in _strongest_tree(rho))
+    return float(min(columns, max(1.0, columns - joint / level)))
+
+
+_NORMAL = statistics.NormalDist()
+
+
+def _joint_tail(bar: float, rho: float) -> float:
+    """P(X > bar and Y > bar) for standard normal X, Y of correlation rho."""
+    if rho >= 1 - 1e-12:
+        return 1 - _NORMAL.cdf(bar)
+    from scipy.integrate import quad
+
+    s = math.sqrt(1 - rho * rho)
+    got, _ = quad(lambda x: _NORMAL.pdf(x) * (1 - _NORMAL.cdf((bar - rho * x) / s)),
+                  bar, bar + 12)
+    return float(got)
+
+
+def _strongest_tree(rho: Any) -> list[tuple[int, int]]:
+    """The edges of the spanning tree of the largest correlations (Prim's)."""
+    n = len(rho)
+    inside, edges = {0}, []
+    while len(inside) < n:
+        i, j = max(((a, b) for a in inside for b in range(n) if b not in inside),
+                   key=lambda e: rho[e[0]][e[1]])
+        inside.add(j)
+        edges.append((i, j))
+    return edges
