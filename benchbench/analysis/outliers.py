@@ -9,9 +9,8 @@ someone every night. Three things make that hold without losing a slow node:
   alone has the efficiency of a third as many values: from 32 nodes it misjudged the spread
   by ±20%, and 4 fleets in 20 showed a false outlier), corrected for the cut: the values kept
   are a normal's within ±c of its centre, whose variance is short of the whole's. When the
-  nodes scatter no more than the
-  rounds of their own runs say they should (the F-test of max_t.py's pooling, at 0.25), the
-  rounds' variance joins in with its degrees of freedom.
+  nodes scatter no more than the rounds of their own runs say they should (the F-test of
+  max_t.py's pooling, at 0.25), the rounds' variance joins in with its degrees of freedom.
 - The bar: Student's t at `alpha` / the number of tests (Bonferroni), one-sided (a fast node
   fails nothing), at the spread's degrees of freedom, times the spread; never under TINY_PCT of
   the median (a 0.5% difference in a group that agrees to 0.1% is no fault worth a page).
@@ -167,6 +166,8 @@ def _joint_tail(bar: float, rho: float) -> float:
     """P(X > bar and Y > bar) for standard normal X, Y of correlation rho."""
     if rho >= 1 - 1e-12:
         return 1 - _NORMAL.cdf(bar)
+    if rho <= -1 + 1e-12:  # one past a positive bar puts the other below it
+        return 0.0
     from scipy.integrate import quad
 
     s = math.sqrt(1 - rho * rho)

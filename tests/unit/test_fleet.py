@@ -116,6 +116,8 @@ def test_correlated_measurements_count_as_the_tests_they_make_at_the_bars_tail()
     two = outliers.effective_tests([row[:2] for row in table], 1.6e-4)
     assert 1.0 < two < 2.0
     assert outliers.effective_tests([row[:2] + [1.0] for row in table], 1.6e-4) == two
+    # two that always move apart: no joint tail, two tests
+    assert outliers.effective_tests([[x, -x] for x, *_ in table], 1.6e-4) == 2.0
 
 
 # --- synthetic fleets -------------------------------------------------------------------------
