@@ -1,8 +1,6 @@
 """How often `benchbench fleet` calls a healthy node an outlier, whether it finds a sick one, and
 how long 64 nodes take. Measured on this machine.
 
-    python scripts/fleet_bench.py [--fleets 400]
-
 1. False outliers: --fleets healthy fleets of 32 and of 256 nodes of 8 GPUs and 3 rounds, 3%
    spread (σ, normal) from node to node, each GPU 1% more; how many fleets fail (a low outlier
    node, or a low GPU inside its node), by analysis/outliers.py's rule as compare/fleet.py
@@ -14,7 +12,13 @@ how long 64 nodes take. Measured on this machine.
    same alpha on the same nodes: the ceiling for any bar on one measurement; and Grubbs' test,
    the likelihood-ratio test for one low outlier among normal values, which must estimate the
    spread from the fleet as the rule does (its bar drawn from normal fleets at the same alpha).
-3. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
+3. Several measurements (--several fleets of each): the node mix in four measurements at once,
+   each node's levels in them correlated (0.8, 0.95, 1) over the nodes, the slow node 15% slow
+   in all four; alpha paid for the nodes and GPUs times the effective number of measurements as
+   fleet counts it (outliers.effective_tests, at the bar's tail).
+4. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
+
+    python scripts/fleet_bench.py [--fleets 400] [--several 100]
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ someone every night. Three things make that hold without losing a slow node:
   The t is widened by √((1 + π/(2n)) (1 + 1/df)), because the value is held against estimates:
   the median of n values varies by π σ²/(2n) about the centre, and a value the screen leaves
   out stands outside the spread it is judged by, as a new value does in Student's prediction
-  interval. Without it, 32 normal values at 1e-4 a test showed a low value 1.3–1.8 times as
-  often as alpha said (1.1–1.2 times at 256): the tail of the statistic is heavier than t's.
+  interval. Without it, 32 normal values at 3e-4 to 2e-5 a test showed a low value 1.3–1.8
+  times as often as alpha said (1.1–1.2 times at 256): the statistic's tail is heavier than t's.
 - The number of tests: nodes × the effective number of independent measurements, from how
   the measurements vary together across the nodes: a slow node is slow in its matmul and its
   ResNet50 alike, and counting them as two tests would halve the chance of seeing it. The count
