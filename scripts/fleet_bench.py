@@ -160,19 +160,16 @@ def correlated(rng: random.Random, n: int, m: int, rho: float) -> list[list[floa
 def counted(fleets: list[list[list[list[float]]]], alpha: float = outliers.DEFAULT_ALPHA
             ) -> tuple[float, float]:
     """The effective number of measurements for the nodes and for the GPUs, as fleet's _budget
-    takes them: at the tail of the bar they give, from Bonferroni's count, three times."""
+    takes them (outliers.paid_tests)."""
     nodes = [list(row) for row in zip(*(node_values(f) for f in fleets), strict=True)]
     gpus = []
     for f in fleets:
         means = [[statistics.fmean(r) for r in g] for g in f]
         gpus.append([v / statistics.median(g) for g in means for v in g])
     gpus = [list(row) for row in zip(*gpus, strict=True)]
-    n, m = len(nodes), float(len(fleets))
-    node_m = gpu_m = m
-    for _ in range(3):
-        node_m, gpu_m = (outliers.effective_tests(nodes, (1 - GPU_SHARE) * alpha / (n * node_m)),
-                         outliers.effective_tests(gpus, GPU_SHARE * alpha / (8 * n * gpu_m)))
-    return node_m, gpu_m
+    n, m = len(nodes), len(fleets)
+    return (outliers.paid_tests([(n, nodes, m)], (1 - GPU_SHARE) * alpha) / n,
+            outliers.paid_tests([(8 * n, gpus, m)], GPU_SHARE * alpha) / (8 * n))
 
 
 def several(count: int, m: int = 4, rhos: tuple[float, ...] = (0.8, 0.95, 1.0)) -> None:

@@ -229,4 +229,3 @@ def _siegmund(z: float, m: int) -> float:
     area = quad(lambda u: nu(z / math.sqrt(m * u * (1 - u))) / (u * (1 - u)), lo, hi,
                 limit=200)[0]
     return float(min(1.0, z * norm.pdf(z) * area))
-

@@ -250,11 +250,9 @@ def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure
 Rows = dict[series.Key, list[tuple[int, series.Figure]]]  # a group's figures per measurement
 
 
-def _oriented(found: list[tuple[int, series.Figure]]) -> dict[Any, float]:
-    """Each node's figure, negated where lower is better, so that lower is worse in every
-    column."""
-    sign = 1.0 if found[0][1].higher_is_better else -1.0
-    return {i: sign * f.value for i, f in found}
+def _sign(found: list[tuple[int, series.Figure]]) -> float:
+    """1, or −1 where lower is better: lower is worse in every column of a count's table."""
+    return 1.0 if found[0][1].higher_is_better else -1.0
 
 
 def _table(columns: list[dict[Any, float]]) -> list[list[float]]:
@@ -263,45 +261,33 @@ def _table(columns: list[dict[Any, float]]) -> list[list[float]]:
     return [[c[e] for c in columns] for e in sorted(common, key=str)]
 
 
-def _effective(table: list[list[float]], columns: int, level: float) -> float:
-    return outliers.effective_tests(table, level) if table else float(columns)
-
-
 def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
             alpha: float) -> _Budget:
-    """The tests of the whole fleet: per group, its nodes times the effective number of its
-    measurements (how they vary together over the nodes, at the tail the bar sits in), and its
-    GPUs likewise (how a GPU's deviations from its node's median vary together). The bar's
-    tail depends on the count, so the count starts at Bonferroni's and is taken again at the
-    bar it gives, three times (in the tests' 32-node fleet the third moved it by 0.02%)."""
-    parts: list[tuple[int, list[list[float]], int, int, list[list[float]], int]] = []
-    # per group: nodes, their table, its columns; GPUs, their table, its columns
+    """The tests of the whole fleet (outliers.paid_tests): per group, its nodes times the
+    effective number of its measurements (how they vary together over the nodes, at the tail
+    the bar sits in), and its GPUs likewise (how a GPU's deviations from its node's median
+    vary together)."""
+    node_parts, gpu_parts = [], []
     for group, rows in rows_by_group.items():
         found = node_figures[group]
         nodes = len(set().union(*({i for i, _ in f} for f in found.values()))) if found else 0
+        node_parts.append((nodes, _table([{i: _sign(f) * fig.value for i, fig in f}
+                                          for f in found.values()]), len(found)))
         gpu_columns, gpu_count = [], 0
         for per_gpu in rows.values():
             inside = {i: figs for i, figs in _per_node(per_gpu).items()
                       if len(figs) >= outliers.MIN_GROUP}
             if not inside:
                 continue
-            sign = 1.0 if per_gpu[0][1].higher_is_better else -1.0
-            gpu_columns.append({(i, f.device): sign * f.value / statistics.median(
+            gpu_columns.append({(i, f.device): _sign(per_gpu) * f.value / statistics.median(
                 g.value for g in figs) for i, figs in inside.items() for f in figs})
             gpu_count = max(gpu_count, sum(len(figs) for figs in inside.values()))
-        parts.append((nodes, _table([_oriented(f) for f in found.values()]), len(found),
-                      gpu_count, _table(gpu_columns), len(gpu_columns)))
-    node_tests = float(sum(n * cols for n, _, cols, _, _, _ in parts))
-    gpu_tests = float(sum(g * cols for _, _, _, g, _, cols in parts))
-    for _ in range(3):
-        budget = _Budget(alpha, max(node_tests, 1.0), gpu_tests)
-        node_level = budget.share(False)[0] / budget.node_tests
-        gpu_level = budget.share(True)[0] / gpu_tests if gpu_tests else 0.0
-        node_tests = sum(n * _effective(table, cols, node_level)
-                         for n, table, cols, _, _, _ in parts)
-        gpu_tests = sum(g * _effective(table, cols, gpu_level)
-                        for _, _, _, g, table, cols in parts if g)
-    return _Budget(alpha, max(node_tests, 1.0), gpu_tests)
+        if gpu_count:
+            gpu_parts.append((gpu_count, _table(gpu_columns), len(gpu_columns)))
+    if not gpu_parts:
+        return _Budget(alpha, outliers.paid_tests(node_parts, alpha), 0.0)
+    return _Budget(alpha, outliers.paid_tests(node_parts, (1 - GPU_SHARE) * alpha),
+                   outliers.paid_tests(gpu_parts, GPU_SHARE * alpha))
 
 
 def build(args: Sequence[str], *, allow_same_machine: bool = False,
