@@ -12,13 +12,15 @@ how long 64 nodes take. Measured on this machine.
    same alpha on the same nodes: the ceiling for any bar on one measurement; and Grubbs' test,
    the likelihood-ratio test for one low outlier among normal values, which must estimate the
    spread from the fleet as the rule does (its bar drawn from normal fleets at the same alpha).
-3. Several measurements (--several fleets of each): the node mix in four measurements at once,
+3. Two nodes 15% slow, in fleets of their own (node mix): each must be found, though the
+   other could widen the spread it is judged by (--only-two runs this alone).
+4. Several measurements (--several fleets of each): the node mix in four measurements at once,
    each node's levels in them correlated (0.8, 0.95, 1) over the nodes, the slow node 15% slow
    in all four; alpha paid for the nodes and GPUs times the effective number of measurements as
    fleet counts it (outliers.effective_tests, at the bar's tail).
-4. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
+5. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
 
-    python scripts/fleet_bench.py [--fleets 400] [--several 100]
+    python scripts/fleet_bench.py [--fleets 400] [--several 100] [--only-two]
 """
 
 from __future__ import annotations
@@ -44,14 +46,15 @@ TESTS = Path(__file__).resolve().parents[1] / "tests" / "support"
 
 def fleet(rng: random.Random, n: int = 32, slow_node: int | None = None,
           slow_gpu: int | None = None, mix: str = "node",
-          levels: list[float] | None = None) -> list[list[list[float]]]:
+          levels: list[float] | None = None, also_slow: int | None = None
+          ) -> list[list[list[float]]]:
     """n nodes × 8 GPUs × 3 rounds. mix "node": the 3% is each node's own level (its rounds
     agree to 0.3%), or `levels` gives each node's; "rounds": the nodes are alike and every
-    round draws the 3% itself."""
+    round draws the 3% itself. `slow_node` and `also_slow` are 15% slow."""
     nodes = []
     for i in range(n):
         own = levels[i] if levels else rng.gauss(1, 0.03) if mix == "node" else 1.0
-        f = own * (0.85 if i == slow_node else 1.0)
+        f = own * (0.85 if i in (slow_node, also_slow) else 1.0)
         sd = 0.003 if mix == "node" else 0.03
         nodes.append([[f * rng.gauss(1, 0.01) * (0.8 if i == slow_gpu and g == 3 else 1.0)
                        * rng.gauss(1, sd) for _ in range(3)] for g in range(8)])
@@ -145,6 +148,20 @@ def rates(count: int) -> None:
                   f"{ceiling}, the 20% slow GPU in {found_gpu}", flush=True)
 
 
+def two_slow(count: int) -> None:
+    """Two nodes 15% slow in the node mix: how often each is found, and both. A second slow
+    node must not hide the first by widening the spread it is judged by."""
+    for n in (32, 256):
+        rng = random.Random(f"two {n}")
+        each = both = 0
+        for _ in range(count):
+            odd, _ = judged(fleet(rng, n, slow_node=17, also_slow=18))
+            each += (17 in odd) + (18 in odd)
+            both += {17, 18} <= odd
+        print(f"  node mix, {n:3d} nodes, two 15% slow nodes: each found in {each} of "
+              f"{2 * count}, both in {both} of {count}", flush=True)
+
+
 def correlated(rng: random.Random, n: int, m: int, rho: float) -> list[list[float]]:
     """Each node's own level in each of m measurements: 3% spread in each, correlation rho
     between any two of them over the nodes."""
@@ -226,8 +243,14 @@ def main() -> int:
     ap.add_argument("--fleets", type=int, default=400)
     ap.add_argument("--several", type=int, default=100,
                     help="fleets of several measurements per correlation and size (0: none)")
+    ap.add_argument("--only-two", action="store_true",
+                    help="only the fleets with two slow nodes (--fleets of each size)")
     a = ap.parse_args()
+    if a.only_two:
+        two_slow(a.fleets)
+        return 0
     rates(a.fleets)
+    two_slow(a.fleets)
     if a.several:
         several(a.several)
     timed()

@@ -63,16 +63,17 @@ class Measure:
     unit: str
     higher_is_better: bool
     median: float
-    # the group's robust spread, in percent of its median; None (unknown) where it is 0: half
-    # the nodes or more read exactly the median, as copies of one run do (timed figures of
+    # the spread of the nodes that are no outliers, in percent of the median; None (unknown)
+    # where it is 0: they all read the same, as copies of one run do (timed figures of
     # separate runs are not equal to the last digit)
     sigma_pct: float | None
-    bar: float  # how far from the median an outlier lies (outliers.Group.bar)
+    bar: float  # how far from `center` a node not yet seen would be an outlier
     entities: list[Entity]  # one per node
     gpus: list[Entity] = field(default_factory=list)  # per GPU, within its node
-    # the smallest deviation from the median this group's spread lets the rule see, percent
+    # the smallest deviation from `center` this group's spread lets the rule see, percent
     bar_pct: float = 0.0
     pooled: bool = False  # the rounds' noise joined the spread
+    center: float = 0.0  # what the nodes are held against: the mean of those no outliers
 
     @property
     def outliers(self) -> list[Entity]:
@@ -244,7 +245,7 @@ def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure
                                  spread)[1]]
     return Measure(group, name, key, first.unit, first.higher_is_better, scored.median,
                    scored.sigma_pct if scored.sigma > 0 else None, scored.bar, entities, gpus,
-                   scored.bar_pct, scored.pooled)
+                   scored.bar_pct, scored.pooled, scored.center)
 
 
 Rows = dict[series.Key, list[tuple[int, series.Figure]]]  # a group's figures per measurement

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis.outliers import MIN_GROUP, SCREEN, TINY_PCT
+from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT
 from benchbench.compare.fleet import Entity, Fleet, Measure
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
@@ -15,8 +15,8 @@ from benchbench.reports.history_md import evidence_text, noise_text, pct, value
 # The outlier rule (analysis/outliers.py) in words, as fleet.md's header and fleet.html's
 # banner state it.
 OUTLIER_RULE = ("beyond Student's t at the fleet's alpha shared over every test (nodes × the "
-                "effective number of measurements, Bonferroni) times the group's spread, and "
-                f"never within {TINY_PCT:g}% of the median")
+                "effective number of measurements, Bonferroni) times the spread of what it is "
+                f"held against, and never within {TINY_PCT:g}% of it")
 
 
 def z_text(e: Entity) -> str:
@@ -41,11 +41,14 @@ def outlier_text(f: Fleet, m: Measure, e: Entity) -> str:
 def _header(f: Fleet) -> list[str]:
     return [f"# benchbench fleet: {len(f.nodes)} nodes", "",
             f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
-            "count and CPU model). Rule: each headline figure is held against its group's "
-            "median, z = (x − median) / spread, the spread the standard deviation of the "
-            f"nodes within {SCREEN:g} robust deviations of the median (with the noise of their "
-            "runs' rounds where the nodes scatter no more than that); a node is an outlier "
-            f"{OUTLIER_RULE}. A healthy fleet shows a low outlier with a chance of "
+            "count and CPU model). Rule: each headline figure is held against the rest of its "
+            "group. The node farthest from the others' mean is taken out and held against "
+            "them, their mean and standard deviation (with the noise of their runs' rounds "
+            f"where the nodes scatter no more than that): it is an outlier {OUTLIER_RULE}. "
+            "Then the next, up to a fifth of the group; those taken out up to the last outlier "
+            "are the outliers (Rosner's generalized ESD), so that a second slow node cannot "
+            "hide the first. z = (x − the mean of the nodes that are no outliers) / their "
+            "standard deviation. A healthy fleet shows a low outlier with a chance of "
             f"{f.alpha:g} in all ({f.node_tests:.0f} node tests"
             + (f", {f.gpu_tests:.0f} GPU tests" if f.gpu_tests else "") + "). A figure "
             "measured per GPU counts for its node as the median of its GPUs, and each GPU is "
@@ -85,11 +88,11 @@ def _measures(f: Fleet) -> list[str]:
              f"({entity_label(f, m.worst)})",
              ", ".join(entity_label(f, e) for e in m.outliers) or "none"]
             for m in f.measures]
-    return ["## Measurements", "", "Spread: the group's standard deviation (see the rule) in "
-            "percent of its median; unknown where it is 0 (half the nodes or more read exactly "
-            "the median: copies of one run, not a measured spread). Sees: the smallest "
-            "deviation from the median this fleet's spread lets the rule call; a node further "
-            "off is an outlier. Each measurement is plotted in fleet.html.", ""] + \
+    return ["## Measurements", "", "Spread: the standard deviation of the nodes that are no "
+            "outliers (see the rule) in percent of the group's median; unknown where it is 0 "
+            "(they all read the same: copies of one run, not a measured spread). Sees: the "
+            "smallest deviation from their mean this fleet's spread lets the rule call; a "
+            "node further off is an outlier. Each measurement is plotted in fleet.html.", ""] + \
         fmt.table(["measurement", "group", "nodes", "median", "spread", "sees", "worst node",
                    "outliers"], rows)
 

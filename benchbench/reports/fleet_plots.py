@@ -51,7 +51,7 @@ def measure_figure(f: Fleet, m: Measure) -> Any:
     ax = fig.add_subplot()
     xs = list(range(1, len(ranked) + 1))
     middle = (len(ranked) + 1) / 2
-    ax.axhspan(m.median - m.bar, m.median + m.bar, color=BAND, zorder=0,
+    ax.axhspan(m.center - m.bar, m.center + m.bar, color=BAND, zorder=0,
                label="within the group (not an outlier)")
     ax.axhline(m.median, color=MEDIAN, linewidth=1.2, label="group median", zorder=1)
     calm = [(x, e) for x, e in zip(xs, ranked, strict=True) if not e.score.outlier]
