@@ -175,8 +175,9 @@ def _esd(values: Sequence[float], p: float, rounds: tuple[float, int] | None) ->
         order.append(k)
         others = x[left]
         sigma, df, _ = _pooled_sd(others, rounds)
-        far = abs(x[k] - others.mean())
-        if far <= TINY_PCT / 100 * abs(others.mean()):
+        mean = float(others.mean())
+        far = abs(x[k] - mean)
+        if far <= TINY_PCT / 100 * abs(mean):
             near.add(k)
         ts.append(far / (sigma * math.sqrt(1 + 1 / len(others))) if sigma > 0 else math.inf)
         dfs.append(df)
@@ -202,8 +203,10 @@ def effective_tests(table: Sequence[Sequence[float]], level: float) -> float:
     from scipy.stats import median_abs_deviation, spearmanr
 
     raw = np.asarray(table, dtype=float)
-    # a column where half the nodes or more read one value has no spread to set a bar at
-    # alpha (score falls back to TINY_PCT's floor): it makes no test of this kind
+    # a column where half the nodes or more read one value (copies of one run) is left out:
+    # where the nodes that are no outliers all read it, score has no spread and holds them to
+    # TINY_PCT's floor alone, no test at alpha (where the rest still spread, score does test
+    # at alpha and this count misses it; fleet refuses copies of one machine unless told)
     raw = raw[:, median_abs_deviation(raw, axis=0) > 0]
     columns = raw.shape[1]
     if columns < 2:
@@ -214,7 +217,6 @@ def effective_tests(table: Sequence[Sequence[float]], level: float) -> float:
     bar = _NORMAL.inv_cdf(1 - level)
     joint = sum(_joint_tail(bar, float(rho[i, j])) for i, j in _strongest_tree(rho))
     return float(min(columns, max(1.0, columns - joint / level)))
-
 
 
 def paid_tests(parts: Sequence[tuple[int, Sequence[Sequence[float]], int]], alpha: float
