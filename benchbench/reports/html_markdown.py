@@ -36,7 +36,9 @@ def img(name: str, png: bytes, alt: str) -> str:
 
 # --- the Markdown subset report.md uses: headings, tables, lists, paragraphs, bold, code ------
 
-_NUM = re.compile(r"^(\*\*)?[−\-]?\d")
+# a number, but not a count of named things ("8× NVIDIA H100 …" is text: right-aligned and kept
+# on one line, it pushed fleet.html's Measurements table past the page's edge)
+_NUM = re.compile(r"^(\*\*)?[−\-]?\d(?![\d.,]*×\s*[A-Za-z])")
 _BULLET = re.compile(r"^\s*[-*] ")
 
 

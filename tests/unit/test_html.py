@@ -191,6 +191,14 @@ def test_markdown_subset():
     assert "<p>plain &lt;tag&gt; continued</p>" in got
 
 
+def test_a_count_of_named_things_is_text_and_a_speedup_a_number():
+    got = html.markdown_to_html(["| hardware | speedup | nodes |", "|---|---|---|",
+                                 "| 8× NVIDIA H100 80GB HBM3 · Intel Xeon | 2.1× | 32 |",
+                                 "| 4× NVIDIA L4 | 1.05× | 4 |"])
+    assert "<td>8× NVIDIA H100 80GB HBM3 · Intel Xeon</td>" in got
+    assert '<td class="num">2.1×</td>' in got and '<td class="num">32</td>' in got
+
+
 def self_contained(page: str, n_images: int) -> None:
     links = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", page, re.I)
     assert not [u for u in links if "http" in u.lower() or u.startswith("//")]
