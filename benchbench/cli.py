@@ -206,9 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
              "with evidence (exit 3: one is below its group)",
         description="Nodes (runs, run folders, quoted globs, or the nodes of one multi-node "
                     "run) grouped by GPU model and count and CPU model; each headline figure "
-                    "held against its group's median and spread, the bar paid for every "
-                    "test the fleet makes; each outlier with what its "
-                    "own run shows that the group's median node does not. Prints Markdown; "
+                    "held against the rest of its group (and, with --before, each node's "
+                    "change since its own earlier run against the others' changes), the bar "
+                    "paid for every test the fleet makes; each outlier with what its "
+                    "own run shows that the group's median node (or its earlier run) does "
+                    "not. Prints Markdown; "
                     "writes no file unless --out is given. Exit 0, 3 when an outlier is "
                     "below its group, 2 bad input.")
     f.add_argument("--alpha", type=float, default=0.01, metavar="A",
@@ -216,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "every node, GPU and measurement (default 0.01)")
     f.add_argument("--allow-same-machine", action="store_true",
                    help="accept two runs of one machine as two nodes (refused by default)")
+    f.add_argument("--before", action="append", default=[], metavar="RUN",
+                   help="an earlier run of the nodes (a results.json, a run folder, or a quoted "
+                        "glob; repeat for more): each node's change since its own is held "
+                        "against the other nodes' changes too, which sees a node that got "
+                        "slower where its level alone hides in the group's spread")
 
     x = sub.add_parser("export", help="write a run's headline figures for monitoring: a "
                                       "node_exporter textfile")

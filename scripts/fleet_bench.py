@@ -18,9 +18,14 @@ how long 64 nodes take. Measured on this machine.
    each node's levels in them correlated (0.8, 0.95, 1) over the nodes, the slow node 15% slow
    in all four; alpha paid for the nodes and GPUs times the effective number of measurements as
    fleet counts it (outliers.effective_tests, at the bar's tail).
-5. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
+5. Earlier runs (fleet --before; --earlier fleets of each): the node mix measured twice, each
+   node's own level the same both times and moved by 0, 1 or 3% (σ) between them, the GPUs'
+   1% and the rounds drawn afresh; the slow node 15% slower the second time. Each node's
+   change is held against the others' as well as its level against theirs, both paid from the
+   nodes' share of alpha, as fleet does.
+6. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
 
-    python scripts/fleet_bench.py [--fleets 400] [--several 100] [--only-two]
+    python scripts/fleet_bench.py [--fleets 400] [--several 100] [--earlier 400] [--only-two]
 """
 
 from __future__ import annotations
@@ -67,20 +72,32 @@ def node_values(nodes: list[list[list[float]]]) -> list[float]:
 
 
 def judged(nodes: list[list[list[float]]], alpha: float = outliers.DEFAULT_ALPHA,
-           measurements: tuple[float, float] = (1.0, 1.0)
+           measurements: tuple[float, float] = (1.0, 1.0),
+           then: list[list[list[float]]] | None = None
            ) -> tuple[set[int], set[tuple[int, int]]]:
     """(the low outlier nodes, the low outlier (node, GPU)s inside their node), by fleet's
     rule for one measurement of several (`measurements`: their effective number for the
     nodes and for the GPUs, as fleet counts them): alpha shared between the node and the GPU
-    tests as fleet shares it (GPU_SHARE)."""
+    tests as fleet shares it (GPU_SHARE). `then`: the nodes' earlier runs, each node's change
+    since its own held against the others' too, the nodes' tests doubled."""
     n = len(nodes)
     gpu_value = [[statistics.fmean(r) for r in g] for g in nodes]
     node_value = [statistics.median(g) for g in gpu_value]
     rounds = cp.rounds_noise([r for g in nodes for r in g])
     med = statistics.median(node_value)
-    by_node = outliers.score(node_value, tests=n * measurements[0], alpha=(1 - GPU_SHARE) * alpha,
+    tests = n * measurements[0] * (2 if then else 1)
+    by_node = outliers.score(node_value, tests=tests, alpha=(1 - GPU_SHARE) * alpha,
                              rounds=(rounds.run_var * med**2, rounds.df))
     odd = {i for i, s in enumerate(by_node.scores) if s.low}
+    if then:
+        before = node_values(then)
+        ratios = [a / b for a, b in zip(node_value, before, strict=True)]
+        was = cp.rounds_noise([r for g in then for r in g])
+        r = statistics.median(ratios)
+        changes = outliers.score(ratios, tests=tests, alpha=(1 - GPU_SHARE) * alpha,
+                                 rounds=((rounds.run_var + was.run_var) * r**2,
+                                         rounds.df + was.df))
+        odd |= {i for i, s in enumerate(changes.scores) if s.low}
     devs = [v / statistics.median(g) - 1 for g in gpu_value for v in g]
     sigma, df = outliers.relative_spread(devs)
     inside = set()
@@ -214,6 +231,31 @@ def several(count: int, m: int = 4, rhos: tuple[float, ...] = (0.8, 0.95, 1.0)) 
                   f"in {failed} of {count}; the 15% slow node found in {found}", flush=True)
 
 
+def earlier(count: int, moves: tuple[float, ...] = (0.0, 0.01, 0.03)) -> None:
+    """The node mix measured twice (fleet --before): each node's level the same both times and
+    moved by `moves` (σ) between them; the slow node 15% slower the second time, found where
+    its level or its change is a low outlier. Beside it, the level alone on the same fleets."""
+    for move in moves:
+        for n in (32, 256):
+            rng = random.Random(f"earlier {move} {n}")
+            failed = found = alone = 0
+            for _ in range(count):
+                for sick in (False, True):
+                    levels = [rng.gauss(1, 0.03) for _ in range(n)]
+                    then = fleet(rng, n, levels=levels)
+                    now = fleet(rng, n, slow_node=17 if sick else None,
+                                levels=[v * rng.gauss(1, move) for v in levels])
+                    odd, inside = judged(now, then=then)
+                    if sick:
+                        found += 17 in odd
+                        alone += 17 in judged(now)[0]
+                    else:
+                        failed += bool(odd or inside)
+            print(f"earlier runs, each node moved {move:.0%} between them, {n:3d} nodes: a "
+                  f"healthy fleet fails in {failed} of {count}; the node 15% slower since "
+                  f"found in {found} (by its level alone: {alone})", flush=True)
+
+
 def timed(n: int = 64) -> None:
     sys.path.insert(0, str(TESTS))
     from synthetic_runs import gpu_node
@@ -224,18 +266,25 @@ def timed(n: int = 64) -> None:
     with tempfile.TemporaryDirectory(prefix="benchbench-fleet-bench-") as tmp:
         root = Path(tmp)
         for i in range(n):
-            d = root / "nodes" / f"node{i:02d}"
-            d.mkdir(parents=True)
-            results.save(gpu_node(f"node{i:02d}", factor=rng.gauss(1, 0.03),
-                                  per_gpu={g: rng.gauss(1, 0.01) for g in range(8)}),
-                         d / "results.json")
-        started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "benchbench", "fleet",
-                               str(root / "nodes" / "*"), "--out", str(root / "out"),
-                               "--junit", str(root / "fleet.xml")], capture_output=True,
-                              text=True)
-        print(f"benchbench fleet, {n} nodes of 8 GPUs, end to end with --out and --junit: "
-              f"{time.perf_counter() - started:.1f} s (exit {proc.returncode})")
+            level = rng.gauss(1, 0.03)
+            for folder, when, moved in (("nodes", "2026-11-30T02:00:00+00:00", 1.0),
+                                        ("then", "2026-11-01T02:00:00+00:00",
+                                         rng.gauss(1, 0.005))):
+                d = root / folder / f"node{i:02d}"
+                d.mkdir(parents=True)
+                results.save(gpu_node(f"node{i:02d}", factor=level * moved, started=when,
+                                      per_gpu={g: rng.gauss(1, 0.01) for g in range(8)}),
+                             d / "results.json")
+        for extra, what in (([], ""), (["--before", str(root / "then" / "*")],
+                                       ", and each node's earlier run (--before)")):
+            out = root / f"out{len(extra)}"
+            started = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "benchbench", "fleet",
+                                   str(root / "nodes" / "*"), *extra, "--out", str(out),
+                                   "--junit", str(root / f"fleet{len(extra)}.xml")],
+                                  capture_output=True, text=True)
+            print(f"benchbench fleet, {n} nodes of 8 GPUs{what}, end to end with --out and "
+                  f"--junit: {time.perf_counter() - started:.1f} s (exit {proc.returncode})")
 
 
 def main() -> int:
@@ -243,6 +292,8 @@ def main() -> int:
     ap.add_argument("--fleets", type=int, default=400)
     ap.add_argument("--several", type=int, default=100,
                     help="fleets of several measurements per correlation and size (0: none)")
+    ap.add_argument("--earlier", type=int, default=100,
+                    help="fleets measured twice, per move and size (0: none)")
     ap.add_argument("--only-two", action="store_true",
                     help="only the fleets with two slow nodes (--fleets of each size)")
     a = ap.parse_args()
@@ -253,6 +304,8 @@ def main() -> int:
     two_slow(a.fleets)
     if a.several:
         several(a.several)
+    if a.earlier:
+        earlier(a.earlier)
     timed()
     return 0
 

@@ -24,8 +24,8 @@ def main(args: argparse.Namespace) -> int:
     check_number("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
     where = outputs(args)
     try:
-        f = fleet.build(args.runs, allow_same_machine=args.allow_same_machine,
-                        alpha=args.alpha)
+        f = fleet.build(args.runs, before=args.before,
+                        allow_same_machine=args.allow_same_machine, alpha=args.alpha)
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "fleet", fleet_md.render(f),

@@ -10,6 +10,11 @@ each GPU is also held against its node's median GPU (with the spread of every no
 about theirs), so the slowest GPU of an 8-GPU node stands out where its node's figure does not
 move. The fleet's alpha is shared over every call it makes (_Budget): 90% to the nodes, times
 the effective number of measurements, and 10% to the GPUs.
+Where earlier runs of the nodes are given (`before`), each node's figure is also taken as its
+change since its own earlier run, and those changes are held against each other by the same
+rule, paid from the nodes' share: a node's own level (its silicon, cooling and slots), which is
+most of a fleet's spread and hides a node 15% slow in one 32-node fleet of seven, drops out of
+its change, so a node that got slower stands out against the others' changes.
 Two runs of one machine (compare/identity.py) are refused as two nodes unless the caller
 accepts them.
 """
@@ -25,7 +30,8 @@ from benchbench.analysis import change_points as cp
 from benchbench.analysis import outliers
 from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import env_value
-from benchbench.compare.sides import CompareError, load, paths_of
+from benchbench.compare.history import started
+from benchbench.compare.sides import CompareError, load, paths_of, results_file
 from benchbench.core import results
 from benchbench.core.results import RunResult
 
@@ -39,6 +45,7 @@ class Node:
     run: RunResult  # the node's own environment, per-node probes and telemetry
     identity: identity.Identity
     group: str  # its hardware
+    earlier: Node | None = None  # its own earlier run (fleet --before), when given
 
 
 @dataclass
@@ -53,6 +60,13 @@ class Entity:
     within_node: bool = False  # a GPU scored against its node's GPUs
     evidence: list[evidence.Evidence] = field(default_factory=list)
     against: Entity | None = None  # what the evidence was held against
+    # scored as its change since its node's earlier run (figure: now; earlier: then; the
+    # score's value: now / then), held against the other nodes' changes
+    earlier: series.Figure | None = None
+
+    @property
+    def change(self) -> bool:
+        return self.earlier is not None
 
 
 @dataclass
@@ -74,14 +88,17 @@ class Measure:
     bar_pct: float = 0.0
     pooled: bool = False  # the rounds' noise joined the spread
     center: float = 0.0  # what the nodes are held against: the mean of those no outliers
+    # each node's change since its earlier run (now / then), against the others' changes
+    changes: list[Entity] = field(default_factory=list)
+    since: outliers.Group | None = None  # the changes' group: median, center, spread, bar
 
     @property
     def outliers(self) -> list[Entity]:
-        return [e for e in self.entities + self.gpus if e.score.outlier]
+        return [e for e in self.entities + self.gpus + self.changes if e.score.outlier]
 
     @property
     def low(self) -> list[Entity]:
-        return [e for e in self.entities + self.gpus if e.score.low]
+        return [e for e in self.entities + self.gpus + self.changes if e.score.low]
 
     @property
     def worst(self) -> Entity:
@@ -96,8 +113,13 @@ class Fleet:
     unscored: dict[str, list[int]]  # the groups too small to score
     notes: list[str] = field(default_factory=list)
     alpha: float = outliers.DEFAULT_ALPHA  # the chance a healthy fleet shows a low outlier
-    node_tests: float = 0.0  # nodes × effective measurements, over the groups
+    node_tests: float = 0.0  # nodes × effective measurements, over the groups (changes too)
     gpu_tests: float = 0.0
+    earlier: int = 0  # the nodes held against their own earlier run too
+
+    @property
+    def change_tests(self) -> bool:
+        return any(m.changes for m in self.measures)
 
     @property
     def low(self) -> list[tuple[Measure, Entity]]:
@@ -136,7 +158,8 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
         for i, r in enumerate(others)]
 
 
-def _nodes(args: Sequence[str], allow_same: bool, notes: list[str]) -> list[Node]:
+def _nodes(args: Sequence[str], allow_same: bool, notes: list[str],
+           what: str = "a fleet") -> list[Node]:
     made: list[Node] = []
     for path in paths_of(args):
         for source, run in nodes_of(load(path), path):
@@ -150,7 +173,7 @@ def _nodes(args: Sequence[str], allow_same: bool, notes: list[str]) -> list[Node
             why = identity.why_same(a.identity, b.identity)
             if not allow_same:
                 raise CompareError(
-                    f"{b.source} and {a.source} are one machine ({why}); a fleet takes one run "
+                    f"{b.source} and {a.source} are one machine ({why}); {what} takes one run "
                     "per node: leave one out, or accept both with --allow-same-machine")
             notes.append(f"{b.source} and {a.source} are one machine ({why}), counted as two "
                          "nodes (--allow-same-machine)")
@@ -160,6 +183,51 @@ def _nodes(args: Sequence[str], allow_same: bool, notes: list[str]) -> list[Node
         if seen[n.label] > 1:
             n.label = f"{n.label} #{seen[n.label]}"
     return made
+
+
+def _match(nodes: list[Node], earlier: list[Node], notes: list[str]) -> None:
+    """Each node's own earlier run (Node.earlier): the latest of `earlier` that is the same
+    machine (compare/identity.py) and of the same hardware group. One that is the same machine
+    but not older is a mistake in the arguments, refused."""
+    used: set[int] = set()
+    changed = []
+    for n in nodes:
+        mine = [k for k, e in enumerate(earlier) if identity.same_machine(n.identity, e.identity)]
+        if not mine:
+            continue
+        used.update(mine)
+        now = started(n.source, n.run.started_at)
+        for k in mine:
+            then = started(earlier[k].source, earlier[k].run.started_at)
+            if then >= now:
+                raise CompareError(
+                    f"{earlier[k].source} is {n.label}'s run of {earlier[k].run.started_at}, not "
+                    f"before {n.source} ({n.run.started_at}): --before takes the nodes' earlier "
+                    "runs")
+        e = earlier[max(mine, key=lambda k: started(earlier[k].source,
+                                                        earlier[k].run.started_at))]
+        if e.group != n.group:
+            changed.append(f"{n.label} ({e.group} then)")
+            continue
+        n.earlier = e
+    if not any(n.earlier for n in nodes):
+        raise CompareError(
+            f"none of the {len(earlier)} run(s) given with --before is an earlier run of a node "
+            "of this fleet with the same hardware (the same DMI serial, GPU UUIDs, or host name "
+            "and CPU model)" + (f"; hardware changed on {', '.join(changed)}" if changed else ""))
+    alone = [n.label for n in nodes if n.earlier is None]
+    if alone:
+        shown = ", ".join(alone[:6]) + (f" and {len(alone) - 6} more" if len(alone) > 6 else "")
+        notes.append(f"{len(alone)} of {len(nodes)} nodes have no earlier run of the same "
+                     f"hardware among --before ({shown}): held against their group only")
+    if changed:
+        notes.append(f"hardware changed since the earlier run on {', '.join(changed)}: not "
+                     "held against it")
+    spare = [e.source for k, e in enumerate(earlier) if k not in used]
+    if spare:
+        notes.append(f"{len(spare)} run(s) given with --before are of no node of this fleet: "
+                     + ", ".join(f"`{x}`" for x in spare[:3])
+                     + (f" and {len(spare) - 3} more" if len(spare) > 3 else ""))
 
 
 @dataclass(frozen=True)
@@ -206,6 +274,34 @@ def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: st
     return scored, entities
 
 
+Pairs = list[tuple[int, series.Figure, series.Figure]]  # (node, its figure now, then)
+
+
+def _changes(nodes: list[Node], pairs: Pairs, probe: str, budget: _Budget
+             ) -> tuple[outliers.Group | None, list[Entity]]:
+    """Each node's change since its earlier run (now / then) held against the others' by the
+    rule, the rounds' noise of both runs joined; an outlier's evidence is what its run records
+    that its earlier run does not."""
+    if len(pairs) < outliers.MIN_GROUP:
+        return None, []
+    alpha, tests = budget.share(False)
+    ratios = [now.value / then.value for _, now, then in pairs]
+    noise = [cp.rounds_noise([f.rounds for f in side if f.rounds and min(f.rounds) > 0])
+             for side in ([now for _, now, _ in pairs], [then for _, _, then in pairs])]
+    med = statistics.median(ratios)
+    rounds = ((noise[0].run_var + noise[1].run_var) * med**2, noise[0].df + noise[1].df) \
+        if noise[0].df and noise[1].df else None
+    scored = outliers.score(ratios, pairs[0][1].higher_is_better, tests, alpha, rounds)
+    entities = [Entity(i, now.device, now, s, earlier=then)
+                for (i, now, then), s in zip(pairs, scored.scores, strict=True)]
+    for e in entities:
+        then_run = nodes[e.node].earlier
+        if e.score.outlier and then_run is not None and e.earlier is not None:
+            e.evidence = evidence.against(nodes[e.node].run, then_run.run, probe,
+                                          e.figure.gpu_device, e.earlier.gpu_device)
+    return scored, entities
+
+
 def _per_node(found: list[tuple[int, series.Figure]]) -> dict[int, list[series.Figure]]:
     per_node: dict[int, list[series.Figure]] = {}
     for i, f in found:
@@ -226,9 +322,10 @@ def _node_figures(found: list[tuple[int, series.Figure]]) -> list[tuple[int, ser
 
 def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure]],
              node_figures: list[tuple[int, series.Figure]], key: series.Key, name: str,
-             budget: _Budget) -> Measure:
+             budget: _Budget, pairs: Pairs) -> Measure:
     """One measurement of a group: its nodes (`node_figures`, _node_figures of `found`)
-    against each other, and each node's GPUs against their node's median."""
+    against each other, each node's GPUs against their node's median, and each node's change
+    since its earlier run (`pairs`) against the others'."""
     per_node = _per_node(found)
     first = found[0][1]
     scored, entities = _scored(nodes, node_figures, first.probe, False, budget)
@@ -243,9 +340,10 @@ def _measure(group: str, nodes: list[Node], found: list[tuple[int, series.Figure
         gpus = [e for i, figs in inside.items()
                 for e in _scored(nodes, [(i, f) for f in figs], first.probe, True, budget,
                                  spread)[1]]
+    since, changes = _changes(nodes, pairs, first.probe, budget)
     return Measure(group, name, key, first.unit, first.higher_is_better, scored.median,
                    scored.sigma_pct if scored.sigma > 0 else None, scored.bar, entities, gpus,
-                   scored.bar_pct, scored.pooled, scored.center)
+                   scored.bar_pct, scored.pooled, scored.center, changes, since)
 
 
 Rows = dict[series.Key, list[tuple[int, series.Figure]]]  # a group's figures per measurement
@@ -263,12 +361,17 @@ def _table(columns: list[dict[Any, float]]) -> list[list[float]]:
 
 
 def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
-            alpha: float) -> _Budget:
+            pairs: dict[str, dict[series.Key, Pairs]], alpha: float) -> _Budget:
     """The tests of the whole fleet (outliers.paid_tests): per group, its nodes times the
     effective number of its measurements (how they vary together over the nodes, at the tail
-    the bar sits in), and its GPUs likewise (how a GPU's deviations from its node's median
-    vary together)."""
+    the bar sits in), the nodes held against their earlier runs times that of their changes,
+    and its GPUs likewise (how a GPU's deviations from its node's median vary together)."""
     node_parts, gpu_parts = [], []
+    for by_key in pairs.values():
+        columns = [{i: (1 if now.higher_is_better else -1) * now.value / then.value
+                    for i, now, then in p} for p in by_key.values() if p]
+        if columns:
+            node_parts.append((len(set().union(*columns)), _table(columns), len(columns)))
     for group, rows in rows_by_group.items():
         found = node_figures[group]
         nodes = len(set().union(*({i for i, _ in f} for f in found.values()))) if found else 0
@@ -291,10 +394,38 @@ def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
                    outliers.paid_tests(gpu_parts, GPU_SHARE * alpha))
 
 
-def build(args: Sequence[str], *, allow_same_machine: bool = False,
+def _earlier_figures(run: RunResult) -> dict[series.Key, series.Figure]:
+    """A run's node figures (the median of its GPUs'), by measurement."""
+    rows: dict[series.Key, list[tuple[int, series.Figure]]] = {}
+    for f in series.figures(run):
+        rows.setdefault(series.without_device(f.key), []).append((0, f))
+    return {k: _node_figures(found)[0][1] for k, found in rows.items()}
+
+
+def _pairs(then_figures: dict[int, dict[series.Key, series.Figure]],
+           node_figures: list[tuple[int, series.Figure]]) -> Pairs:
+    """(node, now, then) for the nodes with an earlier figure of the measurement; none where
+    fewer than MIN_GROUP have one."""
+    out = []
+    for i, now in node_figures:
+        then = then_figures.get(i, {}).get(series.without_device(now.key))
+        if then is not None and then.value > 0 and now.value > 0:
+            out.append((i, now, then))
+    return out if len(out) >= outliers.MIN_GROUP else []
+
+
+def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine: bool = False,
           alpha: float = outliers.DEFAULT_ALPHA) -> Fleet:
-    """The fleet of the runs the arguments name (paths, run folders, quoted globs)."""
+    """The fleet of the runs the arguments name (paths, run folders, quoted globs); `before`
+    names earlier runs of its nodes, each node's change since its own held against the
+    others'."""
     notes: list[str] = []
+    if before:
+        both = {results_file(p) for p in paths_of(args)} & {results_file(p)
+                                                           for p in paths_of(before)}
+        if both:
+            raise CompareError(f"{sorted(both)[0]} is given both as a node and with --before: "
+                               "--before takes the nodes' earlier runs")
     nodes = _nodes(args, allow_same_machine, notes)
     if len(nodes) < outliers.MIN_GROUP:
         have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
@@ -319,12 +450,20 @@ def build(args: Sequence[str], *, allow_same_machine: bool = False,
                            if len({i for i, _ in found}) >= outliers.MIN_GROUP}
     node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
                     for g, rows in by_group.items()}
-    budget = _budget(by_group, node_figures, alpha)
+    if before:
+        _match(nodes, _nodes(before, allow_same_machine, notes, "--before"), notes)
+    then_figures = {i: _earlier_figures(n.earlier.run) for i, n in enumerate(nodes)
+                    if n.earlier is not None}
+    pairs = {g: {k: _pairs(then_figures, figs) for k, figs in by_key.items()}
+             for g, by_key in node_figures.items()}
+    budget = _budget(by_group, node_figures, pairs, alpha)
     measures = []
     for group, rows in by_group.items():
         names = series.unique_names({k: series.name_of(k) for k in rows})
-        measures += [_measure(group, nodes, found, node_figures[group][k], k, names[k], budget)
+        measures += [_measure(group, nodes, found, node_figures[group][k], k, names[k], budget,
+                              pairs[group][k])
                      for k, found in rows.items()]
     return Fleet(nodes, groups, measures,
                  {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
-                 budget.node_tests, budget.gpu_tests)
+                 budget.node_tests, budget.gpu_tests,
+                 sum(1 for n in nodes if n.earlier is not None))

@@ -1,10 +1,12 @@
 """Render a Fleet as Markdown (printed, and fleet.md) and as fleet.csv: the outliers with their
-evidence, every measurement's group statistics, the groups and the nodes."""
+evidence, every measurement's group statistics, with --before the nodes' changes since their
+earlier runs, the groups and the nodes."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from benchbench.analysis.change_points import change_pct
 from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT
 from benchbench.compare.fleet import Entity, Fleet, Measure
 from benchbench.core import units as fmt
@@ -23,9 +25,39 @@ def z_text(e: Entity) -> str:
     return "z = —" if e.score.z is None else f"z = {e.score.z:+.1f}".replace("-", "−")
 
 
+def since_text(f: Fleet, e: Entity) -> str:
+    """'its earlier run (2026-11-01)'"""
+    then = f.nodes[e.node].earlier
+    return "its earlier run" + (f" ({then.run.started_at[:10]})" if then else "")
+
+
+def median_change(m: Measure) -> float:
+    """The group's median change since the earlier runs, percent, + better."""
+    return (m.since.median - 1) * 100 * (1 if m.higher_is_better else -1) if m.since else 0.0
+
+
+def _change_text(f: Fleet, m: Measure, e: Entity) -> str:
+    """'node17: matmul peak bf16 −9.1% since its earlier run (2026-11-01), −9.3% against the
+    group's median change of +0.2% (z = −12.5); driver 560.35.03 where its earlier run has
+    550.54.15'"""
+    assert e.earlier is not None
+    ref = since_text(f, e)
+    head = (f"{entity_label(f, e)}: {m.name} "
+            f"{pct(change_pct(e.earlier.value, e.figure.value, m.higher_is_better))} since "
+            f"{ref}, {pct(e.score.deviation_pct)} against the group's median change of "
+            f"{pct(median_change(m))} ({z_text(e)})")
+    if not e.score.outlier:
+        return head
+    told = [evidence_text(x, "its earlier run") for x in e.evidence]
+    return "; ".join([head, *told] if told else
+                     [head, "its run records nothing that its earlier run does not"])
+
+
 def outlier_text(f: Fleet, m: Measure, e: Entity) -> str:
     """'node17: matmul peak bf16 −14.0% vs the group median (z = −6.2); PCIe link under load
     Gen4 x8 (capable Gen5 x16) where the median node (node03) has Gen5 x16'"""
+    if e.change:
+        return _change_text(f, m, e)
     median = "its node's median GPU" if e.within_node else "the group median"
     head = f"{entity_label(f, e)}: {m.name} {pct(e.score.deviation_pct)} vs {median} " \
            f"({z_text(e)})"
@@ -55,7 +87,14 @@ def _header(f: Fleet) -> list[str]:
             "also held against its node's median GPU, with the spread of all the group's GPUs "
             "about theirs. "
             "An outlier's evidence is what its own run records that the group's median node (for "
-            "a GPU: its node's median GPU) does not.", ""]
+            "a GPU: its node's median GPU) does not."
+            + (f" {f.earlier} of the nodes were measured before (--before): each one's change "
+               "since its own earlier run is also held against the other nodes' changes, by "
+               "the same rule and paid from the same alpha (the node tests count them). A "
+               "node's own level (its silicon, cooling and slots), which makes most of a "
+               "fleet's spread, drops out of its change, so a node that got slower stands out "
+               "where its level alone still lies within the group; its evidence is what its "
+               "run records that its earlier run does not." if f.change_tests else ""), ""]
 
 
 def _summary(f: Fleet) -> list[str]:
@@ -86,7 +125,8 @@ def _measures(f: Fleet) -> list[str]:
              noise_text(m.sigma_pct) + (" (with its rounds)" if m.pooled else ""),
              f"±{m.bar_pct:.1f}%", f"{value(m.worst.figure.value, m.unit)} "
              f"({entity_label(f, m.worst)})",
-             ", ".join(entity_label(f, e) for e in m.outliers) or "none"]
+             ", ".join(entity_label(f, e) for e in m.entities + m.gpus if e.score.outlier)
+             or "none"]
             for m in f.measures]
     return ["## Measurements", "", "Spread: the standard deviation of the nodes that are no "
             "outliers (see the rule) in percent of the group's median; unknown where it is 0 "
@@ -97,16 +137,49 @@ def _measures(f: Fleet) -> list[str]:
                    "outliers"], rows)
 
 
+def _since(f: Fleet) -> list[str]:
+    """Each measurement's changes since the earlier runs: the group's median change, their
+    spread and what it lets the rule see, the worst node and the outliers."""
+    rows = []
+    for m in f.measures:
+        if m.since is None or not m.changes:
+            continue
+        worst = min(m.changes, key=lambda e: e.score.deviation_pct)
+        worst_change = change_pct(worst.earlier.value, worst.figure.value,
+                                  m.higher_is_better) if worst.earlier else 0.0
+        rows.append([m.name, m.group, str(len(m.changes)), pct(median_change(m)),
+                     noise_text(m.since.sigma_pct if m.since.sigma > 0 else None)
+                     + (" (with its rounds)" if m.since.pooled else ""),
+                     f"±{m.since.bar_pct:.1f}%",
+                     f"{pct(worst_change)} ({entity_label(f, worst)})",
+                     ", ".join(entity_label(f, e) for e in m.changes if e.score.outlier)
+                     or "none"])
+    if not rows:
+        return []
+    return ["## Since the earlier runs", "", "Each node's change since its own earlier run "
+            "(--before), held against the other nodes' changes. Median change: the group's, "
+            "+ better (a change of the whole group is no node's fault: `benchbench history` "
+            "judges a machine over time). Spread: the standard deviation of the changes of "
+            "the nodes that are no outliers, in percent. Sees: the smallest deviation from "
+            "their mean change the rule can call.", ""] + fmt.table(
+        ["measurement", "group", "nodes", "median change", "spread", "sees", "worst node",
+         "outliers"], rows)
+
+
 def _nodes(f: Fleet) -> list[str]:
-    return ["## Nodes", ""] + fmt.table(
-        ["node", "source", "hardware", "identified by"],
-        [[n.label, f"`{n.source}`", n.group, n.identity.basis
-          + ("" if n.identity.recorded else " (an older run: no recorded identity)")]
-         for n in f.nodes])
+    head = ["node", "source", "hardware", "identified by"]
+    rows = [[n.label, f"`{n.source}`", n.group, n.identity.basis
+             + ("" if n.identity.recorded else " (an older run: no recorded identity)")]
+            for n in f.nodes]
+    if f.earlier:
+        head.append("earlier run")
+        for row, n in zip(rows, f.nodes, strict=True):
+            row.append(f"`{n.earlier.source}`" if n.earlier else "—")
+    return ["## Nodes", ""] + fmt.table(head, rows)
 
 
 def render(f: Fleet) -> str:
-    lines = _header(f) + _summary(f) + _groups(f) + _measures(f) + _nodes(f)
+    lines = _header(f) + _summary(f) + _groups(f) + _measures(f) + _since(f) + _nodes(f)
     if f.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in f.notes] + [""]
     return "\n".join(lines).rstrip() + "\n"
@@ -121,19 +194,23 @@ def csv_rows(f: Fleet) -> tuple[list[str], list[dict[str, Any]]]:
     for m in f.measures:
         fields = dict(m.key[2])
         keys.update(dict.fromkeys(fields))
-        for e in m.entities + m.gpus:
+        for e in m.entities + m.gpus + m.changes:
+            spread = m.since.sigma_pct if e.change and m.since else m.sigma_pct
             out.append({"group": m.group, "measurement": m.name, "probe": m.key[0],
                         "metric": m.key[1], **{f"key.{k}": v for k, v in fields.items()},
-                        "spread_pct": m.sigma_pct,
+                        "spread_pct": spread,
                         "node": f.nodes[e.node].label, "source": f.nodes[e.node].source,
-                        "device": e.device, "against": "node" if e.within_node else "group",
+                        "device": e.device,
+                        "against": "earlier run" if e.change else
+                        "node" if e.within_node else "group",
                         "unit": m.unit, "value": e.figure.value, "z": e.score.z,
                         "deviation_pct": e.score.deviation_pct, "outlier": e.score.outlier,
                         "below": e.score.low,
-                        "evidence": outlier_text(f, m, e) if e.score.outlier else ""})
+                        "evidence": outlier_text(f, m, e) if e.score.outlier else "",
+                        "earlier_value": e.earlier.value if e.earlier else None})
     lead = ["group", "measurement", "probe", "metric"]
     tail = ["spread_pct", "node", "source", "device", "against", "unit", "value", "z",
-            "deviation_pct", "outlier", "below", "evidence"]
+            "deviation_pct", "outlier", "below", "evidence", "earlier_value"]
     return lead + [f"key.{k}" for k in keys] + tail, out
 
 

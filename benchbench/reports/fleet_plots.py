@@ -1,6 +1,7 @@
 """Draw a Fleet's figures, as Figures and as PNG bytes: one per measurement and hardware
 group, its nodes (or GPUs) sorted by their figure, the group's median and the band beyond
-which a value is an outlier, the outliers marked and named. matplotlib only through plot_base.
+which a value is an outlier, the outliers marked and named; with the nodes' earlier runs, one
+more per measurement of each node's change since its own. matplotlib only through plot_base.
 """
 
 from __future__ import annotations
@@ -21,14 +22,24 @@ def name(m: Measure) -> str:
     return f"{m.name} · {m.group}"
 
 
+def change_name(m: Measure) -> str:
+    return f"{m.name} · {m.group} · change since the earlier runs"
+
+
 def entity_label(f: Fleet, e: Entity) -> str:
     node = f.nodes[e.node].label
     return f"{node} {e.device}" if e.within_node else node
 
 
 def figures(f: Fleet) -> dict[str, Callable[[], Any]]:
-    """Each measure's maker by name(): the laid-out Figure, or None without nodes."""
-    return {name(m): (lambda m=m: measure_figure(f, m)) for m in f.measures}  # type: ignore[misc]
+    """Each measure's maker by name() (and, with earlier runs, change_name()): the laid-out
+    Figure, or None without nodes."""
+    out: dict[str, Callable[[], Any]] = {
+        name(m): (lambda m=m: measure_figure(f, m)) for m in f.measures}  # type: ignore[misc]
+    for m in f.measures:
+        if m.changes:
+            out[change_name(m)] = lambda m=m: change_figure(f, m)  # type: ignore[misc]
+    return out
 
 
 def make(f: Fleet, problems: list[str] | None = None) -> dict[str, bytes]:
@@ -42,38 +53,63 @@ def _note(ax: Any, text: str, at: tuple[float, float], right_half: bool, below: 
                 ha="right" if right_half else "left")
 
 
-def measure_figure(f: Fleet, m: Measure) -> Any:
-    ranked = sorted(m.entities, key=lambda e: e.figure.value)
-    if not ranked:
-        return None
-    unit = "images/s" if m.unit == "samples/s" else m.unit
+def _ranked(f: Fleet, title: str, points: list[tuple[Entity, float]], center: float,
+            bar: float, median: float, ylabel: str, gpus: list[tuple[Entity, float]],
+            from_zero: bool) -> Any:
+    """The nodes sorted by their value, the band within `bar` of `center`, the median, the
+    outliers marked and named (and each GPU odd within its node, at its node's place)."""
+    ranked = sorted(points, key=lambda p: p[1])
     fig = figure(7.6, 2.8)
     ax = fig.add_subplot()
     xs = list(range(1, len(ranked) + 1))
     middle = (len(ranked) + 1) / 2
-    ax.axhspan(m.center - m.bar, m.center + m.bar, color=BAND, zorder=0,
+    ax.axhspan(center - bar, center + bar, color=BAND, zorder=0,
                label="within the group (not an outlier)")
-    ax.axhline(m.median, color=MEDIAN, linewidth=1.2, label="group median", zorder=1)
-    calm = [(x, e) for x, e in zip(xs, ranked, strict=True) if not e.score.outlier]
-    odd = [(x, e) for x, e in zip(xs, ranked, strict=True) if e.score.outlier]
-    ax.plot([x for x, _ in calm], [e.figure.value for _, e in calm], "o", markersize=3.5,
+    ax.axhline(median, color=MEDIAN, linewidth=1.2, label="group median", zorder=1)
+    calm = [(x, y) for x, (e, y) in zip(xs, ranked, strict=True) if not e.score.outlier]
+    odd = [(x, e, y) for x, (e, y) in zip(xs, ranked, strict=True) if e.score.outlier]
+    ax.plot([x for x, _ in calm], [y for _, y in calm], "o", markersize=3.5,
             color=POINT, label="node", zorder=2)
     if odd:
-        ax.plot([x for x, _ in odd], [e.figure.value for _, e in odd], "o", markersize=5,
+        ax.plot([x for x, _, _ in odd], [y for _, _, y in odd], "o", markersize=5,
                 color=OUTLIER, label="outlier", zorder=3)
-        for x, e in odd:
-            _note(ax, entity_label(f, e), (x, e.figure.value), x > middle, below=False)
-    rank = {e.node: x for x, e in zip(xs, ranked, strict=True)}
-    inside = [e for e in m.gpus if e.score.outlier and e.node in rank]
+        for x, e, y in odd:
+            _note(ax, entity_label(f, e), (x, y), x > middle, below=False)
+    rank = {e.node: x for x, (e, _) in zip(xs, ranked, strict=True)}
+    inside = [(e, y) for e, y in gpus if e.score.outlier and e.node in rank]
     if inside:
-        ax.plot([rank[e.node] for e in inside], [e.figure.value for e in inside], "x",
+        ax.plot([rank[e.node] for e, _ in inside], [y for _, y in inside], "x",
                 markersize=6, color=OUTLIER, label="GPU odd within its node", zorder=3)
-        for e in inside:
-            _note(ax, entity_label(f, e), (rank[e.node], e.figure.value),
-                  rank[e.node] > middle, below=True)
+        for e, y in inside:
+            _note(ax, entity_label(f, e), (rank[e.node], y), rank[e.node] > middle,
+                  below=True)
     ax.set_xlim(0.3, len(ranked) + 0.7)
     integer_axis(ax.xaxis)
-    ax.set_ylim(bottom=0)
+    if from_zero:
+        ax.set_ylim(bottom=0)
+    return fig, ax, wrap(title, 90)
+
+
+def measure_figure(f: Fleet, m: Measure) -> Any:
+    if not m.entities:
+        return None
+    unit = "images/s" if m.unit == "samples/s" else m.unit
+    fig, ax, title = _ranked(f, name(m), [(e, e.figure.value) for e in m.entities], m.center,
+                             m.bar, m.median, unit, [(e, e.figure.value) for e in m.gpus],
+                             from_zero=True)
     si_axis(ax.yaxis, unit)
-    return finish(fig, ax, wrap(name(m), 90), xlabel="nodes, slowest first", ylabel=unit,
-                  legend_size=6.5)
+    return finish(fig, ax, title, xlabel="nodes, slowest first", ylabel=unit, legend_size=6.5)
+
+
+def change_figure(f: Fleet, m: Measure) -> Any:
+    """Each node's change since its earlier run, in percent (now / then − 1), sorted."""
+    if m.since is None or not m.changes:
+        return None
+    g = m.since
+    fig, ax, title = _ranked(f, change_name(m), [(e, (e.score.value - 1) * 100)
+                                                 for e in m.changes],
+                             (g.center - 1) * 100, g.bar * 100, (g.median - 1) * 100,
+                             "%", [], from_zero=False)
+    ax.axhline(0, color=MEDIAN, linewidth=0.6, linestyle=":", zorder=1)
+    return finish(fig, ax, title, xlabel="nodes, sorted by their change",
+                  ylabel="change since the earlier run (%)", legend_size=6.5)

@@ -38,10 +38,17 @@ def fleet(f: Fleet, markdown_text: str, plots: dict[str, bytes],
         bool(low), f"benchbench fleet · {len(f.nodes)} nodes · {len(f.groups)} group(s)",
         f"{len(low)} outlier(s) below their group" if low else "No outlier below its group",
         [f"exit {3 if low else 0}: a node (or GPU) on the slower side of its group's median, "
-         f"{esc(OUTLIER_RULE)}."])
+         f"{esc(OUTLIER_RULE)}."]
+        + (["With --before, also a node whose change since its own earlier run lies below the "
+            "other nodes' changes, by the same rule."] if f.change_tests else []))
     figures = [page.Figure(fleet_plots.name(m), plots[fleet_plots.name(m)],
                            f"{m.name}: the nodes of {m.group} sorted, the group's median and "
                            "band, the outliers marked", "Measurements")
                for m in f.measures if fleet_plots.name(m) in plots]
+    figures += [page.Figure(fleet_plots.change_name(m), plots[fleet_plots.change_name(m)],
+                            f"{m.name}: each node's change since its earlier run, sorted, the "
+                            "group's median change and band, the outliers marked",
+                            "Since the earlier runs")
+                for m in f.measures if fleet_plots.change_name(m) in plots]
     return page.render(f"benchbench fleet: {len(f.nodes)} nodes", banner, markdown_text,
                        figures, notes)

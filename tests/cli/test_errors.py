@@ -118,6 +118,7 @@ TEXT_FILES = {
     "OTHERHOST": lambda: _edited(lambda d: d["environment"]["host"].update(hostname="box-b")),
     "OTHERCPU": lambda: _edited(lambda d: d["environment"]["host"].update(
         hostname="box-c", cpu_model="Other CPU")),
+    "THIRDHOST": lambda: _edited(lambda d: d["environment"]["host"].update(hostname="box-d")),
     "BADDATE": lambda: _edited(lambda d: d.update(started_at="yesterday")),
 }
 

@@ -1,6 +1,7 @@
 """fleet (#24): the planted outlier found with its evidence, no false outlier among 32 healthy
 nodes with 3% spread, the robust rule, the hardware groups, one machine refused as two nodes,
-the nodes of a multi-node run, the exit codes and the files, JUnit included."""
+the nodes of a multi-node run, the exit codes and the files, JUnit included; with the nodes'
+earlier runs (--before), a node that got slower inside its group's spread found by its change."""
 
 import dataclasses
 import math
@@ -27,15 +28,20 @@ def save(root, name, run):
     return d
 
 
-def healthy_fleet(root, n=32, seed=7, spread=0.03, **odd):
+def healthy_fleet(root, n=32, seed=7, spread=0.03, drift=0.0,
+                  started="2026-11-30T02:00:00+00:00", **odd):
     """n nodes of 8 H100s: each node's figures off by a 3% (σ) node factor, each GPU's by 1%
-    more; `odd` maps a node number to gpu_node's arguments for it."""
-    rng = random.Random(seed)
+    more; `odd` maps a node number to gpu_node's arguments for it ("times": a factor on its own
+    level). `drift`: each node's figures
+    moved by that much more (σ, drawn apart, so that the node factors stay those of the seed):
+    the fleet measured again."""
+    rng, moved = random.Random(seed), random.Random(seed + 1)
     for i in range(n):
         host = f"node{i:02d}"
-        kw = {"factor": rng.gauss(1, spread),
+        kw = {"factor": rng.gauss(1, spread) * moved.gauss(1, drift), "started": started,
               "per_gpu": {g: rng.gauss(1, 0.01) for g in range(8)}}
         planted = dict(odd.get(host, {}))
+        kw["factor"] *= planted.pop("times", 1.0)  # slower than its own level
         kw["per_gpu"].update(planted.pop("per_gpu", {}))
         kw.update(planted)
         save(root, host, gpu_node(host, **kw))
@@ -348,3 +354,103 @@ def test_a_spread_no_run_measured_reads_unknown_not_zero(tmp_path, capsys):
     lines = (out / "fleet.csv").read_text().splitlines()
     col = lines[0].split(",").index("spread_pct")
     assert {ln.split(",")[col] for ln in lines[1:] if ",matmul,peak_flops," in ln} == {""}
+
+
+# --- the nodes' earlier runs (--before) -------------------------------------------------------
+
+def then_and_now(root, **odd):
+    """The tests' 32-node fleet measured on 1 November, and again now: each node's own level
+    the same, each node moved by 0.5% (σ) since; `odd` as healthy_fleet takes it, now."""
+    then, now = root / "then", root / "now"
+    then.mkdir()
+    now.mkdir()
+    healthy_fleet(then, started="2026-11-01T02:00:00+00:00")
+    healthy_fleet(now, drift=0.005, **odd)
+    return then, now
+
+
+def test_a_node_that_got_slower_within_the_groups_spread_is_found_by_its_change(tmp_path):
+    """node03 reads 5% above the group's mean (its own level); 8% slower since its earlier run
+    (its driver changed), it still lies inside the group, where the level test cannot see it.
+    Its change is 11 of the others' changes' spreads below them."""
+    then, now = then_and_now(tmp_path, node03={"times": 0.92, "driver": "560.35.03"})
+    alone = fleet.build([str(now / "*")])
+    assert alone.low == []  # its level hides it
+    f = fleet.build([str(now / "*")], before=[str(then / "*")])
+    assert f.earlier == 32 and f.change_tests
+    assert {(m.name, f.nodes[e.node].label, e.change) for m, e in f.low} == {
+        ("matmul peak bf16", "node03", True), ("matmul peak fp16", "node03", True),
+        ("resnet50 amp_bf16 224px", "node03", True)}
+    bf16 = next(m for m in f.measures if m.name == "matmul peak bf16")
+    assert not any(e.score.outlier for e in bf16.entities)  # the level test: still inside
+    (e,) = [e for e in bf16.changes if e.score.outlier]
+    assert e.earlier.value == pytest.approx(e.figure.value / e.score.value)
+    assert e.score.z < -8 and [(x.name, x.mine, x.theirs) for x in e.evidence] == [
+        ("driver", "560.35.03", "550.54.15")]
+    # the changes of the others: their 0.5% and the rounds', far tighter than the levels' 3%
+    assert bf16.since.sigma_pct < 1.0 < 2.5 < bf16.sigma_pct
+    text = fleet_md.outlier_text(f, bf16, e)
+    assert text.startswith("node03: matmul peak bf16 −7.") and (
+        "since its earlier run (2026-11-01), −7." in text)
+    assert "against the group's median change of" in text
+    assert text.endswith("driver 560.35.03 where its earlier run has 550.54.15")
+    md = fleet_md.render(f)
+    assert "## Since the earlier runs" in md and "32 of the nodes were measured before" in md
+    assert "| earlier run |" in md and f"`{then / 'node03'}`" in md
+    # the measurements' table names the level's outliers: none
+    assert "| 32 | 786 TFLOP/s | ±3.1% | ±13.2% | 732 TFLOP/s (node19) | none |" in md
+    # the changes are paid for from the same alpha: about twice the tests of the fleet alone
+    assert f.node_tests > alone.node_tests + 30
+
+
+def test_healthy_nodes_measured_again_show_no_outlier_and_pay_for_their_changes(tmp_path):
+    then, now = then_and_now(tmp_path)
+    f = fleet.build([str(now / "*")], before=[str(then / "*")])
+    assert f.low == [] and not any(m.outliers for m in f.measures)
+    assert all(len(m.changes) == 32 for m in f.measures)
+    # the copies read one exact figure then and now: no spread, no test at alpha, as without
+    copies = next(m for m in f.measures if m.key[0] == "host_device_copy")
+    assert copies.since.sigma == 0 and "| host-device h2d pinned |" in fleet_md.render(f)
+
+
+def test_earlier_runs_that_do_not_fit_are_refused_or_noted(tmp_path):
+    then, now = then_and_now(tmp_path)
+    (then / "node07" / "results.json").unlink()
+    (then / "node07").rmdir()
+    f = fleet.build([str(now / "*")], before=[str(then / "*")])
+    assert f.earlier == 31
+    assert "1 of 32 nodes have no earlier run of the same hardware among --before (node07)" in \
+        f.notes[0]
+    bf16 = next(m for m in f.measures if m.name == "matmul peak bf16")
+    assert len(bf16.changes) == 31 and len(bf16.entities) == 32
+    with pytest.raises(CompareError, match="given both as a node and with --before"):
+        fleet.build([str(now / "*")], before=[str(now / "node01")])
+    with pytest.raises(CompareError, match=r"node01's run of 2026-11-30T02:00:00\+00:00, not "
+                                           r"before"):
+        fleet.build([str(then / "*")], before=[str(now / "node01")])
+    other = tmp_path / "other"
+    other.mkdir()
+    save(other, "x", gpu_node("elsewhere", started="2026-10-01T02:00:00+00:00"))
+    with pytest.raises(CompareError, match="none of the 1 run"):
+        fleet.build([str(now / "*")], before=[str(other / "*")])
+
+
+def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
+    then, now = then_and_now(tmp_path, node03={"times": 0.92})
+    out, xml = tmp_path / "out", tmp_path / "fleet.xml"
+    code, md, err = run_cli(capsys, "fleet", now / "*", "--before", then / "*", "--out", out,
+                            "--junit", xml)
+    assert code == 3, err
+    assert "**3 outlier(s) below their group** (exit 3)" in md
+    assert "its run records nothing that its earlier run does not" in md
+    html = (out / "fleet.html").read_text()
+    assert html.count('<figure id="fig-') == 8  # four measurements, and their changes
+    assert "change since the earlier runs" in html and "With --before, also a node" in html
+    lines = (out / "fleet.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    assert head[-1] == "earlier_value"
+    ours = [ln for ln in lines[1:] if ",earlier run," in ln]
+    assert len(ours) == 4 * 32 and all(ln.split(",")[-1] for ln in ours)
+    failed = [c for s in JUnitXml.fromfile(str(xml)) for c in s if not c.is_passed]
+    assert len(failed) == 3 and all("since its earlier run" in c.result[0].message
+                                    for c in failed)
