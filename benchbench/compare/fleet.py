@@ -456,6 +456,9 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                     if n.earlier is not None}
     pairs = {g: {k: _pairs(then_figures, figs) for k, figs in by_key.items()}
              for g, by_key in node_figures.items()}
+    if before and not any(p for by_key in pairs.values() for p in by_key.values()):
+        notes.append(f"no measurement was taken by {outliers.MIN_GROUP} nodes or more both now "
+                     "and in their earlier runs: no change is held against the others'")
     budget = _budget(by_group, node_figures, pairs, alpha)
     measures = []
     for group, rows in by_group.items():

@@ -433,6 +433,23 @@ def test_earlier_runs_that_do_not_fit_are_refused_or_noted(tmp_path):
     save(other, "x", gpu_node("elsewhere", started="2026-10-01T02:00:00+00:00"))
     with pytest.raises(CompareError, match="none of the 1 run"):
         fleet.build([str(now / "*")], before=[str(other / "*")])
+    # node07 had H200s then (the same GPU UUIDs): another group, not held against it
+    save(then, "node07", gpu_node("node07", name="NVIDIA H200",
+                                  started="2026-11-01T02:00:00+00:00"))
+    f = fleet.build([str(now / "*")], before=[str(then / "*"), str(other / "*")])
+    assert f.earlier == 31 and any("hardware changed since the earlier run on node07 (8× NVIDIA "
+                                   "H200" in n for n in f.notes)
+    assert any(n.startswith("1 run(s) given with --before are of no node of this fleet: `")
+               for n in f.notes)
+    # earlier runs that measured nothing the nodes measure now: said, and no change tested
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for i in range(3):
+        run = gpu_node(f"node{i:02d}", started="2026-11-01T02:00:00+00:00")
+        run.probes = []
+        save(bare, f"node{i:02d}", run)
+    f = fleet.build([str(now / "*")], before=[str(bare / "*")])
+    assert not f.change_tests and "no measurement was taken by 3 nodes or more" in f.notes[-1]
 
 
 def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
