@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "own run shows that the group's median node (or its earlier run) does "
                     "not. Prints Markdown; "
                     "writes no file unless --out is given. Exit 0, 3 when an outlier is "
-                    "below its group, 2 bad input.")
+                    "below its group (or, with --before, a node's change below the others'), "
+                    "2 bad input.")
     f.add_argument("--alpha", type=float, default=0.01, metavar="A",
                    help="the chance that a healthy fleet shows any low outlier, shared over "
                         "every node, GPU and measurement (default 0.01)")

@@ -16,7 +16,7 @@ from benchbench.compare.align import row_name
 from benchbench.compare.comparison import Comparison
 from benchbench.compare.fleet import Fleet
 from benchbench.compare.history import History
-from benchbench.reports.fleet_md import outlier_text
+from benchbench.reports.fleet_md import median_change, outlier_text
 from benchbench.reports.history_md import gate_text, pct, shift_text, value
 
 
@@ -96,7 +96,9 @@ def fleet_cases(f: Fleet) -> list[Case]:
     out = []
     for m in f.measures:
         low = [outlier_text(f, m, e) for e in m.low]
-        said = f"{len(m.entities)} in {m.group}; median {value(m.median, m.unit)}"
+        said = f"{len(m.entities)} in {m.group}; median {value(m.median, m.unit)}" + (
+            f"; {len(m.changes)} against their earlier runs, the median change "
+            f"{pct(median_change(m))}" if m.changes else "")
         out.append(Case(f"benchbench.fleet.{m.key[0]}", f"{m.name} [{m.group}]",
                         failure=" | ".join(low) if low else None, output=said))
     return out

@@ -468,6 +468,9 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     assert head[-1] == "earlier_value"
     ours = [ln for ln in lines[1:] if ",earlier run," in ln]
     assert len(ours) == 4 * 32 and all(ln.split(",")[-1] for ln in ours)
-    failed = [c for s in JUnitXml.fromfile(str(xml)) for c in s if not c.is_passed]
+    cases = [c for s in JUnitXml.fromfile(str(xml)) for c in s]
+    failed = [c for c in cases if not c.is_passed]
     assert len(failed) == 3 and all("since its earlier run" in c.result[0].message
                                     for c in failed)
+    assert all("; 32 against their earlier runs, the median change +" in c.system_out
+               for c in cases)
