@@ -5,6 +5,7 @@ given. Measured on this machine.
     python scripts/history_accuracy.py [--series 40] [--mix run|rounds|both]
         [--otava /path/to/otava-venv/bin/python [--recheck 300] | --against earlier.json]
         [--json out.json]
+    python scripts/history_accuracy.py --machines 100
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -27,6 +28,11 @@ planted step is found when a change point lies within 3 runs of it; a change poi
 from every planted step is false. The gate is `history`'s exit rule at the defaults (5%); for
 the staircases and drifts the summary also gives the change the gate reports (its median per
 cell), which a line reads larger than steps it runs through.
+`--machines N`: histories, not series. Issue 31's harness scaled every headline figure of a
+history (6,096 series in 2,032 histories: three a history); here N histories of three series
+per cell, the run mix, each run's noise correlated by rho (0, 0.5, 1) across the three series
+of its history, every series with the same plant. A history exits 3 where the gate calls any of
+its series, or the index of them all (history.composite); the table gives each apart.
 Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
 runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
 own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
@@ -51,6 +57,7 @@ from dataclasses import dataclass
 
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate
+from benchbench.compare.history import index_points
 
 NEAR = 3  # runs: a change point this close to a planted step found it
 PLANTED = {"staircase": "−15.1%", "drift": "−10% at the last run"}
@@ -89,17 +96,20 @@ def where(n: int, position: str) -> int:
     return {"early": max(2, n // 4), "middle": n // 2, "last two": n - 2}[position]
 
 
+def level_at(p: Planted, i: int) -> float:
+    """Run i's planted level."""
+    level = 100 * math.prod(f for at, f in p.steps if i >= at)
+    if p.drift and i >= p.n - p.drift:
+        level *= 1 + (p.total - 1) * (i - (p.n - p.drift) + 1) / p.drift
+    return level * (0.75 if i == p.spike else 1.0)
+
+
 def draw(p: Planted, mix: str, rng: random.Random) -> list[list[float]]:
     sd = math.log1p(p.cv / 100)
     run_sd, round_sd = (sd, sd / 4) if mix == "run" else (0.0, sd * math.sqrt(3))
     out = []
     for i in range(p.n):
-        level = 100 * math.prod(f for at, f in p.steps if i >= at)
-        if p.drift and i >= p.n - p.drift:
-            level *= 1 + (p.total - 1) * (i - (p.n - p.drift) + 1) / p.drift
-        if i == p.spike:
-            level *= 0.75
-        run = level * math.exp(rng.gauss(0, run_sd))
+        run = level_at(p, i) * math.exp(rng.gauss(0, run_sd))
         out.append([run * math.exp(rng.gauss(0, round_sd)) for _ in range(3)])
     return out
 
@@ -294,6 +304,55 @@ def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str) ->
         else []
 
 
+MACHINE_SERIES = 3  # a history's series in issue 31's harness (6,096 in 2,032 histories)
+
+
+def draw_machine(p: Planted, rho: float, rng: random.Random) -> list[list[list[float]]]:
+    """MACHINE_SERIES series of one history, the run mix: each run's noise shared across them
+    with correlation rho, its rounds' own quarter of it apart."""
+    sd = math.log1p(p.cv / 100)
+    out: list[list[list[float]]] = [[] for _ in range(MACHINE_SERIES)]
+    for i in range(p.n):
+        level = level_at(p, i)
+        shared = rng.gauss(0, 1)
+        for series in out:
+            z = math.sqrt(rho) * shared + math.sqrt(1 - rho) * rng.gauss(0, 1)
+            run = level * math.exp(sd * z)
+            series.append([run * math.exp(rng.gauss(0, sd / 4)) for _ in range(3)])
+    return out
+
+
+def machines(count: int) -> list[str]:
+    """The gate on histories of MACHINE_SERIES series: how often any series exits 3, the
+    index of them all, and either (the history's exit)."""
+    cells = []
+    for n in LENGTHS:
+        for cv in CVS:
+            cells.append((f"noise n={n} cv={cv}", Planted("noise", n, cv, ())))
+        for cv in (1, 3):
+            cells.append((f"drift n={n} cv={cv}",
+                          Planted("drift", n, cv, (), drift=min(n, 30), total=0.9)))
+            cells.append((f"staircase n={n} cv={cv}", Planted(
+                "staircase", n, cv, tuple((k * n // 5, 0.96) for k in range(1, 5)))))
+    lines = [f"## histories of {MACHINE_SERIES} series, the run mix (--machines)", "",
+             "| history | noise shared across its series | exit 3: a series | the index | "
+             "either (the history) |", "|---|---|---|---|---|"]
+    for name, p in cells:
+        for rho in (0.0, 0.5, 1.0):
+            rng = random.Random(f"machine {name} {rho}")
+            alone = index = either = 0
+            for _ in range(count):
+                drawn = draw_machine(p, rho, rng)
+                a = any(benchbench(pts, [])[2] for pts in drawn)
+                b = benchbench([list(x) for x in index_points(drawn, [True] * len(drawn))],
+                               [])[2]
+                alone, index, either = alone + a, index + b, either + (a or b)
+            lines.append(f"| {name} | {rho:g} | {pct(alone, count)} | {pct(index, count)} | "
+                         f"{pct(either, count)} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--series", type=int, default=40, help="series per cell")
@@ -304,8 +363,14 @@ def main() -> int:
     ap.add_argument("--recheck", type=int, metavar="N",
                     help="measure the cells where Otava found more again, on N fresh series "
                          "(needs --otava)")
+    ap.add_argument("--machines", type=int, metavar="N",
+                    help="only the gate on N histories of three series per cell")
     a = ap.parse_args()
     started = time.perf_counter()
+    if a.machines:
+        machines(a.machines)
+        print(f"{a.machines} histories per cell, {time.perf_counter() - started:.0f} s")
+        return 0
     lines: list[str] = []
     dump = {}
     for mix in (("run", "rounds") if a.mix == "both" else (a.mix,)):

@@ -1,6 +1,7 @@
-"""One machine's runs in the order they started: a series per headline figure, its change
-points (analysis/change_points.py) and what changed in the environment between the runs on
-either side of each one.
+"""One machine's runs in the order they started: a series per headline figure, and one of the
+machine as a whole (composite: every figure in one index), their change points
+(analysis/change_points.py) and what changed in the environment between the runs on either
+side of each one.
 
 Each results.json is read once, and only what the series and the attribution need is kept
 (the run's figures per round and a few environment fields), so a thousand runs fit in memory
@@ -199,6 +200,48 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
                                                      gpu, gpu))
 
 
+NOISE_FLOOR = 0.001  # σ of the log values: a series of copies weighs no more than 0.1% noise
+
+
+def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: Sequence[bool]
+                 ) -> list[tuple[float, ...]]:
+    """Several series of the same runs (each a list of the runs' rounds, every value above 0)
+    as one index per run and round: their geometric mean weighted by the inverse of each
+    series' run-to-run variance (change_points.noise), each oriented so that higher is better
+    and taken about its own median run, so a typical run reads 1. Round j of a run is round j
+    of every series, weighted alike (as many rounds as the series with the fewest)."""
+    import math
+
+    logs = [cp.run_logs(p) for p in points]
+    weights = [1 / max(cp.noise(x), NOISE_FLOOR) ** 2 for x in logs]
+    total = sum(weights)
+    parts = [(w / total * (1 if up else -1), statistics.median(x), p)
+             for w, x, p, up in zip(weights, logs, points, higher_is_better, strict=True)]
+    return [tuple(math.exp(sum(w * (math.log(p[i][j]) - mid) for w, mid, p in parts))
+                  for j in range(min(len(p[i]) for p in points)))
+            for i in range(len(points[0]))]
+
+
+def composite(all_series: Sequence[Series], runs: Sequence[RunPoint]) -> Series | None:
+    """The machine as a whole (index_points): every headline figure that every run measured,
+    with no value of 0 or less, in one index. A change the whole machine shares (a driver that
+    costs every figure 10%) moves the index by all of it, while its noise is less than any one
+    series' where the series' noise is their own: 12 runs drifting 10% at 3% noise, three
+    series, exit 3 in 97.5% of histories against 81% on the series alone
+    (scripts/history_accuracy.py --machines). The weights keep one noisy figure (a disk that
+    reads 0.6 or 2.5 GB/s) from drowning the rest. None with fewer than two such series."""
+    every = [s for s in all_series if len(s.runs) == len(runs)
+             and all(p and min(p) > 0 for p in s.points)]
+    if len(every) < 2:
+        return None
+    c = Series(f"all {len(every)} headline figures (weighted)", "all", "index",
+               ("all", "index", (("series", len(every)),)), "ratio", True, True)
+    c.runs = [r.number for r in runs]
+    c.points = index_points([s.points for s in every], [s.higher_is_better for s in every])
+    c.values = [statistics.median(p) for p in c.points]
+    return c
+
+
 def _baseline(given: str | None, runs: list[RunPoint]) -> int | None:
     """The run --baseline names: its number in this history, or its path or folder."""
     if given is None:
@@ -250,6 +293,9 @@ def build(args: Sequence[str], *, machine: str | None = None,
     names = series.unique_names({k: s.name for k, s in by_key.items()})
     for k, s in by_key.items():
         s.name = names[k]
+    whole = composite(list(by_key.values()), runs)
+    all_series = ([whole] if whole else []) + list(by_key.values())
+    for s in all_series:
         _analyse(s, runs, threshold_pct, alpha, pinned, window)
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
                for c in _causes(runs, a.number, b.number)]
@@ -258,10 +304,10 @@ def build(args: Sequence[str], *, machine: str | None = None,
     if old:
         notes.append(f"{old} run(s) predate the recorded machine identity: their host name and "
                      "GPU UUIDs stand for it")
-    _tell(list(by_key.values()), runs)
-    missing = [s.name for s in by_key.values() if s.baseline_missing]
+    _tell(all_series, runs)
+    missing = [s.name for s in all_series if s.baseline_missing]
     if missing:
         notes.append(f"--baseline run {pinned} did not measure {', '.join(missing)}: "
                      "those series are held against their best segment instead")
-    return History(runs[-1].identity.name, runs, list(by_key.values()), changes, apart,
+    return History(runs[-1].identity.name, runs, all_series, changes, apart,
                    threshold_pct, alpha, notes, pinned, window)

@@ -202,9 +202,14 @@ def _series(h: History) -> list[str]:
         rows.append([s.name, str(len(s.runs)), value(latest, s.unit),
                      value(seg.level, s.unit) if seg else "—", noise_text(s.noise_pct),
                      str(len(s.shifts)), state])
+    whole = next((s for s in h.series if s.probe == "all"), None)
+    index = (f" The first, {whole.name}, is the machine as a whole: the geometric mean of "
+             "the figures every run measured, each about its median run and weighted by the "
+             "inverse of its noise, in percent of the median run; a change every figure shares "
+             "shows in it above the noise of any one." if whole else "")
     return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs); "
             f"unknown for a series of fewer than {MIN_RUNS} runs. Each series' figure is "
-            "plotted in history.html.", ""] + fmt.table(
+            "plotted in history.html." + index, ""] + fmt.table(
         ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
          "latest level"], rows)
 

@@ -83,7 +83,13 @@ def series_figure(h: History, s: Series) -> Any:
     ax.set_xlim(0.5, len(h.runs) + 0.5)
     integer_axis(ax.xaxis)
     ax.set_ylim(bottom=0)
-    si_axis(ax.yaxis, unit)
+    if unit == "ratio":  # the machine's index (compare/history.composite): of a typical run
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.0f}%"))
+        unit = "% of the median run"
+    else:
+        si_axis(ax.yaxis, unit)
     finish(fig, ax, s.name, xlabel="run (oldest first)", ylabel=unit, legend_size=6.5)
     room_above(fig, ax, names, max(ry + list(s.values)))  # the changes' names over no point
     return fig

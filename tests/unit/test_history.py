@@ -4,6 +4,7 @@ machine's runs, the exit codes and the files, JUnit included."""
 
 import math
 import random
+import statistics
 
 import pytest
 from junitparser import JUnitXml
@@ -261,6 +262,10 @@ def test_a_drift_cut_by_change_points_is_held_whole(seed):
     assert g.reference_what == "the drift's start (run 1)" and g.across
 
 
+def named(h, name):
+    return next(s for s in h.series if s.name == name)
+
+
 def test_the_report_says_change_points_cut_the_drift(tmp_path):
     for i, run in enumerate(drift(12, 0.9, 0.01, 13)):
         d = tmp_path / f"r{i:03d}"
@@ -268,7 +273,7 @@ def test_the_report_says_change_points_cut_the_drift(tmp_path):
         results.save(cpu_run(day(i), base=run[0] / 100, rounds=tuple(v / run[0] for v in run)),
                      d / "results.json")
     h = history.build([str(tmp_path / "r*")])
-    text = history_md.gate_text(h, h.series[0])
+    text = history_md.gate_text(h, named(h, "matmul peak fp32"))
     assert text.startswith("matmul peak fp32 −1")
     assert ": the drift since run 1 at its last run (−0." in text
     assert text.endswith("a run) against the drift's start (run 1) (p < 0.001); change points "
@@ -349,7 +354,7 @@ def test_the_drop_is_attributed_to_the_driver_between_the_runs_around_it(tmp_pat
         assert (cause.field, cause.before, cause.after) == ("driver", "550.54.15", "560.28.03")
         assert cause.runs == (12, 13)
     assert [(c.field, c.runs) for c in h.changes] == [("driver", (12, 13)), ("kernel", (18, 19))]
-    text = history_md.shift_text(h, h.series[0], 0)
+    text = history_md.shift_text(h, named(h, "matmul peak fp32"), 0)
     assert text.startswith("run 13 (2026-10-13): matmul peak fp32 −")
     assert text.endswith("(p < 0.001); driver 550.54.15 → 560.28.03 between runs 12 and 13")
 
@@ -366,7 +371,7 @@ def test_a_small_drop_at_a_driver_update_is_tested_at_the_update(tmp_path):
         (x,) = s.shifts
         assert s.run_at(x.at) == 7 and x.given and x.held_at == 10 * h.alpha
         assert s.regression is not None and s.regression.held_at == x.held_at
-    text = history_md.shift_text(h, h.series[0], 0)
+    text = history_md.shift_text(h, named(h, "matmul peak fp32"), 0)
     assert text.endswith("(p = 0.0033, tested at its recorded change against 0.01); driver "
                          "550.54.15 → 560.28.03 between runs 6 and 7")
     assert {r["p_held_at"] for r in history_md.csv_rows(h)[1] if r["change_point"]} == {0.01}
@@ -432,20 +437,22 @@ def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, caps
     out, xml = tmp_path / "out", tmp_path / "history.xml"
     code, md, err = run_cli(capsys, "history", runs / "*", "--out", out, "--junit", xml)
     assert code == 3, err
-    assert "**7 series regressed** (exit 3)" in md
+    # the seven figures of the runs, and all of them at once
+    assert "**8 series regressed** (exit 3)" in md
+    assert "- all 7 headline figures (weighted) −15." in md
     assert ("matmul peak fp32 −15.8%: the latest segment (runs 13–24) against the best "
             "segment (runs 1–12) (p < 0.001), since run 13 (2026-10-13)") in md
     assert "driver 550.54.15 → 560.28.03 between runs 12 and 13" in md
     assert sorted(p.name for p in out.iterdir()) == ["history.csv", "history.html",
                                                      "history.md"]
     html = (out / "history.html").read_text()
-    assert html.count('<figure id="fig-series ') == 7 and "7 series regressed" in html
+    assert html.count('<figure id="fig-series ') == 8 and "8 series regressed" in html
     csv = (out / "history.csv").read_text().splitlines()
     assert csv[0].startswith("run,started_at,source,label,series,probe,metric,key.")
-    assert len(csv) == 1 + 24 * 7
+    assert len(csv) == 1 + 24 * 8
     suite = JUnitXml.fromfile(str(xml))
     cases = [c for s in suite for c in s]
-    assert len(cases) == 7 and all(not c.is_passed for c in cases)
+    assert len(cases) == 8 and all(not c.is_passed for c in cases)
     assert "560.28.03" in cases[0].result[0].message
 
 
@@ -516,3 +523,62 @@ def test_baseline_pins_the_reference_by_number_or_path_and_bad_ones_are_one_line
         assert code == 2 and out == "" and err.count("\n") == 1 and said in err, err
     code, _, err = run_cli(capsys, "history", tmp_path / "r*", "--window", "1")
     assert code == 2 and "--window 1: must be a number of runs, 2 or more" in err
+
+
+# --- the machine as a whole: every headline figure in one index --------------------------------
+
+def test_the_index_weighs_each_series_by_its_noise_and_orients_it():
+    """Five series at 1% noise and a disk at 40%, each its own: weighted by the inverse of its
+    variance, the index's noise is the five's together (1/√5 of 1%), where an equal-weight
+    geometric mean would carry the disk's 40%/6. A figure where lower is better counts the other
+    way: its rise is the machine getting slower."""
+    rng = random.Random(4)
+    n = 100
+    calm = [[[100 * math.exp(rng.gauss(0, 0.01))] * 3 for _ in range(n)] for _ in range(5)]
+    disk = [[1e9 * math.exp(rng.gauss(0, 0.4))] * 3 for _ in range(n)]
+    index = history.index_points(calm + [disk], [True] * 6)
+    assert len(index) == n and all(len(p) == 3 for p in index)
+    noise = cp.noise(cp.run_logs(index))
+    # 0.45% expected; 0.51% measured (the robust noise of 100 runs is itself ±12%)
+    assert noise < 0.007 and statistics.median(v[0] for v in index) == pytest.approx(1, abs=0.01)
+    equal = cp.noise([statistics.fmean(math.log(s[i][0]) for s in calm + [disk])
+                      for i in range(n)])
+    assert equal > 0.04
+    # lower is better: seconds that grow by 10% from run 15 on pull the index down by 10%
+    slower = [[[2.0 * (1.1 if i >= 15 else 1.0)] * 3 for i in range(n)]]
+    down = history.index_points(calm + slower, [True] * 5 + [False])
+    assert statistics.fmean(v[0] for v in down[15:]) / statistics.fmean(
+        v[0] for v in down[:15]) < 0.95
+
+
+def test_the_whole_machine_regresses_where_each_of_its_figures_alone_does_not(tmp_path):
+    """12 runs drifting 10% down, each probe with 3% noise of its own a run: none of the seven
+    series holds at alpha alone (seed 11), the index of all seven does, and the history exits
+    3 on it."""
+    from synthetic_runs import CPU_FIGURES
+
+    probes = sorted({f[0] for f in CPU_FIGURES})
+    rng = random.Random(11)
+    for i in range(12):
+        factors = {p: math.exp(rng.gauss(0, 0.03)) for p in probes}
+        rounds = tuple(math.exp(rng.gauss(0, 0.0075)) for _ in range(3))
+        d = tmp_path / f"r{i:03d}"
+        d.mkdir()
+        results.save(cpu_run(day(i), base=1 - 0.1 * (i + 1) / 12, rounds=rounds,
+                             factors=factors), d / "results.json")
+    h = history.build([str(tmp_path / "r*")])
+    whole, *each = h.series
+    assert whole.name == "all 7 headline figures (weighted)" and whole.unit == "ratio"
+    assert [s.regression for s in each] == [None] * 7
+    assert whole.regression is not None and whole.regression.change_pct < -5
+    assert [s.name for s in h.regressions] == [whole.name]
+
+
+def test_no_index_without_two_figures_that_every_run_measured(tmp_path):
+    save_runs(tmp_path, n=6, drop_at=99)
+    runs = history.build([str(tmp_path / "r*")])
+    assert runs.series[0].name.startswith("all 7 headline")
+    few = [s for s in runs.series[1:]]
+    few[0].runs = few[0].runs[1:]  # one series misses a run: it is left out
+    assert history.composite(few[:2], runs.runs) is None
+    assert history.composite(few[1:3], runs.runs) is not None
