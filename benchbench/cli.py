@@ -172,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="one machine's runs in order: change points per headline figure and what changed "
              "around them (exit 3: the latest segment regressed)",
         description="The runs of one machine (paths, run folders or quoted globs), ordered by "
-                    "start time. Each headline figure becomes a series; single runs far off "
+                    "start time. Each headline figure becomes a series, and all of them "
+                    "one more (the machine as a whole, weighted by their noise); single runs "
+                    "far off "
                     "their neighbours are outlier runs; change points are found by binary "
                     "segmentation and PELT and kept when the best-split t-test holds; each "
                     "is attributed to what changed in the environment "

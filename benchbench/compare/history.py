@@ -11,6 +11,7 @@ and in seconds. Runs of another machine (compare/identity.py) are never mixed in
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -210,8 +211,6 @@ def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: 
     series' run-to-run variance (change_points.noise), each oriented so that higher is better
     and taken about its own median run, so a typical run reads 1. Round j of a run is round j
     of every series, weighted alike (as many rounds as the series with the fewest)."""
-    import math
-
     logs = [cp.run_logs(p) for p in points]
     weights = [1 / max(cp.noise(x), NOISE_FLOOR) ** 2 for x in logs]
     total = sum(weights)
