@@ -210,15 +210,23 @@ def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: 
     as one index per run and round: their geometric mean weighted by the inverse of each
     series' run-to-run variance (change_points.noise), each oriented so that higher is better
     and taken about its own median run, so a typical run reads 1. Round j of a run is round j
-    of every series, weighted alike (as many rounds as the series with the fewest)."""
+    of every series that has one, and the run's value of each that does not (a quick run
+    measures some probes twice and others once), weighted alike: so the geometric mean of a
+    run's rounds is the index of its series' run values, and its rounds spread as much as the
+    rounds that were measured say."""
     logs = [cp.run_logs(p) for p in points]
     weights = [1 / max(cp.noise(x), NOISE_FLOOR) ** 2 for x in logs]
     total = sum(weights)
-    parts = [(w / total * (1 if up else -1), statistics.median(x), p)
+    parts = [(w / total * (1 if up else -1), statistics.median(x), p, x)
              for w, x, p, up in zip(weights, logs, points, higher_is_better, strict=True)]
-    return [tuple(math.exp(sum(w * (math.log(p[i][j]) - mid) for w, mid, p in parts))
-                  for j in range(min(len(p[i]) for p in points)))
-            for i in range(len(points[0]))]
+    out = []
+    for i in range(len(points[0])):
+        rounds = max(len(p[i]) for _, _, p, _ in parts)
+        out.append(tuple(
+            math.exp(sum(w * ((math.log(p[i][j]) if j < len(p[i]) else x[i]) - mid)
+                         for w, mid, p, x in parts))
+            for j in range(rounds)))
+    return out
 
 
 def composite(all_series: Sequence[Series], runs: Sequence[RunPoint]) -> Series | None:

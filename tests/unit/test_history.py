@@ -544,6 +544,17 @@ def test_the_index_weighs_each_series_by_its_noise_and_orients_it():
     equal = cp.noise([statistics.fmean(math.log(s[i][0]) for s in calm + [disk])
                       for i in range(n)])
     assert equal > 0.04
+    # a quick run measures some probes twice and others once: round j holds the run's value
+    # of a series without one, so the rounds' geometric mean is the index of the run values,
+    # and the rounds spread as the measured ones do
+    twice = [[(100.0, 121.0)] * 3, [(10.0,)] * 3]
+    assert history.index_points(twice, [True, True]) == [
+        (pytest.approx(1 / 1.1 ** 0.5), pytest.approx(1.1 ** 0.5))] * 3
+    # run 2 10% up in both: in the first, the mean of its rounds (its first round, 110, alone
+    # would read no change at all)
+    twice[0][1], twice[1][1] = (110.0, 133.1), (11.0,)
+    up = history.index_points(twice, [True, True])[1]
+    assert math.prod(up) ** (1 / len(up)) == pytest.approx(1.1)
     # lower is better: seconds that grow by 10% from run 15 on pull the index down by 10%
     slower = [[[2.0 * (1.1 if i >= 15 else 1.0)] * 3 for i in range(n)]]
     down = history.index_points(calm + slower, [True] * 5 + [False])
