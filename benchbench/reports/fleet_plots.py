@@ -54,7 +54,7 @@ def _note(ax: Any, text: str, at: tuple[float, float], right_half: bool, below: 
 
 
 def _ranked(f: Fleet, title: str, points: list[tuple[Entity, float]], center: float,
-            bar: float, median: float, ylabel: str, gpus: list[tuple[Entity, float]],
+            bar: float, median: float, gpus: list[tuple[Entity, float]],
             from_zero: bool) -> Any:
     """The nodes sorted by their value, the band within `bar` of `center`, the median, the
     outliers marked and named (and each GPU odd within its node, at its node's place)."""
@@ -95,7 +95,7 @@ def measure_figure(f: Fleet, m: Measure) -> Any:
         return None
     unit = "images/s" if m.unit == "samples/s" else m.unit
     fig, ax, title = _ranked(f, name(m), [(e, e.figure.value) for e in m.entities], m.center,
-                             m.bar, m.median, unit, [(e, e.figure.value) for e in m.gpus],
+                             m.bar, m.median, [(e, e.figure.value) for e in m.gpus],
                              from_zero=True)
     si_axis(ax.yaxis, unit)
     return finish(fig, ax, title, xlabel="nodes, slowest first", ylabel=unit, legend_size=6.5)
@@ -108,8 +108,8 @@ def change_figure(f: Fleet, m: Measure) -> Any:
     g = m.since
     fig, ax, title = _ranked(f, change_name(m), [(e, (e.score.value - 1) * 100)
                                                  for e in m.changes],
-                             (g.center - 1) * 100, g.bar * 100, (g.median - 1) * 100,
-                             "%", [], from_zero=False)
+                             (g.center - 1) * 100, g.bar * 100, (g.median - 1) * 100, [],
+                             from_zero=False)
     ax.axhline(0, color=MEDIAN, linewidth=0.6, linestyle=":", zorder=1)
     return finish(fig, ax, title, xlabel="nodes, sorted by their change",
                   ylabel="change since the earlier run (%)", legend_size=6.5)

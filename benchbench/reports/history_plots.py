@@ -83,7 +83,7 @@ def series_figure(h: History, s: Series) -> Any:
     ax.set_xlim(0.5, len(h.runs) + 0.5)
     integer_axis(ax.xaxis)
     ax.set_ylim(bottom=0)
-    if unit == "ratio":  # the machine's index (compare/history.composite): of a typical run
+    if s.probe == "all":  # the machine's index (compare/history.composite): of the median run
         from matplotlib.ticker import FuncFormatter
 
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.0f}%"))
