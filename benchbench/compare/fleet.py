@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchbench.analysis import change_points as cp
-from benchbench.analysis import outliers
+from benchbench.analysis import max_t, outliers
 from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import env_value
 from benchbench.compare.history import started
@@ -115,7 +115,11 @@ class Fleet:
     alpha: float = outliers.DEFAULT_ALPHA  # the chance a healthy fleet shows a low outlier
     node_tests: float = 0.0  # nodes × effective measurements, over the groups (changes too)
     gpu_tests: float = 0.0
-    earlier: int = 0  # the nodes held against their own earlier run too
+
+    @property
+    def earlier(self) -> int:
+        """The nodes held against their own earlier run too."""
+        return sum(n.earlier is not None for n in self.nodes)
 
     @property
     def change_tests(self) -> bool:
@@ -246,6 +250,11 @@ class _Budget:
                 ((1 - GPU_SHARE) * self.alpha, self.node_tests))
 
 
+def _rounds_noise(figures: Sequence[series.Figure]) -> max_t.Rounds:
+    """change_points.rounds_noise of the figures' rounds (those with every round above 0)."""
+    return cp.rounds_noise([f.rounds for f in figures if f.rounds and min(f.rounds) > 0])
+
+
 def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: str,
             within_node: bool, budget: _Budget,
             spread: tuple[float, int] | None = None) -> tuple[outliers.Group, list[Entity]]:
@@ -255,7 +264,7 @@ def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: st
     values = [f.value for _, f in found]
     rounds = None
     if not within_node:
-        noise = cp.rounds_noise([f.rounds for _, f in found if f.rounds and min(f.rounds) > 0])
+        noise = _rounds_noise([f for _, f in found])
         med = statistics.median(values)
         rounds = (noise.run_var * med**2, noise.df) if noise.df else None
     if spread is not None:
@@ -286,19 +295,19 @@ def _changes(nodes: list[Node], pairs: Pairs, probe: str, budget: _Budget
         return None, []
     alpha, tests = budget.share(False)
     ratios = [now.value / then.value for _, now, then in pairs]
-    noise = [cp.rounds_noise([f.rounds for f in side if f.rounds and min(f.rounds) > 0])
-             for side in ([now for _, now, _ in pairs], [then for _, _, then in pairs])]
+    a = _rounds_noise([now for _, now, _ in pairs])
+    b = _rounds_noise([then for _, _, then in pairs])
     med = statistics.median(ratios)
-    rounds = ((noise[0].run_var + noise[1].run_var) * med**2, noise[0].df + noise[1].df) \
-        if noise[0].df and noise[1].df else None
+    rounds = ((a.run_var + b.run_var) * med**2, a.df + b.df) if a.df and b.df else None
     scored = outliers.score(ratios, pairs[0][1].higher_is_better, tests, alpha, rounds)
-    entities = [Entity(i, now.device, now, s, earlier=then)
-                for (i, now, then), s in zip(pairs, scored.scores, strict=True)]
-    for e in entities:
-        then_run = nodes[e.node].earlier
-        if e.score.outlier and then_run is not None and e.earlier is not None:
-            e.evidence = evidence.against(nodes[e.node].run, then_run.run, probe,
-                                          e.figure.gpu_device, e.earlier.gpu_device)
+    entities = []
+    for (i, now, then), s in zip(pairs, scored.scores, strict=True):
+        e = Entity(i, now.device, now, s, earlier=then)
+        earlier_run = nodes[i].earlier
+        if s.outlier and earlier_run is not None:  # a pair's node has its earlier run
+            e.evidence = evidence.against(nodes[i].run, earlier_run.run, probe,
+                                          now.gpu_device, then.gpu_device)
+        entities.append(e)
     return scored, entities
 
 
@@ -368,8 +377,11 @@ def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
     and its GPUs likewise (how a GPU's deviations from its node's median vary together)."""
     node_parts, gpu_parts = [], []
     for by_key in pairs.values():
-        columns = [{i: (1 if now.higher_is_better else -1) * now.value / then.value
-                    for i, now, then in p} for p in by_key.values() if p]
+        columns = []
+        for p in by_key.values():
+            if p:
+                sign = _sign([(i, now) for i, now, _ in p])
+                columns.append({i: sign * now.value / then.value for i, now, then in p})
         if columns:
             node_parts.append((len(set().union(*columns)), _table(columns), len(columns)))
     for group, rows in rows_by_group.items():
@@ -402,13 +414,13 @@ def _earlier_figures(run: RunResult) -> dict[series.Key, series.Figure]:
     return {k: _node_figures(found)[0][1] for k, found in rows.items()}
 
 
-def _pairs(then_figures: dict[int, dict[series.Key, series.Figure]],
+def _pairs(then_figures: dict[int, dict[series.Key, series.Figure]], key: series.Key,
            node_figures: list[tuple[int, series.Figure]]) -> Pairs:
-    """(node, now, then) for the nodes with an earlier figure of the measurement; none where
-    fewer than MIN_GROUP have one."""
+    """(node, now, then) for the nodes with an earlier figure of the measurement `key`; none
+    where fewer than MIN_GROUP have one."""
     out = []
     for i, now in node_figures:
-        then = then_figures.get(i, {}).get(series.without_device(now.key))
+        then = then_figures.get(i, {}).get(key)
         if then is not None and then.value > 0 and now.value > 0:
             out.append((i, now, then))
     return out if len(out) >= outliers.MIN_GROUP else []
@@ -454,7 +466,7 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
         _match(nodes, _nodes(before, allow_same_machine, notes, "--before"), notes)
     then_figures = {i: _earlier_figures(n.earlier.run) for i, n in enumerate(nodes)
                     if n.earlier is not None}
-    pairs = {g: {k: _pairs(then_figures, figs) for k, figs in by_key.items()}
+    pairs = {g: {k: _pairs(then_figures, k, figs) for k, figs in by_key.items()}
              for g, by_key in node_figures.items()}
     if before and not any(p for by_key in pairs.values() for p in by_key.values()):
         notes.append(f"no measurement was taken by {outliers.MIN_GROUP} nodes or more both now "
@@ -468,5 +480,4 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                      for k, found in rows.items()]
     return Fleet(nodes, groups, measures,
                  {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
-                 budget.node_tests, budget.gpu_tests,
-                 sum(1 for n in nodes if n.earlier is not None))
+                 budget.node_tests, budget.gpu_tests)
