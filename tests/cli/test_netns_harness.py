@@ -50,6 +50,7 @@ def test_torchrun_gloo_all_reduce_across_two_namespaces(hosts, tmp_path):
             sys.executable, "-m", "torch.distributed.run",
             "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1",
             "--master-addr", hosts.ips[0], "--master-port", str(MASTER_PORT),
+            "--log-dir", str(tmp_path / f"torchrun{rank}"),  # not a torchelastic_* in /tmp
             str(script), str(outs[rank]),
         ]
         for rank in (0, 1)

@@ -216,6 +216,9 @@ def test_two_node_run_between_network_namespaces(tmp_path):
         argvs = [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
                   "--node-rank", str(node), "--nproc-per-node", "1",
                   "--master-addr", hosts.ips[0], "--master-port", "29500",
+                  # torchrun's logs in the test's folder: by default each agent leaves a
+                  # torchelastic_* folder in /tmp
+                  "--log-dir", str(tmp_path / f"torchrun{node}"),
                   "-m", "benchbench", "run", "--only", "allreduce,memory_bandwidth",
                   "--device", "cpu", "--quick", "--time-budget", "8",
                   "--set", "allreduce.sizes=1K,64K,1M",
