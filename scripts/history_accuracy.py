@@ -262,6 +262,11 @@ def report(results: dict[str, Tallies], mix: str) -> list[str]:
     return lines
 
 
+def short_of(x: Tally, otava: Tally | None) -> bool:
+    """Whether benchbench found a smaller share of the planted steps than Otava did."""
+    return otava is not None and x.found / x.planted < otava.found / otava.planted
+
+
 def summary(results: dict[str, Tallies]) -> list[str]:
     def worst(prefix: str, which: int) -> float:
         return max(v[which].false / v[which].series for k, v in results.items()
@@ -273,8 +278,7 @@ def summary(results: dict[str, Tallies]) -> list[str]:
     steps = {k: v for k, v in results.items() if k.startswith("step") and v[2] is not None}
     for which, judged in ((0, "nothing recorded"), (1, "the step's change recorded")):
         behind = [(k, v[which].found / v[which].planted, v[2].found / v[2].planted)
-                  for k, v in steps.items() if v[2] is not None
-                  and v[which].found / v[which].planted < v[2].found / v[2].planted]
+                  for k, v in steps.items() if short_of(v[which], v[2])]
         if steps:
             lines.append(f"{judged}: step cells where benchbench finds at least Otava's share: "
                          f"{len(steps) - len(behind)} of {len(steps)}" + "".join(
@@ -292,14 +296,15 @@ def summary(results: dict[str, Tallies]) -> list[str]:
     return lines
 
 
-def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str) -> list[str]:
+def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str,
+            progress: Callable[[str], None]) -> list[str]:
     """The step cells where benchbench found fewer than Otava (with nothing recorded, or with
     the step's change recorded), measured again on `count` fresh series each, all three
     judged: a cell of 30 series moves by three series or so on chance alone."""
     planted = dict(families())
     lines, behind = [], [0, 0]
     for name, (a, r, b) in results.items():
-        short = [b is not None and x.found / x.planted < b.found / b.planted for x in (a, r)]
+        short = [short_of(x, b) for x in (a, r)]
         if not (name.startswith("step") and any(short)):
             continue
         p = planted[name]
@@ -310,7 +315,7 @@ def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str) ->
         behind = [n + (s and t) for n, s, t in zip(behind, short, still, strict=True)]
         lines.append(f"  {name}: {blind.found} / {ours.found} of {count} against Otava's "
                      f"{theirs.found}" + ("" if any(still) else " (at least as many)"))
-        print(lines[-1], flush=True)
+        progress(name)
     steps = sum(k.startswith("step") for k in results)
     return [f"again on {count} fresh series (nothing recorded / the step's change recorded):",
             *lines, f"step cells where benchbench finds at least Otava's share, after this: "
@@ -392,12 +397,14 @@ def main() -> int:
         return 0
     lines: list[str] = []
     dump = {}
+    def progress(name: str) -> None:
+        print(f"\r{name:<40}", end="", file=sys.stderr, flush=True)
+
     for mix in (("run", "rounds") if a.mix == "both" else (a.mix,)):
-        res = measure(a.series, mix, a.otava, earlier(a.against, mix),
-                      lambda name: print(f"\r{name:<40}", end="", file=sys.stderr, flush=True))
+        res = measure(a.series, mix, a.otava, earlier(a.against, mix), progress)
         part = report(res, mix) + [""] + summary(res) + [""]
         if a.recheck and a.otava:
-            part += recheck(res, mix, a.recheck, a.otava) + [""]
+            part += recheck(res, mix, a.recheck, a.otava, progress) + [""]
         print("\n".join(part), flush=True)  # each mix as it is done: the whole takes minutes
         lines += part
         dump[mix] = {k: [vars(x) if x else None for x in v] for k, v in res.items()}
