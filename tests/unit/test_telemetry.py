@@ -432,8 +432,11 @@ def test_a_later_round_adds_its_flags_and_its_series_beside_the_first(tmp_path):
 
 
 def test_runner_with_the_live_sampler_on_replayed_sources(tmp_path):
+    # an empty tree for /proc/stat: this VM's own steal (another tenant's 2.8% once) is no
+    # replayed source, and flagged the probe
     runner = make(tmp_path, LoggingIsolator([], seconds=0.35),
-                  lambda: LiveSampler(ReplayPsutil(), None, no_gpu_reason="a CPU box"),
+                  lambda: LiveSampler(ReplayPsutil(), None, no_gpu_reason="a CPU box",
+                                      root=tmp_path / "no-proc"),
                   only=("matmul",))
     assert runner.execute() == EXIT_OK
     tel = results.load(tmp_path).extra["telemetry"]
