@@ -47,7 +47,8 @@ def loader_ratio(workers: int) -> float:
 def au(true_au: float, workers: int = 16, batch_s: float = 0.32) -> float:
     job = pipeline.Job("cpu", PRECISIONS["fp32"], BATCH, 8, steps=50)
     h = pipeline.measure(_ctx(), job, lambda: sleep_loader(batch_s / BATCH, BATCH, workers),
-                         lambda: SleepTrainer(true_au * batch_s / workers))
+                         # a 1 s first step (allocation, autotuning): the buffer fills
+                         lambda: SleepTrainer(true_au * batch_s / workers, first_step_s=1.0))
     return (len(h.walls) / sum(h.walls)) / (len(h.compute_times) / sum(h.compute_times))
 
 

@@ -67,12 +67,25 @@ def test_pipeline_au_is_the_steady_state_not_the_prefetch_buffer(true_au):
 
     workers, batch_s = 16, 0.32  # 16 workers, each a batch of 4 images every 0.32 s
     step_s = true_au * batch_s / workers  # the step the loader keeps busy true_au of the time
-    trainer = SleepTrainer(step_s)
     job = pipeline.Job("cpu", PRECISIONS["fp32"], BATCH, 8, steps=32)
-    halves = pipeline.measure(_ctx(), job, lambda: sleep_loader(batch_s / BATCH, BATCH, workers),
-                              lambda: trainer)
-    total = len(halves.walls) / sum(halves.walls)
-    compute = len(halves.compute_times) / sum(halves.compute_times)
-    assert total / compute == pytest.approx(true_au, abs=0.05), halves.context
-    assert len(halves.walls) % workers == 0 and not halves.context["few_steps"]
-    assert halves.context["prefetched_discarded"] == 2 * workers
+
+    def au() -> tuple[float, dict]:
+        halves = pipeline.measure(_ctx(), job,
+                                  lambda: sleep_loader(batch_s / BATCH, BATCH, workers),
+                                  # A first step of 1 s, as a GPU's allocation and autotuning
+                                  # take: the workers fill their prefetch buffer meanwhile.
+                                  lambda: SleepTrainer(step_s, first_step_s=1.0))
+        assert len(halves.walls) % workers == 0 and not halves.context["few_steps"]
+        assert halves.context["prefetched_discarded"] == 2 * workers
+        total = len(halves.walls) / sum(halves.walls)
+        compute = len(halves.compute_times) / sum(halves.compute_times)
+        return total / compute, halves.context
+
+    # The median of three measurements. The loader half is a 0.64 s window, and a stall of
+    # the whole VM inside it (another tenant's steal) read 0.729 and 0.577 for 0.8 in two CI
+    # runs, where busy loops on both cores and a large heap in this process move it by <= 0.01.
+    # Timing the prefetch buffer, the bug this test guards against, biases all three: with
+    # the probe's discard of it removed, 0.5 read 0.81 and 0.8 read 0.87.
+    runs = [au() for _ in range(3)]
+    ratios = sorted(ratio for ratio, _ in runs)
+    assert ratios[1] == pytest.approx(true_au, abs=0.05), runs
