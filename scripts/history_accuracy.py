@@ -263,8 +263,10 @@ def report(results: dict[str, Tallies], mix: str) -> list[str]:
 
 
 def short_of(x: Tally, otava: Tally | None) -> bool:
-    """Whether benchbench found a smaller share of the planted steps than Otava did."""
-    return otava is not None and x.found / x.planted < otava.found / otava.planted
+    """Whether benchbench found a smaller share of the planted steps than Otava did (never
+    where nothing was planted: pure noise, a spike, an idle recorded change)."""
+    return (otava is not None and x.planted > 0 and otava.planted > 0
+            and x.found / x.planted < otava.found / otava.planted)
 
 
 def summary(results: dict[str, Tallies]) -> list[str]:
@@ -395,25 +397,26 @@ def main() -> int:
         machines(a.machines)
         print(f"{a.machines} histories per cell, {time.perf_counter() - started:.0f} s")
         return 0
-    lines: list[str] = []
     dump = {}
     def progress(name: str) -> None:
         print(f"\r{name:<40}", end="", file=sys.stderr, flush=True)
 
     for mix in (("run", "rounds") if a.mix == "both" else (a.mix,)):
         res = measure(a.series, mix, a.otava, earlier(a.against, mix), progress)
-        part = report(res, mix) + [""] + summary(res) + [""]
-        if a.recheck and a.otava:
-            part += recheck(res, mix, a.recheck, a.otava, progress) + [""]
-        print("\n".join(part), flush=True)  # each mix as it is done: the whole takes minutes
-        lines += part
+        # Each mix's table and tallies as soon as they are measured: the whole takes minutes,
+        # and a recheck tens of minutes more that an interruption must not cost them.
         dump[mix] = {k: [vars(x) if x else None for x in v] for k, v in res.items()}
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump(dump, fh)
+        print(file=sys.stderr)
+        print("\n".join(report(res, mix) + [""] + summary(res) + [""]), flush=True)
+        if a.recheck and a.otava:
+            print("\n".join(recheck(res, mix, a.recheck, a.otava, progress) + [""]),
+                  flush=True)
     print(file=sys.stderr)
     print(f"{a.series} series per cell, alpha {a.alpha:g}, "
           f"{time.perf_counter() - started:.0f} s")
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(dump, fh)
     return 0
 
 

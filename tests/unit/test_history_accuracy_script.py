@@ -1,0 +1,75 @@
+"""scripts/history_accuracy.py's recheck, with a stand-in for Otava that finds every planted
+step: it measures again only the step cells where benchbench found fewer, and a cell where
+nothing was planted (pure noise, a spike) is never one of them. A whole recheck on this VM runs
+for half an hour after the main table, so a crash there is costly to find by running it."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location(
+        "history_accuracy", ROOT / "scripts" / "history_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["history_accuracy"] = module  # dataclasses look their module up by name
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["history_accuracy"]
+
+
+def _tally(script, series, planted, found):
+    return script.Tally(series=series, planted=planted, found=found)
+
+
+def test_short_of_is_never_true_where_nothing_was_planted(script):
+    nothing, some = _tally(script, 3, 0, 0), _tally(script, 3, 3, 3)
+    assert not script.short_of(nothing, some) and not script.short_of(some, nothing)
+    assert not script.short_of(some, None)
+    assert script.short_of(_tally(script, 3, 3, 1), some)
+    assert not script.short_of(some, _tally(script, 3, 3, 1))
+
+
+def test_recheck_measures_again_only_the_step_cells_where_otava_found_more(script,
+                                                                         monkeypatch):
+    planted = dict(script.families())
+    behind, level = "step -20% middle n=12 cv=1", "step -10% middle n=12 cv=1"
+    calls = []
+
+    def otava(python, batch):  # finds every planted step, and nothing else
+        calls.append(len(batch))
+        return [[at for at, _ in planted[behind].steps] for _ in batch]
+
+    monkeypatch.setattr(script, "otava", otava)
+    results = {
+        "noise n=12 cv=1": (_tally(script, 30, 0, 0), _tally(script, 30, 0, 0),
+                            _tally(script, 30, 0, 0)),
+        "spike n=12 cv=1": (_tally(script, 3, 0, 0), _tally(script, 3, 0, 0),
+                            _tally(script, 3, 0, 0)),
+        # behind on the blind judging alone: measured again
+        behind: (_tally(script, 3, 3, 1), _tally(script, 3, 3, 3), _tally(script, 3, 3, 3)),
+        # level with Otava in both judgings: not measured again
+        level: (_tally(script, 3, 3, 3), _tally(script, 3, 3, 3), _tally(script, 3, 3, 3)),
+    }
+    seen = []
+    lines = script.recheck(results, "run", 4, "otava-python", seen.append)
+    assert calls == [4] and seen == [behind]
+    # A −20% step in 1% noise: benchbench finds it in all 4 fresh series, as Otava does.
+    assert lines[1] == f"  {behind}: 4 / 4 of 4 against Otava's 4 (at least as many)"
+    steps = sum(name.startswith("step") for name in results)
+    assert lines[-1].endswith(f"after this: {steps} / {steps} of {steps}")
+
+
+def test_recheck_says_nothing_when_no_cell_is_behind(script, monkeypatch):
+    monkeypatch.setattr(script, "otava", lambda python, batch: pytest.fail("Otava was run"))
+    even = _tally(script, 3, 3, 3)
+    results = {"noise n=12 cv=1": (_tally(script, 30, 0, 0),) * 3,
+               "step -10% middle n=12 cv=1": (even, even, even)}
+    assert script.recheck(results, "run", 4, "otava-python", lambda name: None) == []
