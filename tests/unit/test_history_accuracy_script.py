@@ -1,7 +1,7 @@
 """scripts/history_accuracy.py's recheck, with a stand-in for Otava that finds every planted
 step: it measures again only the step cells where benchbench found fewer, and a cell where
-nothing was planted (pure noise, a spike) is never one of them. A whole recheck on this VM runs
-for half an hour after the main table, so a crash there is costly to find by running it."""
+nothing was planted (pure noise, a spike) is never one of them. On this VM a recheck starts
+after a 6.5-minute table, so a crash there is costly to find by running it."""
 
 import importlib.util
 import sys
