@@ -32,6 +32,7 @@ from benchbench.engine.sim_device import context as context
 from benchbench.engine.sim_device import facts_for as facts_for
 from benchbench.engine.sim_probes import SIMULATORS, _pipeline
 from benchbench.probes.api import ProbeOutput
+from benchbench.probes.meter import long_lived_frozen
 
 
 @dataclass
@@ -85,10 +86,11 @@ def simulate_probe(p: DeviceProfile, name: str, quick: bool, budget_s: float,
     clock = FakeClock()
     ctx = context(p, quick, budget_s, cfg, clock)
     start = clock()
-    if name == "pipeline":
-        out = _pipeline(p, ctx, cfg, clock, loader_rate or p.dali_gpu_rate)
-    else:
-        out = SIMULATORS[name](p, ctx, cfg, clock)
+    with long_lived_frozen():  # as in a probe's worker (engine/worker.py)
+        if name == "pipeline":
+            out = _pipeline(p, ctx, cfg, clock, loader_rate or p.dali_gpu_rate)
+        else:
+            out = SIMULATORS[name](p, ctx, cfg, clock)
     # The distributed probes' ranks count their budget from when they have all joined (see
     # workloads/_ranks.py): spawning them is start-up, like a worker process's.
     startup = p.rank_start_s if spec.distributed else 0.0

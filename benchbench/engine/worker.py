@@ -14,6 +14,7 @@ from typing import Any
 from benchbench.core.config import ProbeConfig
 from benchbench.core.sampling import Budget
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, Progress, RunInputs
+from benchbench.probes.meter import long_lived_frozen
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
                        budget=Budget(job.budget_s), facts=job.facts, progress=progress,
                        inputs=job.inputs)
     try:
-        out: ProbeOutput = module.run(ctx, cfg)
+        with long_lived_frozen():
+            out: ProbeOutput = module.run(ctx, cfg)
     except ProbeSkipped as exc:
         return {"status": "skipped", "reason": str(exc), "resource": None, "params": {},
                 "measurements": [], "artifacts": []}

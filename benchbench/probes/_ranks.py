@@ -25,6 +25,7 @@ from benchbench.engine.isolation import describe_exit, die_with_parent, poll_mes
 from benchbench.engine.launch import PORT_OFFSETS, free_port
 from benchbench.probes._devices import device_count, process_context, select_device
 from benchbench.probes.api import ProbeContext, Progress
+from benchbench.probes.meter import long_lived_frozen
 
 # Spawned ranks import torch before they join: allow for that on a loaded 2-core box.
 START_SLACK_S = 60.0
@@ -147,7 +148,8 @@ def run_rank(spec: RankSpec, progress: Progress | None = None) -> Any:
                     host if spec.node_rank is None else f"node {spec.node_rank}")
         if progress is not None and spec.rank == 0:
             comm.progress = progress
-        value = fn(comm, spec.payload)
+        with long_lived_frozen():  # as a probe's worker runs it (engine/worker.py)
+            value = fn(comm, spec.payload)
         dist.barrier()
     except RankFailure:
         raise

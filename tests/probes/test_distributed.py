@@ -120,6 +120,13 @@ def test_a_hung_collective_fails_within_its_timeout():
         _ranks.spawn_local(base, work_s=1.0)
 
 
+def test_a_rank_runs_with_its_imports_frozen():
+    """As in a probe's worker: a rank's free_memory between counts looks at what the rank made,
+    not at the objects of torch's imports."""
+    base = spec(target="tests.support.isolation_targets:frozen_objects", timeout_s=20.0)
+    assert _ranks.spawn_local(base, work_s=5.0) > 10_000
+
+
 def test_a_port_taken_between_choice_and_bind_is_replaced(monkeypatch):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

@@ -171,6 +171,59 @@ def test_worker_runs_a_probe_job_and_reports_skips():
         assert skip["status"] == "skipped" and "no CUDA GPU" in skip["reason"]
 
 
+class _Cycle:
+    """Garbage that only a collection frees: it refers to itself."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_free_memory_in_a_frozen_block_collects_what_the_block_made():
+    import gc
+    import weakref
+
+    from benchbench.probes.meter import free_memory, long_lived_frozen
+
+    assert gc.get_freeze_count() == 0
+    gc.disable()  # no collection of its own between the lines below
+    try:
+        before = _Cycle()
+        made_before = weakref.ref(before)
+        del before
+        with long_lived_frozen():
+            frozen = gc.get_freeze_count()
+            assert frozen > 10_000  # pytest's and torch's objects, and the cycle above
+            with long_lived_frozen():  # nested: the outer block's objects stay frozen
+                pass
+            assert gc.get_freeze_count() >= frozen
+            inner = _Cycle()
+            made_inside = weakref.ref(inner)
+            del inner
+            free_memory()
+            assert made_inside() is None  # what the block made is collected
+            assert made_before() is not None  # what existed before is not looked at
+        assert gc.get_freeze_count() == 0
+        gc.collect()
+        assert made_before() is None  # and is collected again after the block
+    finally:
+        gc.enable()
+
+
+def test_a_probe_runs_with_its_imports_frozen():
+    """A full collection in a probe's worker looks at what the probe made, not at the 340,000
+    objects of torch's and torchvision's imports: free_memory takes milliseconds."""
+    import gc
+
+    from benchbench.engine.worker import ProbeJob, run_probe
+
+    job = ProbeJob(name="gc", run="gc_probe", device="cpu", min_repeats=1, budget_s=5.0,
+                   facts={}, config=resolved("matmul"))
+    body = run_probe(job, lambda *a: None)
+    assert body["status"] == "skipped"
+    assert int(body["reason"].split()[0]) > 10_000, body["reason"]
+    assert gc.get_freeze_count() == 0  # given back when the probe ended
+
+
 def test_pre_ampere_gpus_skip_tf32_and_bf16(monkeypatch):
     from benchbench.probes._devices import usable_on
 

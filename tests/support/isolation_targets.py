@@ -33,6 +33,13 @@ def echo_rank(comm, payload):
     return {"rank": comm.rank, "world": comm.world_size}
 
 
+def frozen_objects(comm, payload):
+    """A rank function: how many objects this rank's process left out of garbage collection."""
+    import gc
+
+    return gc.get_freeze_count()
+
+
 def rank_one_hangs(comm, payload):
     """Rank 0 all-reduces; rank 1 never does, as a rank stuck in a dead peer would."""
     import torch
