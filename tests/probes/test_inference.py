@@ -144,7 +144,7 @@ def _check_offline_and_generation(by, notes):
     # budget would not pay for one more (a slow VM), and then batch 4 was skipped for it too
     generations = itl.context["generations"]
     assert len(itl.samples) == generations * 3
-    assert generations == 2 or 1 <= generations and len(by["itl"]) == 1
+    assert generations == 2 or (1 <= generations and len(by["itl"]) == 1)
 
 
 def test_the_workload_runs_every_part_through_loadgen_on_this_cpu(tmp_path):
