@@ -115,8 +115,9 @@ class Found:
 
 
 def run_logs(points: Sequence[Sequence[float]]) -> list[float]:
-    """Each run's log value: the mean of the logarithms of its rounds."""
-    return [statistics.fmean(math.log(float(v)) for v in p) for p in points]
+    """Each run's log value: the mean of the logarithms of its rounds (statistics.fmean's
+    sum, without its per-value bookkeeping: a history of a thousand runs asks 55 times)."""
+    return [math.fsum(map(math.log, p)) / len(p) for p in points]
 
 
 def noise(logs: Sequence[float]) -> float:

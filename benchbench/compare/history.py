@@ -11,9 +11,10 @@ and in seconds. Runs of another machine (compare/identity.py) are never mixed in
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -158,18 +159,18 @@ def _causes(runs: list[RunPoint], before: int, after: int) -> list[EnvChange]:
             if str(a.get(f)) != str(b.get(f))]
 
 
-def _analyse(s: Series, runs: list[RunPoint], threshold_pct: float, alpha: float,
-             baseline: int | None, window: int | None) -> None:
+def _analyse(s: Series, causes: Callable[[int, int], list[EnvChange]], threshold_pct: float,
+             alpha: float, baseline: int | None, window: int | None) -> None:
     # the points whose run's environment differs from the run before's: a step there is
     # tested at its place (change_points.AT_CHANGE)
-    changed = [i for i in range(1, len(s.runs)) if _causes(runs, s.run_at(i - 1), s.run_at(i))]
+    changed = [i for i in range(1, len(s.runs)) if causes(s.run_at(i - 1), s.run_at(i))]
     found = cp.detect(s.points, s.higher_is_better, alpha, changed)
     s.shifts, s.segments, s.outliers = found.shifts, found.segments, found.outliers
     # Successive differences need MIN_RUNS runs (change_points.noise reads 0 below that): a
     # series of one or two runs has no measured noise, which is unknown, not ±0%.
     usable = [p for p in s.points if p and min(p) > 0]
     s.noise_pct = cp.noise_pct(s.points) if len(usable) >= cp.MIN_RUNS else None
-    s.causes = [_causes(runs, s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
+    s.causes = [causes(s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
     point = s.runs.index(baseline) if baseline in s.runs else None
     s.baseline_missing = baseline is not None and point is None
     if len(usable) == len(s.points):
@@ -303,10 +304,12 @@ def build(args: Sequence[str], *, machine: str | None = None,
         s.name = names[k]
     whole = composite(list(by_key.values()), runs)
     all_series = ([whole] if whole else []) + list(by_key.values())
+    # what changed between two runs, once per pair: every series asks of the same pairs
+    causes = functools.cache(lambda before, after: _causes(runs, before, after))
     for s in all_series:
-        _analyse(s, runs, threshold_pct, alpha, pinned, window)
+        _analyse(s, causes, threshold_pct, alpha, pinned, window)
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
-               for c in _causes(runs, a.number, b.number)]
+               for c in causes(a.number, b.number)]
     notes = []
     old = sum(not r.identity.recorded for r in runs)
     if old:

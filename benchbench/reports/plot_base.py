@@ -124,20 +124,20 @@ def room_right(fig: Any, ax: Any, texts: list[Any], pad_px: float = 4.0) -> None
 def room_above(fig: Any, ax: Any, texts: list[Any], data_top: float,
                pad_px: float = 4.0) -> None:
     """Raise a linear y axis' top until the data (up to data_top) ends below the tallest of
-    these texts, which hang from the axes' top: they name lines without covering points."""
+    these texts, which hang from the axes' top: they name lines without covering points.
+    One layout pass: a new top moves the y tick labels, which changes the axes' width, not
+    their height, and the texts' height is their own."""
     if not texts:
         return
+    fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
-    for _ in range(2):
-        fig.draw_without_rendering()
-        lo, hi = ax.get_ylim()
-        height = ax.bbox.height
-        free = height - pad_px - max(t.get_window_extent(renderer).height for t in texts)
-        if free <= 0 or data_top <= lo:
-            return
-        need = lo + (data_top - lo) * height / free
-        if need <= hi * (1 + 1e-9):
-            return
+    lo, hi = ax.get_ylim()
+    height = ax.bbox.height
+    free = height - pad_px - max(t.get_window_extent(renderer).height for t in texts)
+    if free <= 0 or data_top <= lo:
+        return
+    need = lo + (data_top - lo) * height / free
+    if need > hi * (1 + 1e-9):
         ax.set_ylim(lo, need)
 
 

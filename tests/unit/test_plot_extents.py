@@ -337,6 +337,24 @@ def test_every_history_plot_is_whole_with_runs_on_integers(tmp_path, n, drop_at)
     assert len(figs) >= 5
     assert {name: integer_ticks(f) for name, f in figs.items() if integer_ticks(f)} == {}
     assert_whole(figs)
+    if drop_at is not None:  # the driver's change is named, hanging from the axes' top
+        assert {name: covered(f) for name, f in figs.items() if covered(f)} == {}
+
+
+def covered(fig: Any) -> list[str]:
+    """The names hanging from the axes' top (the environment's changes) that come down to a
+    point of the data, as laid out when saved."""
+    import numpy as np
+
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    names = [t for t in ax.texts if t.get_transform() != ax.transData]
+    assert names, "no change is named"
+    xy = [c.get_offsets() for c in ax.collections if len(c.get_offsets())]
+    xy += [line.get_xydata() for line in ax.lines if line.get_marker() not in (None, "None", "")]
+    top = max(ax.transData.transform(np.asarray(p, dtype=float))[:, 1].max() for p in xy)
+    return [f"{t.get_text()!r} comes down to {t.get_window_extent().y0:.1f} px, a point is at "
+            f"{top:.1f} px" for t in names if t.get_window_extent().y0 < top + 1]
 
 
 def test_every_fleet_plot_is_whole_with_nodes_on_integers(tmp_path):

@@ -79,6 +79,22 @@ def test_unit_status_and_resource_are_closed_sets():
         ProbeResult(name="p", status="ok", resource="disk")
 
 
+@pytest.mark.parametrize("samples, ok", [
+    ([1.0, 2.5, 3.0], True), ([], True), ([1, 2.0, True], True), ([1e308, 1e308], True),
+    ([1.0, float("nan")], False), ([float("inf"), 1.0], False),
+    ([float("inf"), float("-inf")], False), ([1.0, "2.0"], False), ([1.0, None], False),
+    ([[1.0]], False)])
+def test_every_sample_is_a_finite_number(samples, ok):
+    def make():
+        return Measurement(metric="x", key={}, value=1.0, unit="B/s", statistic="median",
+                           samples=samples, higher_is_better=True)
+    if ok:
+        assert make().samples == samples
+    else:
+        with pytest.raises(ValueError, match="every sample must be a finite number"):
+            make()
+
+
 def test_newer_schema_is_refused(tmp_path):
     data = make_run().to_dict()
     data["schema_version"] = results.SCHEMA_VERSION + 1
