@@ -185,16 +185,20 @@ def outputs(args: argparse.Namespace) -> Outputs:
 
 
 def publish(where: Outputs, stem: str, md: str, *,
-            figures: Callable[[list[str]], dict[str, bytes]],
+            figures: Callable[[list[str], Callable[[int, int], None]], dict[str, bytes]],
             html: Callable[[str, dict[str, bytes], list[str]], str], csv: Callable[[], str],
             junit: Callable[[], bytes]) -> None:
     """The Markdown on stdout; <stem>.md, .html (with its figures, and the notes of those that
     could not be drawn) and .csv under --out; the --junit file. Each is made only when asked
-    for."""
+    for. figures(notes, progress) draws them under a progress bar (a history of a thousand
+    runs takes seconds)."""
+    from benchbench.engine.progress import task_progress
+
     print(md, end="")
     if where.out is not None:
         notes: list[str] = []
-        plots = figures(notes)
+        with task_progress("drawing the figures") as progress:
+            plots = figures(notes, progress)
         write_files(where.out, {f"{stem}.md": md, f"{stem}.html": html(md, plots, notes),
                                 f"{stem}.csv": csv()})
     if where.junit is not None:

@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     md = compare_md.render(comp)
     publish(where, "compare", md if md.endswith("\n") else md + "\n",
-            figures=lambda notes: compare_plots.make(comp, notes),
+            figures=lambda notes, progress: compare_plots.make(comp, notes, progress),
             html=lambda md, plots, notes: compare_html.render(comp, md, plots, notes),
             csv=lambda: compare_md.csv_text(comp),
             junit=lambda: junit.document("benchbench compare", junit.compare_cases(comp)))

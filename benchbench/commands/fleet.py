@@ -18,18 +18,21 @@ def main(args: argparse.Namespace) -> int:
     """The fleet on stdout as Markdown; fleet.md/.html/.csv only under --out; --junit."""
     from benchbench.compare import fleet
     from benchbench.compare.sides import CompareError
+    from benchbench.engine.progress import task_progress
     from benchbench.reports import fleet_md, fleet_plots, junit, ops_html
 
     started = time.perf_counter()
     check_number("--alpha", args.alpha, 0 < args.alpha < 1, "above 0 and below 1")
     where = outputs(args)
     try:
-        f = fleet.build(args.runs, before=args.before,
-                        allow_same_machine=args.allow_same_machine, alpha=args.alpha)
+        with task_progress("reading and analysing the runs") as progress:
+            f = fleet.build(args.runs, before=args.before,
+                            allow_same_machine=args.allow_same_machine, alpha=args.alpha,
+                            progress=progress)
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "fleet", fleet_md.render(f),
-            figures=lambda notes: fleet_plots.make(f, notes),
+            figures=lambda notes, progress: fleet_plots.make(f, notes, progress),
             html=lambda md, plots, notes: ops_html.fleet(f, md, plots, notes),
             csv=lambda: fleet_md.csv_text(f),
             junit=lambda: junit.document("benchbench fleet", junit.fleet_cases(f)))

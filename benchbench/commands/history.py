@@ -18,6 +18,7 @@ def main(args: argparse.Namespace) -> int:
     """The history on stdout as Markdown; history.md/.html/.csv only under --out; --junit."""
     from benchbench.compare import history
     from benchbench.compare.sides import CompareError
+    from benchbench.engine.progress import task_progress
     from benchbench.reports import history_md, history_plots, junit, ops_html
 
     started = time.perf_counter()
@@ -27,12 +28,14 @@ def main(args: argparse.Namespace) -> int:
         check_number("--window", args.window, args.window >= 2, "a number of runs, 2 or more")
     where = outputs(args)
     try:
-        h = history.build(args.runs, machine=args.machine, threshold_pct=args.threshold,
-                          alpha=args.alpha, baseline=args.baseline, window=args.window)
+        with task_progress("reading and analysing the runs") as progress:
+            h = history.build(args.runs, machine=args.machine, threshold_pct=args.threshold,
+                              alpha=args.alpha, baseline=args.baseline, window=args.window,
+                              progress=progress)
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "history", history_md.render(h),
-            figures=lambda notes: history_plots.make(h, notes),
+            figures=lambda notes, progress: history_plots.make(h, notes, progress),
             html=lambda md, plots, notes: ops_html.history(h, md, plots, notes),
             csv=lambda: history_md.csv_text(h),
             junit=lambda: junit.document("benchbench history", junit.history_cases(h)))

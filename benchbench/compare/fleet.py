@@ -22,7 +22,7 @@ accepts them.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,10 +163,14 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
 
 
 def _nodes(args: Sequence[str], allow_same: bool, notes: list[str],
-           what: str = "a fleet") -> list[Node]:
+           what: str = "a fleet", read: Callable[[], None] = lambda: None) -> list[Node]:
+    """The nodes of the runs `args` names (a multi-node run holds several); read() after
+    each run is read."""
     made: list[Node] = []
     for path in paths_of(args):
-        for source, run in nodes_of(load(path), path):
+        run_of_path = load(path)
+        read()
+        for source, run in nodes_of(run_of_path, path):
             env = run.environment or {}
             ident = identity.of(env)
             made.append(Node(str(ident.hostname or "node"), source, run, ident, hardware(env)))
@@ -427,18 +431,26 @@ def _pairs(then_figures: dict[int, dict[series.Key, series.Figure]], key: series
 
 
 def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine: bool = False,
-          alpha: float = outliers.DEFAULT_ALPHA) -> Fleet:
+          alpha: float = outliers.DEFAULT_ALPHA,
+          progress: Callable[[int, int], None] | None = None) -> Fleet:
     """The fleet of the runs the arguments name (paths, run folders, quoted globs); `before`
     names earlier runs of its nodes, each node's change since its own held against the
-    others'."""
+    others'. progress(done, total) as the runs are read."""
     notes: list[str] = []
+    total, done = len(paths_of(args)) + (len(paths_of(before)) if before else 0), [0]
+
+    def read() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
     if before:
         both = {results_file(p) for p in paths_of(args)} & {results_file(p)
                                                            for p in paths_of(before)}
         if both:
             raise CompareError(f"{sorted(both)[0]} is given both as a node and with --before: "
                                "--before takes the nodes' earlier runs")
-    nodes = _nodes(args, allow_same_machine, notes)
+    nodes = _nodes(args, allow_same_machine, notes, read=read)
     if len(nodes) < outliers.MIN_GROUP:
         have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
                                        if len(nodes) == 2 else "")
@@ -463,7 +475,7 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
                     for g, rows in by_group.items()}
     if before:
-        _match(nodes, _nodes(before, allow_same_machine, notes, "--before"), notes)
+        _match(nodes, _nodes(before, allow_same_machine, notes, "--before", read), notes)
     then_figures = {i: _earlier_figures(n.earlier.run) for i, n in enumerate(nodes)
                     if n.earlier is not None}
     pairs = {g: {k: _pairs(then_figures, k, figs) for k, figs in by_key.items()}

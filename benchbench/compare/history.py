@@ -273,12 +273,19 @@ def _baseline(given: str | None, runs: list[RunPoint]) -> int | None:
 def build(args: Sequence[str], *, machine: str | None = None,
           threshold_pct: float = cp.DEFAULT_THRESHOLD_PCT,
           alpha: float = cp.DEFAULT_ALPHA, baseline: str | None = None,
-          window: int | None = None) -> History:
-    """The history of the runs the arguments name (paths, run folders, quoted globs)."""
+          window: int | None = None,
+          progress: Callable[[int, int], None] | None = None) -> History:
+    """The history of the runs the arguments name (paths, run folders, quoted globs);
+    progress(done, total) as the runs are read."""
     paths = paths_of(args)
     if not paths:
         raise CompareError("no run given; give a machine's runs, e.g. 'runs/nightly-*'")
-    every = sorted((_read(p) for p in paths), key=lambda x: (x.started, x.source))
+    every = []
+    for i, p in enumerate(paths):
+        every.append(_read(p))
+        if progress is not None:
+            progress(i + 1, len(paths))
+    every.sort(key=lambda x: (x.started, x.source))
     loaded, apart = _pick_machine(every, machine)
     if len(loaded) < cp.MIN_RUNS:
         have = f"got {len(loaded)}" + (": compare two with `benchbench compare A B`"

@@ -50,9 +50,15 @@ class RichDisplay:
 
 @contextmanager
 def task_progress(title: str) -> Iterator[Callable[[int, int], None]]:
-    """A one-task progress bar on stderr; yields progress(done, total)."""
+    """A one-task progress bar on stderr; yields progress(done, total). Where stderr is no
+    terminal (CI, a pipe, a log file) it draws nothing, not even an empty line: an error
+    message there stays the one line it is."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda done, total: None
+        return
     with Progress(TextColumn(f"[bold]{title}[/]"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(title, total=None)
 
         def update(done: int, total: int) -> None:

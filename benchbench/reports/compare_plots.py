@@ -15,6 +15,7 @@ from benchbench.compare.align import headline, short_name
 from benchbench.compare.comparison import Comparison
 from benchbench.core import units as fmt
 from benchbench.reports.plot_base import (
+    Progress,
     draw,
     figure,
     finish,
@@ -46,10 +47,11 @@ def figures(comp: Comparison) -> dict[str, Callable[[], Any]]:
     return {"headline": lambda: headline_bars(comp), "allreduce_busbw": lambda: busbw(comp)}
 
 
-def make(comp: Comparison, problems: list[str] | None = None) -> dict[str, bytes]:
+def make(comp: Comparison, problems: list[str] | None = None,
+         progress: Progress | None = None) -> dict[str, bytes]:
     """PNG bytes per figure this comparison has data for. A figure that fails to draw is named
     in `problems` instead of stopping the report (when `problems` is given)."""
-    return draw(figures(comp), problems)
+    return draw(figures(comp), problems, progress)
 
 
 def headline_bars(comp: Comparison) -> Any:

@@ -10,7 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from benchbench.compare.fleet import Entity, Fleet, Measure
-from benchbench.reports.plot_base import draw, figure, finish, integer_axis, si_axis, wrap
+from benchbench.reports.plot_base import (
+    Progress,
+    draw,
+    figure,
+    finish,
+    integer_axis,
+    si_axis,
+    wrap,
+)
 
 POINT = "#0072B2"
 OUTLIER = "#c0392b"
@@ -42,8 +50,9 @@ def figures(f: Fleet) -> dict[str, Callable[[], Any]]:
     return out
 
 
-def make(f: Fleet, problems: list[str] | None = None) -> dict[str, bytes]:
-    return draw(figures(f), problems)
+def make(f: Fleet, problems: list[str] | None = None,
+         progress: Progress | None = None) -> dict[str, bytes]:
+    return draw(figures(f), problems, progress)
 
 
 def _note(ax: Any, text: str, at: tuple[float, float], right_half: bool, below: bool) -> None:

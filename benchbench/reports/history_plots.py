@@ -14,6 +14,7 @@ from typing import Any
 
 from benchbench.compare.history import History, Series
 from benchbench.reports.plot_base import (
+    Progress,
     draw,
     figure,
     finish,
@@ -43,9 +44,10 @@ def figures(h: History) -> dict[str, Callable[[], Any]]:
     return {name(s): (lambda s=s: series_figure(h, s)) for s in drawn(h)}  # type: ignore[misc]
 
 
-def make(h: History, problems: list[str] | None = None) -> dict[str, bytes]:
+def make(h: History, problems: list[str] | None = None,
+         progress: Progress | None = None) -> dict[str, bytes]:
     """PNG bytes per drawn series (by name()); a figure that fails is said in `problems`."""
-    return draw(figures(h), problems)
+    return draw(figures(h), problems, progress)
 
 
 def series_figure(h: History, s: Series) -> Any:

@@ -22,6 +22,7 @@ DPI = 100
 PAD_IN = 0.06
 # Legend and category labels longer than this many characters wrap onto a second line.
 WRAP = 24
+Progress = Callable[[int, int], None]  # progress(done, total): figures drawn so far
 
 
 def figure(width: float, height: float) -> Any:
@@ -151,12 +152,15 @@ def style(ax: Any) -> None:
 
 
 def draw_all(makers: dict[str, Any], names: tuple[str, ...] | list[str],
-             problems: list[str] | None) -> dict[str, bytes]:
+             problems: list[str] | None, progress: Progress | None = None) -> dict[str, bytes]:
     """Each figure's PNG by name, from makers that return a Figure (or its PNG bytes) or None.
     A figure that fails to draw is named in `problems` (when given) instead of costing the
-    report; figures with no data are left out."""
+    report; figures with no data are left out. progress(done, total) before each and at the
+    end."""
     out: dict[str, bytes] = {}
-    for name in names:
+    tell = progress or (lambda done, total: None)
+    for i, name in enumerate(names):
+        tell(i, len(names))
         try:
             drawn = makers[name]()
             if drawn is not None and not isinstance(drawn, bytes):
@@ -168,14 +172,16 @@ def draw_all(makers: dict[str, Any], names: tuple[str, ...] | list[str],
             continue
         if drawn is not None:
             out[name] = drawn
+    tell(len(names), len(names))
     return out
 
 
-def draw(makers: dict[str, Callable[[], Any]], problems: list[str] | None) -> dict[str, bytes]:
+def draw(makers: dict[str, Callable[[], Any]], problems: list[str] | None,
+         progress: Progress | None = None) -> dict[str, bytes]:
     """Each figure's PNG by name, in the makers' order; none, said in `problems`, without
     matplotlib."""
     if importlib.util.find_spec("matplotlib") is None:
         if problems is not None:
             problems.append("no figures, because matplotlib is not installed")
         return {}
-    return draw_all(makers, list(makers), problems)
+    return draw_all(makers, list(makers), problems, progress)

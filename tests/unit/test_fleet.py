@@ -288,6 +288,24 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     assert code == 0 and "**No outlier below its group** (exit 0)" in md
 
 
+def test_the_runs_read_are_counted_with_the_earlier_ones(tmp_path, capsys, monkeypatch):
+    then, now = tmp_path / "then", tmp_path / "now"
+    for folder, day in ((then, "2026-11-01"), (now, "2026-11-30")):
+        folder.mkdir()
+        for i in range(5):
+            save(folder, f"n{i}", cpu_run(f"{day}T02:00:00+00:00", env=environment(host=f"n{i}"),
+                                          base=1 + i * 0.002))
+    seen = []
+    fleet.build([str(now / "*")], before=[str(then / "*")],
+                progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 10) for i in range(1, 11)]
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then draws as on a terminal
+    code, _, err = run_cli(capsys, "fleet", now / "*", "--before", then / "*", "--out",
+                           tmp_path / "out")
+    assert code == 0 and "reading and analysing the runs" in err and "10/10" in err
+    assert "drawing the figures" in err
+
+
 def test_a_faster_outlier_is_listed_but_passes(tmp_path, capsys):
     for i in range(5):
         save(tmp_path, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00",

@@ -456,6 +456,25 @@ def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, caps
     assert "560.28.03" in cases[0].result[0].message
 
 
+def test_a_terminal_sees_the_runs_read_and_the_figures_drawn_and_a_log_neither(tmp_path, capsys,
+                                                                               monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    save_runs(runs, n=6, drop_at=99)
+    seen = []
+    history.build([str(runs / "*")], progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 6) for i in range(1, 7)]
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(var, raising=False)
+    code, _, err = run_cli(capsys, "history", runs / "*", "--out", tmp_path / "log")
+    assert code == 0 and "reading" not in err and "drawing" not in err
+    assert all(line.startswith(("written: ", "history of ")) for line in err.splitlines()), err
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then draws as on a terminal
+    code, _, err = run_cli(capsys, "history", runs / "*", "--out", tmp_path / "tty")
+    assert code == 0 and "reading and analysing the runs" in err and "6/6" in err
+    assert "drawing the figures" in err
+
+
 def test_exit_0_when_the_machine_recovered_and_a_threshold_above_the_drop(tmp_path, capsys):
     save_runs(tmp_path, n=18, drop_at=9, factor=0.9)
     code, md, _ = run_cli(capsys, "history", tmp_path / "*", "--threshold", "15")
