@@ -26,11 +26,14 @@ class RichDisplay:
         self.name = ""
 
     def __enter__(self) -> RichDisplay:
-        self.progress.start()
+        # the bar only on a terminal: in a log it would end with an empty line
+        if self.console.is_terminal:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.progress.stop()
+        if self.console.is_terminal:
+            self.progress.stop()
 
     def start_probe(self, name: str, index: int, count: int) -> None:
         self.name = f"[{index + 1}/{count}] {name}"
@@ -51,8 +54,7 @@ class RichDisplay:
 @contextmanager
 def task_progress(title: str) -> Iterator[Callable[[int, int], None]]:
     """A one-task progress bar on stderr; yields progress(done, total). Where stderr is no
-    terminal (CI, a pipe, a log file) it draws nothing, not even an empty line: an error
-    message there stays the one line it is."""
+    terminal (CI, a pipe, a log file) nothing is started: rich would draw nothing there."""
     console = Console(stderr=True)
     if not console.is_terminal:
         yield lambda done, total: None
