@@ -162,12 +162,12 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
         for i, r in enumerate(others)]
 
 
-def _nodes(args: Sequence[str], allow_same: bool, notes: list[str],
+def _nodes(paths: Sequence[str], allow_same: bool, notes: list[str],
            what: str = "a fleet", read: Callable[[], None] = lambda: None) -> list[Node]:
-    """The nodes of the runs `args` names (a multi-node run holds several); read() after
-    each run is read."""
+    """The nodes of these runs (a multi-node run holds several); read() after each run is
+    read."""
     made: list[Node] = []
-    for path in paths_of(args):
+    for path in paths:
         run_of_path = load(path)
         read()
         for source, run in nodes_of(run_of_path, path):
@@ -437,20 +437,21 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     names earlier runs of its nodes, each node's change since its own held against the
     others'. progress(done, total) as the runs are read."""
     notes: list[str] = []
-    total, done = len(paths_of(args)) + (len(paths_of(before)) if before else 0), [0]
+    now, then = paths_of(args), (paths_of(before) if before else [])
+    done = 0
 
     def read() -> None:
-        done[0] += 1
+        nonlocal done
+        done += 1
         if progress is not None:
-            progress(done[0], total)
+            progress(done, len(now) + len(then))
 
-    if before:
-        both = {results_file(p) for p in paths_of(args)} & {results_file(p)
-                                                           for p in paths_of(before)}
+    if then:
+        both = {results_file(p) for p in now} & {results_file(p) for p in then}
         if both:
             raise CompareError(f"{sorted(both)[0]} is given both as a node and with --before: "
                                "--before takes the nodes' earlier runs")
-    nodes = _nodes(args, allow_same_machine, notes, read=read)
+    nodes = _nodes(now, allow_same_machine, notes, read=read)
     if len(nodes) < outliers.MIN_GROUP:
         have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
                                        if len(nodes) == 2 else "")
@@ -475,7 +476,7 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
                     for g, rows in by_group.items()}
     if before:
-        _match(nodes, _nodes(before, allow_same_machine, notes, "--before", read), notes)
+        _match(nodes, _nodes(then, allow_same_machine, notes, "--before", read), notes)
     then_figures = {i: _earlier_figures(n.earlier.run) for i, n in enumerate(nodes)
                     if n.earlier is not None}
     pairs = {g: {k: _pairs(then_figures, k, figs) for k, figs in by_key.items()}
