@@ -53,3 +53,11 @@ class FakeClock:
 @pytest.fixture
 def clock():
     return FakeClock()
+
+
+@pytest.fixture
+def log_stderr(monkeypatch):
+    """stderr as a log, not a terminal, whatever the environment tells rich (FORCE_COLOR and
+    the like make it draw as on one)."""
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(var, raising=False)

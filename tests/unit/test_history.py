@@ -457,15 +457,14 @@ def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, caps
 
 
 def test_a_terminal_sees_the_runs_read_and_the_figures_drawn_and_a_log_neither(tmp_path, capsys,
-                                                                               monkeypatch):
+                                                                               monkeypatch,
+                                                                               log_stderr):
     runs = tmp_path / "runs"
     runs.mkdir()
     save_runs(runs, n=6, drop_at=99)
     seen = []
     history.build([str(runs / "*")], progress=lambda done, total: seen.append((done, total)))
     assert seen == [(i, 6) for i in range(1, 7)]
-    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(var, raising=False)
     code, _, err = run_cli(capsys, "history", runs / "*", "--out", tmp_path / "log")
     assert code == 0 and "reading" not in err and "drawing" not in err
     assert all(line.startswith(("written: ", "history of ")) for line in err.splitlines()), err

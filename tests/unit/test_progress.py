@@ -30,9 +30,7 @@ def test_a_terminal_sees_the_bar():
     assert "cpu fp32 n=256" in text and "1/4" in text and "[1/1] matmul: ok (1.2 s)" in text
 
 
-def test_a_task_bar_in_a_log_writes_nothing(capsys, monkeypatch):
-    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(var, raising=False)
+def test_a_task_bar_in_a_log_writes_nothing(capsys, log_stderr):
     with progress.task_progress("reading") as tell:
         tell(1, 2)
         tell(2, 2)
