@@ -212,15 +212,20 @@ def build_parser() -> argparse.ArgumentParser:
                     "change since its own earlier run against the others' changes), the bar "
                     "paid for every test the fleet makes; each outlier with what its "
                     "own run shows that the group's median node (or its earlier run) does "
-                    "not. Prints Markdown; "
+                    "not. Several runs of one machine among the nodes: the latest is the "
+                    "node, and the run before it its earlier run, as with --before. Prints "
+                    "Markdown; "
                     "writes no file unless --out is given. Exit 0, 3 when an outlier is "
-                    "below its group (or, with --before, a node's change below the others'), "
+                    "below its group (or a node's change since its earlier run below the "
+                    "others'), "
                     "2 bad input.")
     f.add_argument("--alpha", type=float, default=0.01, metavar="A",
                    help="the chance that a healthy fleet shows any low outlier, shared over "
                         "every node, GPU and measurement (default 0.01)")
     f.add_argument("--allow-same-machine", action="store_true",
-                   help="accept two runs of one machine as two nodes (refused by default)")
+                   help="count each run of one machine as a node (by default the latest is "
+                        "the node and the one before it its earlier run; two of one start "
+                        "time are refused)")
     f.add_argument("--before", action="append", default=[], metavar="RUN",
                    help="an earlier run of the nodes (a results.json, a run folder, or a quoted "
                         "glob; repeat for more): each node's change since its own is held "

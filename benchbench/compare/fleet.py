@@ -15,8 +15,9 @@ change since its own earlier run, and those changes are held against each other 
 rule, paid from the nodes' share: a node's own level (its silicon, cooling and slots), which is
 most of a fleet's spread and hides a node 15% slow in one 32-node fleet of seven, drops out of
 its change, so a node that got slower stands out against the others' changes.
-Two runs of one machine (compare/identity.py) are refused as two nodes unless the caller
-accepts them.
+Several runs of one machine (compare/identity.py) among the nodes' are one node: its latest
+run, its earlier ones as if given with --before. Two of one start time are refused, unless the
+caller accepts each run as a node.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from benchbench.analysis import change_points as cp
@@ -115,6 +117,9 @@ class Fleet:
     alpha: float = outliers.DEFAULT_ALPHA  # the chance a healthy fleet shows a low outlier
     node_tests: float = 0.0  # nodes × effective measurements, over the groups (changes too)
     gpu_tests: float = 0.0
+    # where the nodes' earlier runs came from: "--before", the older runs among those given
+    # (fleet.build's _latest_of_each), or both
+    earlier_from: str = "--before"
 
     @property
     def earlier(self) -> int:
@@ -162,8 +167,7 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
         for i, r in enumerate(others)]
 
 
-def _nodes(paths: Sequence[str], allow_same: bool, notes: list[str],
-           what: str = "a fleet", read: Callable[[], None] = lambda: None) -> list[Node]:
+def _nodes(paths: Sequence[str], read: Callable[[], None] = lambda: None) -> list[Node]:
     """The nodes of these runs (a multi-node run holds several); read() after each run is
     read."""
     made: list[Node] = []
@@ -174,29 +178,62 @@ def _nodes(paths: Sequence[str], allow_same: bool, notes: list[str],
             env = run.environment or {}
             ident = identity.of(env)
             made.append(Node(str(ident.hostname or "node"), source, run, ident, hardware(env)))
-    for i, a in enumerate(made):
-        for b in made[:i]:
-            if not identity.same_machine(a.identity, b.identity):
-                continue
-            why = identity.why_same(a.identity, b.identity)
-            if not allow_same:
-                raise CompareError(
-                    f"{b.source} and {a.source} are one machine ({why}); {what} takes one run "
-                    "per node: leave one out, or accept both with --allow-same-machine")
-            notes.append(f"{b.source} and {a.source} are one machine ({why}), counted as two "
-                         "nodes (--allow-same-machine)")
-    seen: dict[str, int] = {}
-    for n in made:
-        seen[n.label] = seen.get(n.label, 0) + 1
-        if seen[n.label] > 1:
-            n.label = f"{n.label} #{seen[n.label]}"
     return made
 
 
-def _match(nodes: list[Node], earlier: list[Node], notes: list[str]) -> None:
-    """Each node's own earlier run (Node.earlier): the latest of `earlier` that is the same
-    machine (compare/identity.py) and of the same hardware group. One that is the same machine
-    but not older is a mistake in the arguments, refused."""
+def _when(n: Node) -> datetime:
+    return started(n.source, n.run.started_at)
+
+
+def _latest_of_each(made: list[Node], allow_same: bool, notes: list[str]
+                    ) -> tuple[list[Node], list[Node]]:
+    """(the nodes, their older runs): of several runs of one machine (compare/identity.py) the
+    latest is the node and the others are its earlier runs, as if given with --before; two of
+    one time cannot be told apart and are refused. With allow_same, each run is a node. The
+    nodes keep the order in which their machines first appear."""
+    nodes: list[tuple[int, int]] = []  # (where the node's machine first appears, the node)
+    older: list[Node] = []
+    several = 0
+    for group in identity.machines([n.identity for n in made]):
+        if len(group) == 1 or allow_same:
+            nodes += [(k, k) for k in group]
+            notes += [f"{made[group[0]].source} and {made[k].source} are one machine "
+                      f"({identity.why_same(made[group[0]].identity, made[k].identity)}), "
+                      "counted as two nodes (--allow-same-machine)" for k in group[1:]]
+            continue
+        runs = sorted(group, key=lambda k: _when(made[k]))
+        latest, before = runs[-1], runs[-2]
+        if _when(made[before]) == _when(made[latest]):
+            a, b = sorted((before, latest))
+            raise CompareError(
+                f"{made[a].source} and {made[b].source} are one machine "
+                f"({identity.why_same(made[a].identity, made[b].identity)}) and started at the "
+                f"same time ({made[b].run.started_at}); a fleet takes one run per node: leave "
+                "one out, or accept both with --allow-same-machine")
+        nodes.append((group[0], latest))
+        older += [made[k] for k in runs[:-1]]
+        several += 1
+    if older:
+        notes.append(f"{several} node(s) were given with more than one run: each is judged on "
+                     "its latest run, and its change since the run before that is held against "
+                     f"the other nodes' changes, as with --before ({len(older)} older run(s); "
+                     "--allow-same-machine counts each run as a node)")
+    kept = [made[k] for _, k in sorted(nodes)]
+    seen: dict[str, int] = {}
+    for n in kept:
+        seen[n.label] = seen.get(n.label, 0) + 1
+        if seen[n.label] > 1:
+            n.label = f"{n.label} #{seen[n.label]}"
+    return kept, older
+
+
+def _match(nodes: list[Node], before: list[Node], older: list[Node], notes: list[str]) -> None:
+    """Each node's own earlier run (Node.earlier): the latest of `before` (the runs given with
+    --before) and `older` (the older runs of the nodes given among the fleet's, by
+    _latest_of_each) that is the same machine (compare/identity.py) and of the same hardware
+    group. One given with --before that is the same machine but not older is a mistake in the
+    arguments, refused, as is a --before whose runs are of no node."""
+    earlier = older + before
     used: set[int] = set()
     changed = []
     for n in nodes:
@@ -204,34 +241,34 @@ def _match(nodes: list[Node], earlier: list[Node], notes: list[str]) -> None:
         if not mine:
             continue
         used.update(mine)
-        now = started(n.source, n.run.started_at)
+        now = _when(n)
         for k in mine:
-            then = started(earlier[k].source, earlier[k].run.started_at)
-            if then >= now:
+            if _when(earlier[k]) >= now:
                 raise CompareError(
                     f"{earlier[k].source} is {n.label}'s run of {earlier[k].run.started_at}, not "
                     f"before {n.source} ({n.run.started_at}): --before takes the nodes' earlier "
                     "runs")
-        e = earlier[max(mine, key=lambda k: started(earlier[k].source,
-                                                        earlier[k].run.started_at))]
+        e = earlier[max(mine, key=lambda k: _when(earlier[k]))]
         if e.group != n.group:
             changed.append(f"{n.label} ({e.group} then)")
             continue
         n.earlier = e
-    if not any(n.earlier for n in nodes):
+    if before and not any(n.earlier for n in nodes):
         raise CompareError(
-            f"none of the {len(earlier)} run(s) given with --before is an earlier run of a node "
+            f"none of the {len(before)} run(s) given with --before is an earlier run of a node "
             "of this fleet with the same hardware (the same DMI serial, GPU UUIDs, or host name "
             "and CPU model)" + (f"; hardware changed on {', '.join(changed)}" if changed else ""))
     alone = [n.label for n in nodes if n.earlier is None]
-    if alone:
+    if alone and any(n.earlier for n in nodes):
+        where = ("" if before and older else " among --before" if before else
+                 " among the runs given")
         shown = ", ".join(alone[:6]) + (f" and {len(alone) - 6} more" if len(alone) > 6 else "")
         notes.append(f"{len(alone)} of {len(nodes)} nodes have no earlier run of the same "
-                     f"hardware among --before ({shown}): held against their group only")
+                     f"hardware{where} ({shown}): held against their group only")
     if changed:
         notes.append(f"hardware changed since the earlier run on {', '.join(changed)}: not "
                      "held against it")
-    spare = [e.source for k, e in enumerate(earlier) if k not in used]
+    spare = [e.source for k, e in enumerate(earlier) if k >= len(older) and k not in used]
     if spare:
         notes.append(f"{len(spare)} run(s) given with --before are of no node of this fleet: "
                      + ", ".join(f"`{x}`" for x in spare[:3])
@@ -451,7 +488,7 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
         if both:
             raise CompareError(f"{sorted(both)[0]} is given both as a node and with --before: "
                                "--before takes the nodes' earlier runs")
-    nodes = _nodes(now, allow_same_machine, notes, read=read)
+    nodes, older = _latest_of_each(_nodes(now, read), allow_same_machine, notes)
     if len(nodes) < outliers.MIN_GROUP:
         have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
                                        if len(nodes) == 2 else "")
@@ -475,13 +512,19 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                            if len({i for i, _ in found}) >= outliers.MIN_GROUP}
     node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
                     for g, rows in by_group.items()}
-    if before:
-        _match(nodes, _nodes(then, allow_same_machine, notes, "--before", read), notes)
+    if then or older:
+        _match(nodes, _nodes(then, read), older, notes)
+    mine = {id(o) for o in older}
+    given = {id(n.earlier) in mine for n in nodes if n.earlier is not None}
+    earlier_from = {frozenset({True}): "the older runs among those given",
+                    frozenset({True, False}): "--before, and the older runs among those given"
+                    }.get(frozenset(given), "--before")
     then_figures = {i: _earlier_figures(n.earlier.run) for i, n in enumerate(nodes)
                     if n.earlier is not None}
     pairs = {g: {k: _pairs(then_figures, k, figs) for k, figs in by_key.items()}
              for g, by_key in node_figures.items()}
-    if before and not any(p for by_key in pairs.values() for p in by_key.values()):
+    if any(n.earlier for n in nodes) and not any(p for by_key in pairs.values()
+                                                 for p in by_key.values()):
         notes.append(f"no measurement was taken by {outliers.MIN_GROUP} nodes or more both now "
                      "and in their earlier runs: no change is held against the others'")
     budget = _budget(by_group, node_figures, pairs, alpha)
@@ -493,4 +536,4 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                      for k, found in rows.items()]
     return Fleet(nodes, groups, measures,
                  {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
-                 budget.node_tests, budget.gpu_tests)
+                 budget.node_tests, budget.gpu_tests, earlier_from)

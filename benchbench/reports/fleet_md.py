@@ -88,8 +88,8 @@ def _header(f: Fleet) -> list[str]:
             "about theirs. "
             "An outlier's evidence is what its own run records that the group's median node (for "
             "a GPU: its node's median GPU) does not."
-            + (f" {f.earlier} of the nodes were measured before (--before): each one's change "
-               "since its own earlier run is also held against the other nodes' changes, by "
+            + (f" {f.earlier} of the nodes were measured before ({f.earlier_from}): each one's "
+               "change since its own earlier run is also held against the other nodes' changes, by "
                "the same rule and paid from the same alpha (the node tests count them). A "
                "node's own level (its silicon, cooling and slots), which makes most of a "
                "fleet's spread, drops out of its change, so a node that got slower stands out "
@@ -157,11 +157,11 @@ def _since(f: Fleet) -> list[str]:
     if not rows:
         return []
     return ["## Since the earlier runs", "", "Each node's change since its own earlier run "
-            "(--before), held against the other nodes' changes. Median change: the group's, "
-            "+ better (a change of the whole group is no node's fault: `benchbench history` "
-            "judges a machine over time). Spread: the standard deviation of the changes of "
-            "the nodes that are no outliers, in percent. Sees: the smallest deviation from "
-            "their mean change the rule can call.", ""] + fmt.table(
+            f"({f.earlier_from}), held against the other nodes' changes. Median change: the "
+            "group's, + better (a change of the whole group is no node's fault: `benchbench "
+            "history` judges a machine over time). Spread: the standard deviation of the "
+            "changes of the nodes that are no outliers, in percent. Sees: the smallest "
+            "deviation from their mean change the rule can call.", ""] + fmt.table(
         ["measurement", "group", "nodes", "median change", "spread", "sees", "worst node",
          "outliers"], rows)
 

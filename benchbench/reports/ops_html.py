@@ -39,8 +39,9 @@ def fleet(f: Fleet, markdown_text: str, plots: dict[str, bytes],
         f"{len(low)} outlier(s) below their group" if low else "No outlier below its group",
         [f"exit {3 if low else 0}: a node (or GPU) on the slower side of its group's median, "
          f"{esc(OUTLIER_RULE)}."]
-        + (["With --before, also a node whose change since its own earlier run lies below the "
-            "other nodes' changes, by the same rule."] if f.change_tests else []))
+        + ([f"With the nodes' earlier runs ({esc(f.earlier_from)}), also a node whose change "
+            "since its own earlier run lies below the other nodes' changes, by the same rule."]
+           if f.change_tests else []))
     figures = [page.Figure(fleet_plots.name(m), plots[fleet_plots.name(m)],
                            f"{m.name}: the nodes of {m.group} sorted, the group's median and "
                            "band, the outliers marked", "Measurements")

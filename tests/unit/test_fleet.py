@@ -1,5 +1,6 @@
 """fleet (#24): the planted outlier found with its evidence, no false outlier among 32 healthy
-nodes with 3% spread, the robust rule, the hardware groups, one machine refused as two nodes,
+nodes with 3% spread, the robust rule, the hardware groups, two runs of one machine at one
+time refused as two nodes,
 the nodes of a multi-node run, the exit codes and the files, JUnit included; with the nodes'
 earlier runs (--before), a node that got slower inside its group's spread found by its change."""
 
@@ -218,12 +219,14 @@ def test_nodes_compare_only_within_their_hardware_group(tmp_path):
     assert "no: fewer than 3 nodes" in fleet_md.render(f)
 
 
-def test_two_runs_of_one_machine_are_refused_unless_accepted(tmp_path):
+def test_two_runs_of_one_machine_at_one_time_are_refused_unless_accepted(tmp_path):
     for i in range(3):
         save(tmp_path, f"n{i}", gpu_node(f"node{i}"))
-    save(tmp_path, "again", gpu_node("node1"))  # the same GPU UUIDs
+    save(tmp_path, "again", gpu_node("node1"))  # the same GPU UUIDs, and the same start
     with pytest.raises(CompareError, match=r"again and \S+n1 are one machine \(the same GPU "
-                                           r"UUIDs\); a fleet takes one run per node"):
+                                           r"UUIDs\) and started at the same time "
+                                           r"\(2026-11-30T02:00:00\+00:00\); a fleet takes one "
+                                           r"run per node"):
         fleet.build([str(tmp_path / "*")])
     f = fleet.build([str(tmp_path / "*")], allow_same_machine=True)
     assert [n.label for n in f.nodes] == ["node1", "node0", "node1 #2", "node2"]
@@ -470,6 +473,51 @@ def test_earlier_runs_that_do_not_fit_are_refused_or_noted(tmp_path):
     assert not f.change_tests and "no measurement was taken by 3 nodes or more" in f.notes[-1]
 
 
+def test_several_runs_of_a_node_are_its_latest_held_against_the_one_before(tmp_path):
+    """An archive of the fleet's runs, named as one glob: each node is judged on its latest run,
+    and its change since the run before that is held against the others', as --before does.
+    node03, 8% slower since, is found by its change; node05's run of October, older still, is
+    not the one it is held against."""
+    then, now = then_and_now(tmp_path, node03={"times": 0.92, "driver": "560.35.03"})
+    october = tmp_path / "october"
+    october.mkdir()
+    save(october, "node05", gpu_node("node05", factor=0.5, started="2026-10-01T02:00:00+00:00"))
+    runs = [str(then / "*"), str(now / "*"), str(october / "*")]
+    f = fleet.build(runs)
+    given = fleet.build([str(now / "*")], before=[str(then / "*")])
+    assert [n.source for n in f.nodes] == [n.source for n in given.nodes]
+    assert [n.earlier.source for n in f.nodes] == [n.earlier.source for n in given.nodes]
+    assert f.nodes[5].earlier.source == str(then / "node05")
+    assert {(m.name, f.nodes[e.node].label, e.change) for m, e in f.low} == {
+        (m.name, given.nodes[e.node].label, e.change) for m, e in given.low} == {
+        ("matmul peak bf16", "node03", True), ("matmul peak fp16", "node03", True),
+        ("resnet50 amp_bf16 224px", "node03", True)}
+    assert f.node_tests == pytest.approx(given.node_tests)
+    assert f.notes == ["32 node(s) were given with more than one run: each is judged on its "
+                       "latest run, and its change since the run before that is held against "
+                       "the other nodes' changes, as with --before (33 older run(s); "
+                       "--allow-same-machine counts each run as a node)"]
+    md = fleet_md.render(f)
+    assert "32 of the nodes were measured before (the older runs among those given)" in md
+    assert "since its own earlier run (the older runs among those given), held" in md
+    # with --before as well: the latest of both kinds is the node's earlier run
+    both = fleet.build([str(now / "*"), str(october / "*")], before=[str(then / "*")])
+    assert both.earlier_from == "--before" and both.earlier == 32
+    assert both.nodes[5].earlier.source == str(then / "node05")
+    both = fleet.build([str(now / "*"), str(then / "node05")], before=[str(then / "node0[0-4]")])
+    assert both.earlier_from == "--before, and the older runs among those given"
+    assert both.earlier == 6 and both.nodes[5].earlier.source == str(then / "node05")
+    # a node with one run alone is held against its group only, and the notes say which
+    (now / "node07" / "results.json").unlink()
+    f = fleet.build(runs)
+    assert f.earlier == 31 and f.nodes[7].earlier is None
+    assert f.nodes[7].source == str(then / "node07")
+    assert ("1 of 32 nodes have no earlier run of the same hardware among the runs given "
+            "(node07): held against their group only") in f.notes
+    # --allow-same-machine: every run a node, no change held
+    assert len(fleet.build(runs, allow_same_machine=True).nodes) == 64
+
+
 def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     then, now = then_and_now(tmp_path, node03={"times": 0.92})
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
@@ -480,7 +528,8 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     assert "its run records nothing that its earlier run does not" in md
     html = (out / "fleet.html").read_text()
     assert html.count('<figure id="fig-') == 8  # four measurements, and their changes
-    assert "change since the earlier runs" in html and "With --before, also a node" in html
+    assert "change since the earlier runs" in html
+    assert "With the nodes' earlier runs (--before), also a node" in html
     lines = (out / "fleet.csv").read_text().splitlines()
     head = lines[0].split(",")
     assert head[-1] == "earlier_value"
