@@ -38,6 +38,7 @@ from benchbench.core import results
 from benchbench.core.results import RunResult
 
 GPU_SHARE = 0.1  # of alpha, for the GPUs inside their nodes (their spread is measured tight)
+LIGHTEN_EVERY = 64  # runs read between two _lighten passes
 
 
 @dataclass
@@ -167,18 +168,35 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
         for i, r in enumerate(others)]
 
 
-def _nodes(paths: Sequence[str], read: Callable[[], None] = lambda: None) -> list[Node]:
+def _nodes(paths: Sequence[str], read: Callable[[], None] = lambda: None, whole: int = 0
+           ) -> list[Node]:
     """The nodes of these runs (a multi-node run holds several); read() after each run is
-    read."""
+    read. With `whole`, only the latest `whole` runs of each machine keep their measurements
+    (_lighten)."""
     made: list[Node] = []
-    for path in paths:
+    for i, path in enumerate(paths, 1):
         run_of_path = load(path)
         read()
         for source, run in nodes_of(run_of_path, path):
             env = run.environment or {}
             ident = identity.of(env)
             made.append(Node(str(ident.hostname or "node"), source, run, ident, hardware(env)))
+        if whole and (i % LIGHTEN_EVERY == 0 or i == len(paths)):
+            _lighten(made, whole)
     return made
+
+
+def _lighten(made: list[Node], whole: int) -> None:
+    """Of each machine's runs, all but the latest `whole` lose their measurements: of an older
+    run only its time, identity and hardware are asked, so an archive of many nights of the
+    fleet is not held in memory at once."""
+    for group in identity.machines([n.identity for n in made]):
+        if len(group) <= whole:
+            continue
+        for k in sorted(group, key=lambda k: _when(made[k]))[:-whole]:
+            run = made[k].run
+            if run.probes or run.extra or run.verdict:
+                made[k].run = replace(run, probes=[], verdict=None, extra={})
 
 
 def _when(n: Node) -> datetime:
@@ -488,7 +506,9 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
         if both:
             raise CompareError(f"{sorted(both)[0]} is given both as a node and with --before: "
                                "--before takes the nodes' earlier runs")
-    nodes, older = _latest_of_each(_nodes(now, read), allow_same_machine, notes)
+    # a node's latest run and the one before it are all that is measured of its runs
+    nodes, older = _latest_of_each(_nodes(now, read, 0 if allow_same_machine else 2),
+                                   allow_same_machine, notes)
     if len(nodes) < outliers.MIN_GROUP:
         have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
                                        if len(nodes) == 2 else "")
@@ -513,7 +533,7 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
                     for g, rows in by_group.items()}
     if then or older:
-        _match(nodes, _nodes(then, read), older, notes)
+        _match(nodes, _nodes(then, read, 1), older, notes)
     mine = {id(o) for o in older}
     given = {id(n.earlier) in mine for n in nodes if n.earlier is not None}
     earlier_from = {frozenset({True}): "the older runs among those given",

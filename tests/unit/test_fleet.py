@@ -518,6 +518,31 @@ def test_several_runs_of_a_node_are_its_latest_held_against_the_one_before(tmp_p
     assert len(fleet.build(runs, allow_same_machine=True).nodes) == 64
 
 
+def test_an_archive_keeps_the_measurements_of_each_nodes_latest_two_runs_alone(tmp_path,
+                                                                              monkeypatch):
+    """Of a node's runs, only its latest (the node) and the one before it (its earlier run) are
+    measured: the older ones keep their time and identity alone as they are read, and the
+    fleet is the one their whole runs make."""
+    then, now = then_and_now(tmp_path, node03={"times": 0.92})
+    october = tmp_path / "october"
+    october.mkdir()
+    healthy_fleet(october, n=4, started="2026-10-01T02:00:00+00:00")
+    runs = [str(october / "*"), str(then / "*"), str(now / "*")]
+    monkeypatch.setattr(fleet, "LIGHTEN_EVERY", 5)
+    made = fleet._nodes(fleet.paths_of(runs), whole=2)
+    assert len(made) == 68
+    assert {n.source for n in made if not n.run.probes} == {
+        str(october / f"node0{i}") for i in range(4)}
+    assert all(n.run.environment and n.run.started_at for n in made)
+    light = fleet.build(runs)
+    whole = fleet.build([str(now / "*")], before=[str(then / "*")])
+    assert [m.bar for m in light.measures] == [m.bar for m in whole.measures]
+    assert {(m.name, e.node, e.change) for m, e in light.low} == {
+        (m.name, e.node, e.change) for m, e in whole.low} != set()
+    # each run counted as a node keeps its measurements
+    assert all(n.run.probes for n in fleet.build(runs, allow_same_machine=True).nodes)
+
+
 def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     then, now = then_and_now(tmp_path, node03={"times": 0.92})
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
