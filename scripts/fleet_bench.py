@@ -23,7 +23,9 @@ how long 64 nodes take. Measured on this machine.
    1% and the rounds drawn afresh; the slow node 15% slower the second time. Each node's
    change is held against the others' as well as its level against theirs, both paid from the
    nodes' share of alpha, as fleet does.
-6. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end.
+6. Time: 64 nodes of 8 GPUs written as results.json files, `benchbench fleet` end to end: the
+   nodes alone, with their earlier runs given with --before, and with both given as the nodes
+   (an archive: each node's latest run judged, the run before it its earlier run).
 
     python scripts/fleet_bench.py [--fleets 400] [--several 100] [--earlier 400] [--only-two]
 """
@@ -275,16 +277,20 @@ def timed(n: int = 64) -> None:
                 results.save(gpu_node(f"node{i:02d}", factor=level * moved, started=when,
                                       per_gpu={g: rng.gauss(1, 0.01) for g in range(8)}),
                              d / "results.json")
-        for extra, what in (([], ""), (["--before", str(root / "then" / "*")],
-                                       ", and each node's earlier run (--before)")):
-            out = root / f"out{len(extra)}"
+        nodes, then = str(root / "nodes" / "*"), str(root / "then" / "*")
+        for k, (args, what) in enumerate((
+                ([nodes], ""),
+                ([nodes, "--before", then], ", and each node's earlier run (--before)"),
+                ([nodes, then], ", and each node's earlier run among the runs given"))):
             started = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "benchbench", "fleet",
-                                   str(root / "nodes" / "*"), *extra, "--out", str(out),
-                                   "--junit", str(root / f"fleet{len(extra)}.xml")],
+            proc = subprocess.run([sys.executable, "-m", "benchbench", "fleet", *args, "--out",
+                                   str(root / f"out{k}"), "--junit", str(root / f"fleet{k}.xml")],
                                   capture_output=True, text=True)
             print(f"benchbench fleet, {n} nodes of 8 GPUs{what}, end to end with --out and "
                   f"--junit: {time.perf_counter() - started:.1f} s (exit {proc.returncode})")
+        same = [(root / f"out{k}" / "fleet.csv").read_text() for k in (1, 2)]
+        print("the runs given as one archive judge as --before does: "
+              + ("the same fleet.csv" if same[0] == same[1] else "NOT the same fleet.csv"))
 
 
 def main() -> int:
