@@ -39,6 +39,7 @@ from benchbench.core.results import RunResult
 
 GPU_SHARE = 0.1  # of alpha, for the GPUs inside their nodes (their spread is measured tight)
 LIGHTEN_EVERY = 64  # runs read between two _lighten passes
+APART_DAYS = 7  # a node run this long before the fleet's latest is named in the notes
 
 
 @dataclass
@@ -243,6 +244,26 @@ def _latest_of_each(made: list[Node], allow_same: bool, notes: list[str]
         if seen[n.label] > 1:
             n.label = f"{n.label} #{seen[n.label]}"
     return kept, older
+
+
+def _apart(nodes: list[Node]) -> str | None:
+    """A note naming the nodes run more than APART_DAYS before the fleet's latest (held against
+    the others as they were then: a driver the rest got since can make them look slow); None
+    where they ran within that, or their times cannot be read (not needed otherwise)."""
+    try:
+        when = [(_when(n), n.label) for n in nodes]
+    except CompareError:
+        return None
+    latest = max(t for t, _ in when)
+    old = sorted((t, label) for t, label in when if (latest - t).days > APART_DAYS)
+    if not old:
+        return None
+    shown = ", ".join(f"{label} ({t.date()})" for t, label in old[:6]) + (
+        f" and {len(old) - 6} more" if len(old) > 6 else "")
+    return (f"{len(old)} of {len(nodes)} nodes ran more than {APART_DAYS} days before the "
+            f"fleet's latest run ({latest.date()}): {shown}; each is held against the others "
+            "as it was then, and what changed on the others since (a driver, a kernel) can "
+            "make it look slow")
 
 
 def _match(nodes: list[Node], before: list[Node], older: list[Node], notes: list[str]) -> None:
@@ -509,6 +530,9 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     # a node's latest run and the one before it are all that is measured of its runs
     nodes, older = _latest_of_each(_nodes(now, read, 0 if allow_same_machine else 2),
                                    allow_same_machine, notes)
+    apart = _apart(nodes)
+    if apart:
+        notes.append(apart)
     if len(nodes) < outliers.MIN_GROUP:
         have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
                                        if len(nodes) == 2 else "")

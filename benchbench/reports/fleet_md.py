@@ -167,14 +167,15 @@ def _since(f: Fleet) -> list[str]:
 
 
 def _nodes(f: Fleet) -> list[str]:
-    head = ["node", "source", "hardware", "identified by"]
-    rows = [[n.label, f"`{n.source}`", n.group, n.identity.basis
+    head = ["node", "run", "source", "hardware", "identified by"]
+    rows = [[n.label, n.run.started_at[:10], f"`{n.source}`", n.group, n.identity.basis
              + ("" if n.identity.recorded else " (an older run: no recorded identity)")]
             for n in f.nodes]
     if f.earlier:
         head.append("earlier run")
         for row, n in zip(rows, f.nodes, strict=True):
-            row.append(f"`{n.earlier.source}`" if n.earlier else "—")
+            row.append(f"{n.earlier.run.started_at[:10]} `{n.earlier.source}`" if n.earlier
+                       else "—")
     return ["## Nodes", ""] + fmt.table(head, rows)
 
 

@@ -514,6 +514,12 @@ def test_several_runs_of_a_node_are_its_latest_held_against_the_one_before(tmp_p
     assert f.nodes[7].source == str(then / "node07")
     assert ("1 of 32 nodes have no earlier run of the same hardware among the runs given "
             "(node07): held against their group only") in f.notes
+    # its run is a month older than the others': named, since what they got since can show
+    assert ("1 of 32 nodes ran more than 7 days before the fleet's latest run (2026-11-30): "
+            "node07 (2026-11-01); each is held against the others as it was then") in f.notes[1]
+    md = fleet_md.render(f)
+    assert f"| node07 | 2026-11-01 | `{then / 'node07'}` |" in md
+    assert f"| 2026-11-01 `{then / 'node06'}` |" in md  # node06's earlier run
     # --allow-same-machine: every run a node, no change held
     assert len(fleet.build(runs, allow_same_machine=True).nodes) == 64
 
