@@ -15,9 +15,9 @@ change since its own earlier run, and those changes are held against each other 
 rule, paid from the nodes' share: a node's own level (its silicon, cooling and slots), which is
 most of a fleet's spread and hides a node 15% slow in one 32-node fleet of seven, drops out of
 its change, so a node that got slower stands out against the others' changes.
-Several runs of one machine (compare/identity.py) among the nodes' are one node: its latest
-run, its earlier ones as if given with --before. Two of one start time are refused, unless the
-caller accepts each run as a node.
+Several runs of one machine (compare/identity.py) among the nodes' runs are one node: its
+latest run, the others its earlier runs as if given with --before. Two of one start time are
+refused, unless the caller accepts each run as a node.
 """
 
 from __future__ import annotations
@@ -559,10 +559,10 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     if then or older:
         _match(nodes, _nodes(then, read, 1), older, notes)
     mine = {id(o) for o in older}
-    given = {id(n.earlier) in mine for n in nodes if n.earlier is not None}
-    earlier_from = {frozenset({True}): "the older runs among those given",
-                    frozenset({True, False}): "--before, and the older runs among those given"
-                    }.get(frozenset(given), "--before")
+    among_given = {id(n.earlier) in mine for n in nodes if n.earlier is not None}
+    earlier_from = ("--before, and the older runs among those given" if len(among_given) == 2
+                    else "the older runs among those given" if among_given == {True}
+                    else "--before")
     then_figures = {i: _earlier_figures(n.earlier.run) for i, n in enumerate(nodes)
                     if n.earlier is not None}
     pairs = {g: {k: _pairs(then_figures, k, figs) for k, figs in by_key.items()}
