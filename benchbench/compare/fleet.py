@@ -254,6 +254,8 @@ def _apart(nodes: list[Node]) -> str | None:
         when = [(_when(n), n.label) for n in nodes]
     except CompareError:
         return None
+    if not when:
+        return None
     latest = max(t for t, _ in when)
     old = sorted((t, label) for t, label in when if (latest - t).days > APART_DAYS)
     if not old:
