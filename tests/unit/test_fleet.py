@@ -233,9 +233,11 @@ def test_two_runs_of_one_machine_at_one_time_are_refused_unless_accepted(tmp_pat
     assert "counted as two nodes (--allow-same-machine)" in f.notes[0]
 
 
-def test_the_nodes_of_one_multi_node_run_are_the_fleet(tmp_path):
-    runs = [cpu_run("2026-11-30T02:00:00+00:00", env=environment(host=f"n{i}"),
-                    factors={"matmul": 0.7} if i == 2 else None) for i in range(4)]
+def multi_node_run(started, slow=None):
+    """A run across four nodes n0…n3 (rank 0's run holds the others'); `slow` a node whose
+    matmul reads 0.7 of the others'."""
+    runs = [cpu_run(started, env=environment(host=f"n{i}"),
+                    factors={"matmul": 0.7} if i == slow else None) for i in range(4)]
     main = runs[0]
     allreduce = results.ProbeResult(name="allreduce", status="ok", resource="interconnect")
     main.probes.append(allreduce)  # distributed: across all nodes, no node's own
@@ -243,12 +245,23 @@ def test_the_nodes_of_one_multi_node_run_are_the_fleet(tmp_path):
                             "environment": r.environment, "dataset": None, "telemetry": None,
                             "probes": [asdict(p) for p in r.probes]}
                            for i, r in enumerate(runs) if i]
-    path = save(tmp_path, "multi", main)
+    return main
+
+
+def test_the_nodes_of_one_multi_node_run_are_the_fleet(tmp_path):
+    path = save(tmp_path, "multi", multi_node_run("2026-11-30T02:00:00+00:00", slow=2))
     f = fleet.build([str(path)])
     assert [n.label for n in f.nodes] == ["n0", "n1", "n2", "n3"]
     assert f.nodes[0].source.endswith("multi (node 0)")
     assert all(p.name != "allreduce" for p in f.nodes[0].run.probes)
     assert {(m.name, f.nodes[e.node].label) for m, e in f.low} == {
+        ("matmul peak fp32", "n2"), ("matmul peak bf16", "n2")}
+    # the same four nodes' run of a week before: each node is held against its own there
+    old = save(tmp_path, "multi-before", multi_node_run("2026-11-23T02:00:00+00:00"))
+    f = fleet.build([str(path), str(old)])
+    assert [(n.label, n.earlier.source) for n in f.nodes] == [
+        (f"n{i}", f"{old} (node {i})") for i in range(4)]
+    assert {(m.name, f.nodes[e.node].label) for m, e in f.low if e.change} == {
         ("matmul peak fp32", "n2"), ("matmul peak bf16", "n2")}
 
 
