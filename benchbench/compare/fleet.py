@@ -536,8 +536,10 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     if apart:
         notes.append(apart)
     if len(nodes) < outliers.MIN_GROUP:
-        have = f"got {len(nodes)}" + (": compare two with `benchbench compare A B`"
-                                       if len(nodes) == 2 else "")
+        have = f"got {len(nodes)}" + (
+            f" ({len(nodes) + len(older)} runs: the runs of one machine are one node, its "
+            "latest, unless --allow-same-machine counts each as a node)" if older else
+            ": compare two with `benchbench compare A B`" if len(nodes) == 2 else "")
         raise CompareError(f"a fleet needs at least {outliers.MIN_GROUP} nodes to find an odd "
                            f"one; {have}")
     groups: dict[str, list[int]] = {}

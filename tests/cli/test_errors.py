@@ -120,6 +120,7 @@ TEXT_FILES = {
         hostname="box-c", cpu_model="Other CPU")),
     "THIRDHOST": lambda: _edited(lambda d: d["environment"]["host"].update(hostname="box-d")),
     "BADDATE": lambda: _edited(lambda d: d.update(started_at="yesterday")),
+    "EARLIER": lambda: _edited(lambda d: d.update(started_at="2026-11-29T01:54:15+00:00")),
 }
 
 
