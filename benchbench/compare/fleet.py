@@ -246,6 +246,12 @@ def _latest_of_each(made: list[Node], allow_same: bool, notes: list[str]
     return kept, older
 
 
+def _listed(items: list[str], first: int = 6) -> str:
+    """'a, b, c and 4 more': the first items, and how many are left out."""
+    left = len(items) - first
+    return ", ".join(items[:first]) + (f" and {left} more" if left > 0 else "")
+
+
 def _apart(nodes: list[Node]) -> str | None:
     """A note naming the nodes run more than APART_DAYS before the fleet's latest (held against
     the others as they were then: a driver the rest got since can make them look slow); None
@@ -260,8 +266,7 @@ def _apart(nodes: list[Node]) -> str | None:
     old = sorted((t, label) for t, label in when if (latest - t).days > APART_DAYS)
     if not old:
         return None
-    shown = ", ".join(f"{label} ({t.date()})" for t, label in old[:6]) + (
-        f" and {len(old) - 6} more" if len(old) > 6 else "")
+    shown = _listed([f"{label} ({t.date()})" for t, label in old])
     return (f"{len(old)} of {len(nodes)} nodes ran more than {APART_DAYS} days before the "
             f"fleet's latest run ({latest.date()}): {shown}; each is held against the others "
             "as it was then, and what changed on the others since (a driver, a kernel) can "
@@ -303,7 +308,7 @@ def _match(nodes: list[Node], before: list[Node], older: list[Node], notes: list
     if alone and any(n.earlier for n in nodes):
         where = ("" if before and older else " among --before" if before else
                  " among the runs given")
-        shown = ", ".join(alone[:6]) + (f" and {len(alone) - 6} more" if len(alone) > 6 else "")
+        shown = _listed(alone)
         notes.append(f"{len(alone)} of {len(nodes)} nodes have no earlier run of the same "
                      f"hardware{where} ({shown}): held against their group only")
     if changed:
@@ -312,8 +317,7 @@ def _match(nodes: list[Node], before: list[Node], older: list[Node], notes: list
     spare = [e.source for k, e in enumerate(earlier) if k >= len(older) and k not in used]
     if spare:
         notes.append(f"{len(spare)} run(s) given with --before are of no node of this fleet: "
-                     + ", ".join(f"`{x}`" for x in spare[:3])
-                     + (f" and {len(spare) - 3} more" if len(spare) > 3 else ""))
+                     + _listed([f"`{x}`" for x in spare], 3))
 
 
 @dataclass(frozen=True)
