@@ -70,6 +70,8 @@ class Series:
     noise_pct: float | None = None
     gate: history_gate.Gate | None = None  # the latest level against the reference
     baseline_missing: bool = False  # --baseline names a run this series has no point of
+    # the machine's index alone: the series it is made of, each with its share (composite)
+    weights: list[tuple[Series, float]] = field(default_factory=list)
 
     @property
     def regression(self) -> history_gate.Gate | None:
@@ -205,6 +207,13 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
 NOISE_FLOOR = 0.001  # σ of the log values: a series of copies weighs no more than 0.1% noise
 
 
+def index_weights(logs: Sequence[Sequence[float]]) -> list[float]:
+    """Each series' share of the index (they sum to 1): the inverse of its run-to-run variance
+    (change_points.noise of its runs' log values), its noise never below NOISE_FLOOR."""
+    weights = [1 / max(cp.noise(x), NOISE_FLOOR) ** 2 for x in logs]
+    return [w / sum(weights) for w in weights]
+
+
 def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: Sequence[bool]
                  ) -> list[tuple[float, ...]]:
     """Several series of the same runs (each a list of the runs' rounds, every value above 0)
@@ -216,10 +225,9 @@ def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: 
     run's rounds is the index of its series' run values, and its rounds spread as much as the
     rounds that were measured say."""
     logs = [cp.run_logs(p) for p in points]
-    weights = [1 / max(cp.noise(x), NOISE_FLOOR) ** 2 for x in logs]
-    total = sum(weights)
-    parts = [(w / total * (1 if up else -1), statistics.median(x), p, x)
-             for w, x, p, up in zip(weights, logs, points, higher_is_better, strict=True)]
+    parts = [(w * (1 if up else -1), statistics.median(x), p, x)
+             for w, x, p, up in zip(index_weights(logs), logs, points, higher_is_better,
+                                    strict=True)]
     out = []
     for i in range(len(points[0])):
         rounds = max(len(p[i]) for _, _, p, _ in parts)
@@ -248,6 +256,8 @@ def composite(all_series: Sequence[Series], runs: Sequence[RunPoint]) -> Series 
     c.runs = [r.number for r in runs]
     c.points = index_points([s.points for s in every], [s.higher_is_better for s in every])
     c.values = [statistics.median(p) for p in c.points]
+    c.weights = list(zip(every, index_weights([cp.run_logs(s.points) for s in every]),
+                         strict=True))
     return c
 
 

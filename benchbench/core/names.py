@@ -37,6 +37,21 @@ def listed(words: list[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
+def devices(names: list[str]) -> str:
+    """'cuda:0–7', 'cuda:0–3, 5', 'cpu, cuda:0': devices as few words name them, consecutive
+    GPUs as a range."""
+    gpus = sorted(int(d[5:]) for d in names if d.startswith("cuda:") and d[5:].isdigit())
+    spans: list[list[int]] = []
+    for i in gpus:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    ranges = [f"{a}–{b}" if b > a + 1 else f"{a}, {b}" if b > a else str(a) for a, b in spans]
+    rest = [d for d in names if not (d.startswith("cuda:") and d[5:].isdigit())]
+    return ", ".join(rest + (["cuda:" + ", ".join(ranges)] if ranges else []))
+
+
 def resource_name(resource: str) -> str:
     """The resource as prose names it; an unknown id comes back as it is."""
     return RESOURCE_NAMES.get(resource, resource.replace("_", " "))

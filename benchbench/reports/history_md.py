@@ -4,16 +4,21 @@ changes and the runs."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
 from benchbench.compare.history import EnvChange, History, Series
+from benchbench.compare.series import without_device
+from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
 
 FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
+SHARES_NAMED = 3  # the index's heaviest figures named beside it
+T = TypeVar("T")
 
 
 def value(v: float, unit: str) -> str:
@@ -47,6 +52,14 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
+def each_p_text(worst: float, held_at: float | None) -> str:
+    """The p of several series' alike: 'p < 0.001 each', 'p ≤ 0.004', and, where each was tested
+    at its recorded change, against what."""
+    return (("p < 0.001 each" if worst < 0.001 else f"p ≤ {worst:.2g}")
+            + (f", each tested at its recorded change against {held_at:.2g}"
+               if held_at is not None else ""))
+
+
 def shift_p_text(x: Shift) -> str:
     """A change point's p, and where it was tested at its recorded change alone, that."""
     return p_text(x.p_value) + (f", tested at its recorded change against {x.held_at:.2g}"
@@ -72,6 +85,46 @@ def causes_text(causes: list[EnvChange], runs: tuple[int, int]) -> str:
     return "; ".join(change_text(c) for c in causes) + f" {between}"
 
 
+def grouped(items: list[T], series_of: Callable[[T], Series],
+            signature: Callable[[T], Hashable]) -> list[list[T]]:
+    """The items, those of one figure on several devices that agree on `signature` together, in
+    the order they first come: what eight GPUs show alike is one line, not eight."""
+    out: dict[Hashable, list[T]] = {}
+    for x in items:
+        out.setdefault((without_device(series_of(x).key), signature(x)), []).append(x)
+    return list(out.values())
+
+
+def group_name(members: list[Series]) -> str:
+    """'matmul peak bf16 (cuda:0–7)': the figure and the devices that show it alike; one series
+    by its own name."""
+    first = members[0]
+    if len(members) == 1:
+        return first.name
+    device = dict(first.key[2]).get("device")
+    return (first.name.removesuffix(f" ({device})") + " ("
+            + names.devices([str(dict(m.key[2]).get("device")) for m in members]) + ")")
+
+
+def span(values: list[float], text: Callable[[float], str]) -> str:
+    """'−6.1% to −5.9%': the least and the most, or one value where both read alike."""
+    low, high = text(min(values)), text(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
+def value_span(values: list[float], unit: str) -> str:
+    """'781 TFLOP/s to 785 TFLOP/s', or one value."""
+    return span(values, lambda v: value(v, unit))
+
+
+def runs_text(numbers: list[int], first: int = 6) -> str:
+    """'run 8', 'runs 8, 15 and 21', 'runs 3, 8, …, 40 and 5 more'."""
+    words = [str(n) for n in numbers[:first]]
+    if len(numbers) > first:
+        words.append(f"{len(numbers) - first} more")
+    return ("run " if len(numbers) == 1 else "runs ") + names.listed(words)
+
+
 def shift_text(h: History, s: Series, i: int) -> str:
     """'run 7 (2026-11-14): resnet50 amp_bf16 224px −6.1% (p < 0.001); driver 550.54 →
     560.28 between runs 6 and 7'"""
@@ -85,16 +138,43 @@ def shift_text(h: History, s: Series, i: int) -> str:
 def gate_text(h: History, s: Series, causes: bool = False) -> str:
     """'resnet50 fp32 64px −15.2%: the latest segment (runs 81–100) against the best segment
     (runs 1–20) (p < 0.001), in 4 steps: run 21 (2026-10-21) −4.1%, …'"""
+    return gates_text(h, [s], causes)
+
+
+def gate_signature(s: Series) -> Hashable:
+    """What gates_text says of a series but its name and figures: the series that share it
+    read as one line."""
     g = s.gate
     if g is None:
-        return f"{s.name}: no level to judge"
-    held = len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value
-    head = (f"{s.name} {pct(g.change_pct)}: {g.latest_what} against {g.reference_what} "
-            f"({shift_p_text(g.steps[0]) if held else p_text(g.p_value)})")
+        return None
+    return (g.latest_what, g.reference_what, g.across,
+            tuple((s.run_at(x.at), x.given) for x in g.steps), _held(g))
+
+
+def _held(g: Any) -> bool:
+    """The gate's p is its one step's, tested at its recorded change."""
+    return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
+
+
+def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
+    """gate_text for one figure on several devices whose gates share gate_signature:
+    'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)'."""
+    s, g = members[0], members[0].gate
+    if g is None:
+        return f"{group_name(members)}: no level to judge"
+    gates = [m.gate for m in members if m.gate is not None]
+    if len(members) == 1:
+        p = shift_p_text(g.steps[0]) if _held(g) else p_text(g.p_value)
+    else:
+        p = each_p_text(max(x.p_value for x in gates),
+                        max(x.steps[0].held_at for x in gates) if _held(g) else None)
+    head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "
+            f"{g.latest_what} against {g.reference_what} ({p})")
     if not g.steps:
         return head
     steps = [f"run {s.run_at(x.at)} ({h.run(s.run_at(x.at)).started_at[:10]})"
-             + (f" {pct(x.change_pct)}" if len(g.steps) > 1 else "") for x in g.steps]
+             + (f" {span([y.steps[k].change_pct for y in gates], pct)}"
+                if len(g.steps) > 1 else "") for k, x in enumerate(g.steps)]
     text = (f"{head}; change points cut the drift at {', '.join(steps)}" if g.across else
             f"{head}, since {steps[0]}" if len(steps) == 1 else
             f"{head}, in {len(steps)} steps: {', '.join(steps)}")
@@ -138,34 +218,48 @@ def _summary(h: History) -> list[str]:
     out = ["## Summary", ""]
     if regs:
         out += [f"**{len(regs)} series regressed** (exit 3):", ""]
-        out += [f"- {gate_text(h, s)}" for s in regs]
+        out += [f"- {gates_text(h, group)}" for group in grouped(regs, lambda s: s,
+                                                                 gate_signature)]
         causes = {step_causes(s, x) for s in regs for x in (s.gate.steps if s.gate else [])}
         if causes:
             out += ["", "What changed around their steps: " + "; ".join(sorted(causes)) + "."]
     else:
         out.append("**No series regressed**: every latest level is within "
                    f"{h.threshold_pct:g}% of its reference (exit 0).")
-    n = sum(len(s.shifts) for s in h.series)
-    odd = sum(len(s.outliers) for s in h.series)
-    out += ["", f"{n} change point(s) and {odd} outlier run(s) in {len(h.series)} series."]
+    at = sorted({s.run_at(x.at) for s in h.series for x in s.shifts})
+    odd = sorted({s.run_at(o.at) for s in h.series for o in s.outliers})
+    said = [f"{sum(len(s.shifts) for s in h.series)} change point(s) in {len(h.series)} "
+            "series" + (f", at {runs_text(at)}" if at else "")]
+    if odd:
+        said.append(f"{len(odd)} outlier run(s) ({runs_text(odd)}), off in "
+                    f"{sum(len(s.outliers) for s in h.series)} series")
+    out += ["", "; ".join(said) + "."]
     return out + [""]
 
 
+def recorded_text(s: Series, at: int) -> str:
+    """What an outlier run's own record shows that the run before it does not."""
+    told = s.told.get(at)
+    if told is None:
+        return "—"
+    ref = f"run {told[0]}"
+    return ("; ".join(evidence_text(e, ref) for e in told[1])
+            or f"its run records nothing that {ref} does not")
+
+
 def _outlier_runs(h: History) -> list[str]:
+    found = [(s, o) for s in h.series for o in s.outliers]
     rows = []
-    for s in h.series:
-        for o in s.outliers:
-            run = s.run_at(o.at)
-            told = s.told.get(o.at)
-            if told is None:
-                said = "—"
-            else:
-                ref = f"run {told[0]}"
-                said = "; ".join(evidence_text(e, ref) for e in told[1]) or \
-                    f"its run records nothing that {ref} does not"
-            rows.append([s.name, str(run) + (" (latest)" if o.latest else ""),
-                         h.run(run).started_at[:10], value(o.value, s.unit),
-                         value(o.level, s.unit), pct(o.change_pct), said])
+    for group in grouped(found, lambda x: x[0], lambda x: (
+            x[0].run_at(x[1].at), x[1].latest, recorded_text(x[0], x[1].at))):
+        s, o = group[0]
+        run, unit = s.run_at(o.at), s.unit
+        rows.append([group_name([m for m, _ in group]), str(run) + (" (latest)" if o.latest
+                                                                      else ""),
+                     h.run(run).started_at[:10],
+                     value_span([x.value for _, x in group], unit),
+                     value_span([x.level for _, x in group], unit),
+                     span([x.change_pct for _, x in group], pct), recorded_text(s, o.at)])
     if not rows:
         return []
     return ["## Outlier runs", "", "Single runs far off a level their neighbours agree on: a "
@@ -175,14 +269,28 @@ def _outlier_runs(h: History) -> list[str]:
          "what its own run recorded"], rows)
 
 
+def _cause(s: Series, i: int) -> str:
+    x = s.shifts[i]
+    return causes_text(s.causes[i], (s.run_at(x.at - 1), s.run_at(x.at)))
+
+
 def _change_points(h: History) -> list[str]:
+    found = [(s, i) for s in h.series for i in range(len(s.shifts))]
     rows = []
-    for s in h.series:
-        for i, x in enumerate(s.shifts):
-            run, before = s.run_at(x.at), s.run_at(x.at - 1)
-            rows.append([s.name, str(run), h.run(run).started_at[:10], value(x.before, s.unit),
-                         value(x.after, s.unit), pct(x.change_pct), shift_p_text(x),
-                         f"{x.runs[0]} / {x.runs[1]}", causes_text(s.causes[i], (before, run))])
+    for group in grouped(found, lambda x: x[0], lambda x: (
+            x[0].run_at(x[0].shifts[x[1]].at), x[0].shifts[x[1]].given, _cause(*x))):
+        shifts = [s.shifts[i] for s, i in group]
+        s, x = group[0][0], shifts[0]
+        run, unit = s.run_at(x.at), s.unit
+        worst = max(shifts, key=lambda y: y.p_value)
+        p = shift_p_text(worst) if len(group) == 1 else each_p_text(
+            worst.p_value, worst.held_at if worst.given else None)
+        rows.append([group_name([m for m, _ in group]), str(run), h.run(run).started_at[:10],
+                     value_span([y.before for y in shifts], unit),
+                     value_span([y.after for y in shifts], unit),
+                     span([y.change_pct for y in shifts], pct), p,
+                     f"{span([y.runs[0] for y in shifts], str)} / "
+                     f"{span([y.runs[1] for y in shifts], str)}", _cause(*group[0])])
     if not rows:
         return ["## Change points", "", "None: every series stayed at one level.", ""]
     return ["## Change points", ""] + fmt.table(
@@ -190,28 +298,61 @@ def _change_points(h: History) -> list[str]:
          "what changed"], rows)
 
 
+def _state(s: Series) -> tuple[str, int | None]:
+    """Where a series' latest level stands, as a kind: 'regressed', 'worse' (than its
+    reference, within the threshold), 'since' (run N, better or level) or 'one' (level)."""
+    g, seg = s.gate, s.segments[-1] if s.segments else None
+    return (("regressed", None) if g and g.regressed else ("worse", None)
+            if g and g.change_pct < 0 else ("since", s.run_at(seg.start)) if seg and seg.start
+            else ("one", None))
+
+
 def _series(h: History) -> list[str]:
     rows = []
-    for s in h.series:
-        latest = s.values[-1]
-        seg = s.segments[-1] if s.segments else None
-        g = s.gate
-        state = (f"**regressed {pct(g.change_pct)}**" if g and g.regressed else
-                 f"{pct(g.change_pct)} against its reference" if g and g.change_pct < 0 else
-                 f"since run {s.run_at(seg.start)}" if seg and seg.start else "one level")
-        rows.append([s.name, str(len(s.runs)), value(latest, s.unit),
-                     value(seg.level, s.unit) if seg else "—", noise_text(s.noise_pct),
+    for group in grouped(h.series, lambda s: s, lambda s: (
+            len(s.runs), tuple(s.run_at(x.at) for x in s.shifts), s.noise_pct is None,
+            bool(s.segments), _state(s))):
+        s, unit = group[0], group[0].unit
+        kind, since = _state(s)
+        change = span([m.gate.change_pct for m in group if m.gate], pct)
+        state = {"regressed": f"**regressed {change}**",
+                 "worse": f"{change} against its reference",
+                 "since": f"since run {since}", "one": "one level"}[kind]
+        rows.append([group_name(group), str(len(s.runs)),
+                     value_span([m.values[-1] for m in group], unit),
+                     value_span([m.segments[-1].level for m in group], unit)
+                     if s.segments else "—",
+                     noise_text(None) if s.noise_pct is None else
+                     span([m.noise_pct or 0.0 for m in group], noise_text),
+                     f"{len(s.shifts)} each" if len(group) > 1 and s.shifts else
                      str(len(s.shifts)), state])
     whole = next((s for s in h.series if s.probe == "all"), None)
     index = (f" The first, {whole.name}, is the machine as a whole: the geometric mean of "
              "the figures every run measured, each about its median run and weighted by the "
              "inverse of its noise, in percent of the median run; a change every figure shares "
-             "shows in it above the noise of any one." if whole else "")
+             "shows in it above the noise of any one." + shares_text(whole) if whole else "")
     return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs); "
-            f"unknown for a series of fewer than {MIN_RUNS} runs. Each series' figure is "
-            "plotted in history.html." + index, ""] + fmt.table(
+            f"unknown for a series of fewer than {MIN_RUNS} runs. Each figure is plotted "
+            "in history.html (another GPU's where it changed otherwise than the first's)."
+            + index, ""] + fmt.table(
         ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
          "latest level"], rows)
+
+
+def shares_text(whole: Series) -> str:
+    """' Its weights here: host-device h2d pinned (cuda:0–7) 62%, …': the figures that carry
+    the index most, so that a reader sees what it follows."""
+    parts = sorted(((sum(w for _, w in g), group_name([m for m, _ in g]))
+                    for g in grouped(whole.weights, lambda x: x[0], lambda x: None)),
+                   key=lambda x: -x[0])
+    if not parts:
+        return ""
+    shown = parts if len(parts) <= SHARES_NAMED + 1 else parts[:SHARES_NAMED]
+    words = [f"{n} {100 * w:.1f}%" if w >= 0.001 else f"{n} under 0.1%" for w, n in shown]
+    rest = parts[len(shown):]
+    if rest:
+        words.append(f"the other {len(rest)} figure(s) {100 * sum(w for w, _ in rest):.1f}%")
+    return " Its weights here: " + names.listed(words) + "."
 
 
 def _changes(h: History) -> list[str]:

@@ -2,9 +2,9 @@
 (each round faint behind), the level of each segment, the change points and the environment's
 changes.
 
-The first device's series (cpu or cuda:0) are all drawn; another GPU's only where it changed,
-so an 8-GPU machine's history is not 60 figures of flat lines. matplotlib only through
-plot_base.
+The first device's series (cpu or cuda:0) are all drawn; another GPU's only where it changed at
+other runs than the first, so an 8-GPU machine's history is not 60 figures of the same lines.
+matplotlib only through plot_base.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchbench.compare.history import History, Series
+from benchbench.compare.series import without_device
 from benchbench.reports.plot_base import (
     Progress,
     draw,
@@ -32,7 +33,15 @@ MAX_ENV_LABELS = 12  # more changes than this are drawn as lines without their n
 
 
 def drawn(h: History) -> list[Series]:
-    return [s for s in h.series if s.first_device or s.shifts]
+    """The first device's series, and another device's where its change points lie at other
+    runs (or go the other way) than the first device's: eight GPUs that one driver slowed
+    alike are one figure."""
+    def steps(s: Series) -> set[tuple[int, bool]]:
+        return {(s.run_at(x.at), x.change_pct < 0) for x in s.shifts}
+
+    first = {without_device(s.key): steps(s) for s in h.series if s.first_device}
+    return [s for s in h.series if s.first_device
+            or (s.shifts and steps(s) != first.get(without_device(s.key)))]
 
 
 def name(s: Series) -> str:

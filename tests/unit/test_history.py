@@ -8,14 +8,14 @@ import statistics
 
 import pytest
 from junitparser import JUnitXml
-from synthetic_runs import cpu_run, environment
+from synthetic_runs import cpu_run, environment, gpu_node
 
 from benchbench import cli
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
 from benchbench.compare import history
 from benchbench.compare.sides import CompareError
-from benchbench.core import results
+from benchbench.core import names, results
 from benchbench.reports import history_md, history_plots
 
 
@@ -420,6 +420,60 @@ def test_other_gpus_are_drawn_only_where_they_changed(tmp_path):
     assert other not in history_plots.drawn(h)
     other.shifts = [cp.Shift(2, 1.0, 0.5, -50.0, 1e-9, (2, 2))]
     assert other in history_plots.drawn(h)
+
+
+def save_gpu_runs(root, n=14, slowed=range(7), late=None):
+    """An 8-GPU node's nightly runs: a driver update before run 9 costs the GPUs in `slowed`
+    10% (a GPU in `late` only from run 12), and run 5 is one bad night, 25% slow on every
+    GPU's compute (its copies' link is not slowed); each GPU with its own 1% of noise."""
+    rng = random.Random(5)
+    for i in range(n):
+        per_gpu = {g: math.exp(rng.gauss(0, 0.01))
+                   * (0.9 if (g in slowed and i >= 8) or (g == late and i >= 11) else 1.0)
+                   * (0.75 if i == 4 else 1.0) for g in range(8)}
+        d = root / f"n{i:03d}"
+        d.mkdir()
+        results.save(gpu_node("gpu-a", per_gpu=per_gpu, started=day(i),
+                              driver="550.54.15" if i < 8 else "555.42.02"),
+                     d / "results.json")
+
+
+def test_devices_are_named_with_consecutive_gpus_as_a_range():
+    assert names.devices([f"cuda:{i}" for i in range(8)]) == "cuda:0–7"
+    assert names.devices(["cuda:0", "cuda:2", "cuda:3", "cuda:4", "cuda:7"]) == \
+        "cuda:0, 2–4, 7"
+    assert names.devices(["cuda:3", "cuda:4"]) == "cuda:3, 4"
+    assert names.devices(["cpu", "cuda:1"]) == "cpu, cuda:1"
+
+
+def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(tmp_path):
+    save_gpu_runs(tmp_path, late=7)
+    h = history.build([str(tmp_path / "*")])
+    text = history_md.render(h)
+    summary = text.split("## Summary")[1].split("## ")[0]
+    lines = [x for x in summary.splitlines() if x.startswith("- ")]
+    # bf16 and fp16 on cuda:0–6 from run 9, cuda:7 from run 12, and ResNet50 (cuda:0)
+    assert len(h.regressions) == 17 and len(lines) == 5, summary
+    assert lines[0].startswith("- matmul peak bf16 (cuda:0–6) −1") and "(p < 0.001 each)" in \
+        lines[0] and "since run 9 (" in lines[0], lines[0]
+    assert any(x.startswith("- matmul peak bf16 (cuda:7) −") and "since run 12 (" in x
+               for x in lines), summary
+    assert "1 outlier run(s) (run 5), off in 17 series" in summary, summary
+    odd = text.split("## Outlier runs")[1].split("## ")[0]
+    rows = [x for x in odd.splitlines() if x.startswith("| ") and "| 5 |" in x]
+    # one row a figure: every GPU's bad night alike, each figure's values as their range
+    assert [x.split(" | ")[0] for x in rows] == [
+        "| matmul peak bf16 (cuda:0–7)", "| matmul peak fp16 (cuda:0–7)",
+        "| resnet50 amp_bf16 224px"], odd
+    assert " TFLOP/s to " in rows[0] and "% to −" in rows[0], rows[0]
+    table = text.split("## Series")[1].split("## ")[0]
+    assert "| matmul peak bf16 (cuda:0–6) | 14 |" in table and "| 1 each |" in table
+    assert "| host-device h2d pinned (cuda:0–7) | 14 |" in table
+    assert "Its weights here: host-device h2d pinned (cuda:0–7)" in table, table
+    # drawn: the first device's figures, and cuda:7's, whose step lies at another run
+    assert [s.name for s in history_plots.drawn(h)] == [
+        h.series[0].name, "matmul peak bf16", "matmul peak fp16", "matmul peak bf16 (cuda:7)",
+        "matmul peak fp16 (cuda:7)", "host-device h2d pinned", "resnet50 amp_bf16 224px"]
 
 
 # --- the verb ---------------------------------------------------------------------------------
