@@ -20,6 +20,7 @@ def main(args: argparse.Namespace) -> int:
     import time
 
     from benchbench.analysis import cost
+    from benchbench.analysis import regression as reg
     from benchbench.compare import align, comparison
     from benchbench.compare import cost as compare_cost
     from benchbench.compare.sides import CompareError
@@ -60,6 +61,10 @@ def main(args: argparse.Namespace) -> int:
             html=lambda md, plots, notes: compare_html.render(comp, md, plots, notes),
             csv=lambda: compare_md.csv_text(comp),
             junit=lambda: junit.document("benchbench compare", junit.compare_cases(comp)))
+    code = EXIT_REGRESSION if comp.regressed else EXIT_OK
+    regs = len(comp.outcomes(reg.REGRESSED)) + len(comp.stopped)
     print(f"compared {sum(len(s.runs) for s in comp.sides)} run(s) in "
-          f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return EXIT_REGRESSION if comp.regressed else EXIT_OK
+          f"{time.perf_counter() - started:.1f} s: "
+          + (f"{regs} regression(s)" if code else "no regression") + f", exit {code}",
+          file=sys.stderr)
+    return code

@@ -36,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
             html=lambda md, plots, notes: ops_html.fleet(f, md, plots, notes),
             csv=lambda: fleet_md.csv_text(f),
             junit=lambda: junit.document("benchbench fleet", junit.fleet_cases(f)))
-    print(f"fleet of {len(f.nodes)} node(s) in {time.perf_counter() - started:.1f} s",
-          file=sys.stderr)
-    return EXIT_OUTLIER if f.low else EXIT_OK
+    code = EXIT_OUTLIER if f.low else EXIT_OK
+    print(f"fleet of {len(f.nodes)} node(s) in {time.perf_counter() - started:.1f} s: "
+          + (f"{len(f.low)} outlier(s) below their group" if f.low else
+             "no outlier below its group") + f", exit {code}", file=sys.stderr)
+    return code

@@ -39,6 +39,8 @@ def main(args: argparse.Namespace) -> int:
             html=lambda md, plots, notes: ops_html.history(h, md, plots, notes),
             csv=lambda: history_md.csv_text(h),
             junit=lambda: junit.document("benchbench history", junit.history_cases(h)))
-    print(f"history of {len(h.runs)} run(s) in {time.perf_counter() - started:.1f} s",
-          file=sys.stderr)
-    return EXIT_REGRESSION if h.regressions else EXIT_OK
+    code = EXIT_REGRESSION if h.regressions else EXIT_OK
+    print(f"history of {len(h.runs)} run(s) in {time.perf_counter() - started:.1f} s: "
+          + (f"{len(h.regressions)} series regressed" if h.regressions else
+             "no series regressed") + f", exit {code}", file=sys.stderr)
+    return code

@@ -389,10 +389,13 @@ def test_clear_drop_exits_3_and_identical_runs_exit_0(tmp_path, capsys):
     assert code == 3 and "**4 regression(s)** (exit 3)" in out
     assert re.search(r"\| after \| matmul flops dtype=fp32 size=512 \| 100 GFLOP/s \| "
                      r"80.0 GFLOP/s \| -20.0% \| ±\d+% \| 3 / 3 \|", out)
-    assert "Not tested: 1 × a peak over sizes" in out and "compared 2 run(s)" in err
+    assert "Not tested: 1 × a peak over sizes" in out
+    # the terminal's last line, where a CI log ends, says the outcome
+    assert re.search(r"compared 2 run\(s\) in [\d.]+ s: 4 regression\(s\), exit 3\n$", err), err
     same = save(tmp_path, "same", make_run("again"))
-    code, out, _ = run_cli(capsys, "compare", a, same)
+    code, out, err = run_cli(capsys, "compare", a, same)
     assert code == 0 and "**No regression** (exit 0)" in out
+    assert err.endswith(": no regression, exit 0\n"), err
 
 
 def test_improvements_and_inconclusive_are_listed_and_keep_exit_0(tmp_path, capsys):

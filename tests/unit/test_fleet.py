@@ -288,6 +288,7 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
     code, md, err = run_cli(capsys, "fleet", bad / "*", "--out", out, "--junit", xml)
     assert code == 3, err
+    assert err.endswith(" s: 1 outlier(s) below their group, exit 3\n"), err
     assert "**1 outlier(s) below their group** (exit 3)" in md
     assert ("n4: storage seq1m −49.8% vs the group median (z = −" in md
             and "kernel 6.9.0 where the median node" in md)
@@ -300,8 +301,9 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     failed = [c for c in cases if not c.is_passed]
     assert [c.name for c in failed] == ["storage seq1m [no GPU · AMD EPYC]"]
     assert "kernel 6.9.0" in failed[0].result[0].message
-    code, md, _ = run_cli(capsys, "fleet", good / "*")
+    code, md, err = run_cli(capsys, "fleet", good / "*")
     assert code == 0 and "**No outlier below its group** (exit 0)" in md
+    assert err.endswith(" s: no outlier below its group, exit 0\n"), err
 
 
 def test_the_runs_read_are_counted_with_the_earlier_ones(tmp_path, capsys, monkeypatch):

@@ -491,6 +491,7 @@ def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, caps
     out, xml = tmp_path / "out", tmp_path / "history.xml"
     code, md, err = run_cli(capsys, "history", runs / "*", "--out", out, "--junit", xml)
     assert code == 3, err
+    assert err.endswith(" s: 8 series regressed, exit 3\n"), err  # where a CI log ends
     # the seven figures of the runs, and all of them at once
     assert "**8 series regressed** (exit 3)" in md
     assert "- all 7 headline figures (weighted) −15." in md
