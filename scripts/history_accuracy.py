@@ -6,6 +6,7 @@ given. Measured on this machine.
         [--otava /path/to/otava-venv/bin/python [--recheck 300] | --against earlier.json]
         [--json out.json] [--alpha 0.001]
     python scripts/history_accuracy.py --machines 100
+    python scripts/history_accuracy.py --gpu-nodes 400
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -33,6 +34,12 @@ history (6,096 series in 2,032 histories: three a history); here N histories of 
 per cell, the run mix, each run's noise correlated by rho (0, 0.5, 1) across the three series
 of its history, every series with the same plant. A history exits 3 where the gate calls any of
 its series, or the index of them all (history.composite); the table gives each apart.
+`--gpu-nodes N`: whole histories of an 8-GPU node (the tests' synthetic node: matmul bf16 and
+fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index), written
+as runs and read by `history` itself, n = 12 and 30 runs: each GPU's own run-to-run noise
+(1 or 3%) and a day's noise all its GPUs share (0 or 3%). Healthy, one GPU 10% slower from the
+middle run, and all GPUs 6% slower from it with a driver update recorded there; how often the
+history exits 3, and the change points and exits per GPU series beside it.
 Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
 runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
 own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
@@ -373,6 +380,68 @@ def machines(count: int) -> list[str]:
     return lines
 
 
+GPU_NODE_CELLS = [(n, own, day) for n in (12, 30) for own in (1, 3) for day in (0, 3)]
+
+
+def gpu_node_history(args: tuple[int, int, int, str, int]) -> tuple[list[str], int, int]:
+    """One 8-GPU node's history through `history` itself: the series that exit 3, the change
+    points in the GPU series, and the series."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+    from synthetic_runs import gpu_node
+
+    from benchbench.compare import history
+    from benchbench.core import results
+
+    n, own, day, plant, seed = args
+    rng = random.Random(f"gpu node {n} {own} {day} {plant} {seed}")
+    root = Path(tempfile.mkdtemp(prefix="benchbench-gpu-node-"))
+    try:
+        for i in range(n):
+            late = i >= n // 2
+            per_gpu = {g: math.exp(rng.gauss(0, own / 100))
+                       * (0.9 if plant == "one GPU" and g == 5 and late else 1.0)
+                       * (0.94 if plant == "driver" and late else 1.0) for g in range(8)}
+            run = gpu_node("gpu-a", factor=math.exp(rng.gauss(0, day / 100)), per_gpu=per_gpu,
+                           started=f"2026-{10 + i // 28:02d}-{i % 28 + 1:02d}T02:00:00+00:00",
+                           driver="555.42.02" if plant == "driver" and late else "550.54.15")
+            folder = root / f"r{i:03d}"
+            folder.mkdir()
+            results.save(run, folder / "results.json")
+        h = history.build([str(root / "*")])
+        gpu = [s for s in h.series if s.probe == "matmul"]
+        return ([s.name for s in h.regressions], sum(len(s.shifts) for s in gpu),
+                len(h.series))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def gpu_nodes(count: int) -> list[str]:
+    """The exit of whole 8-GPU node histories (GPU_NODE_CELLS), healthy and with a plant."""
+    from multiprocessing import Pool
+
+    lines = ["## 8-GPU node histories through `history` (--gpu-nodes)", "",
+             "| runs | each GPU's noise | a day's, shared | plant | exit 3 | change points per "
+             "matmul series (16, the planted steps' included) | the planted GPU's bf16 exits |",
+             "|---|---|---|---|---|---|---|"]
+    with Pool() as pool:
+        for n, own, day in GPU_NODE_CELLS:
+            for plant in ("healthy", "one GPU", "driver"):
+                out = pool.map(gpu_node_history,
+                               [(n, own, day, plant, seed) for seed in range(count)])
+                exits = sum(bool(r) for r, _, _ in out)
+                points = sum(c for _, c, _ in out)
+                sick = sum("matmul peak bf16 (cuda:5)" in r for r, _, _ in out)
+                lines.append(f"| {n} | {own}% | {day}% | {plant} | {pct(exits, count)} | "
+                             f"{points / (16 * count):.4f} | "
+                             f"{pct(sick, count) if plant != 'healthy' else '—'} |")
+                print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--series", type=int, default=40, help="series per cell")
@@ -388,11 +457,17 @@ def main() -> int:
                          "found cost in false change points")
     ap.add_argument("--machines", type=int, metavar="N",
                     help="only the gate on N histories of three series per cell")
+    ap.add_argument("--gpu-nodes", type=int, metavar="N",
+                    help="only whole 8-GPU node histories through `history`, N per cell")
     a = ap.parse_args()
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
     ALPHA[0] = a.alpha
     started = time.perf_counter()
+    if a.gpu_nodes:
+        gpu_nodes(a.gpu_nodes)
+        print(f"{a.gpu_nodes} histories per cell, {time.perf_counter() - started:.0f} s")
+        return 0
     if a.machines:
         machines(a.machines)
         print(f"{a.machines} histories per cell, {time.perf_counter() - started:.0f} s")
