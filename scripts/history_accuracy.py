@@ -7,6 +7,7 @@ given. Measured on this machine.
         [--json out.json] [--alpha 0.001]
     python scripts/history_accuracy.py --machines 100
     python scripts/history_accuracy.py --gpu-nodes 400
+    python scripts/history_accuracy.py --pooling 1000
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -34,6 +35,10 @@ history (6,096 series in 2,032 histories: three a history); here N histories of 
 per cell, the run mix, each run's noise correlated by rho (0, 0.5, 1) across the three series
 of its history, every series with the same plant. A history exits 3 where the gate calls any of
 its series, or the index of them all (history.composite); the table gives each apart.
+`--pooling N`: pure noise between the two mixes, where each run's rounds carry a share of its
+noise, so that the runs scatter 2 to 49 times the variance their rounds say (the run mix is 49
+times, the rounds mix once): N series per cell of 12 and 30 runs at 3%, the false change points
+per series and the gate's exits, where the rounds' pooling pre-test is tried hardest.
 `--gpu-nodes N`: whole histories of an 8-GPU node (the tests' synthetic node: matmul bf16 and
 fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index), written
 as runs and read by `history` itself, n = 12 and 30 runs: each GPU's own run-to-run noise
@@ -380,6 +385,36 @@ def machines(count: int) -> list[str]:
     return lines
 
 
+POOLING_SHARES = (1 / 48, 1 / 8, 1 / 4, 1 / 2, 1.0)  # the rounds' variance / the runs' own
+
+
+def pooling(count: int) -> list[str]:
+    """False change points and gate exits on pure noise whose runs scatter more than their
+    rounds say, by how much (POOLING_SHARES), and in the rounds mix (as much)."""
+    lines = ["## pure noise between the mixes, CV 3% (--pooling)", "",
+             "| runs | the runs' variance / what their rounds say | false change points per "
+             "series | gate exits |", "|---|---|---|---|"]
+    sd = math.log1p(0.03)
+    for n in (12, 30):
+        for share in (*POOLING_SHARES, None):
+            cps = exits = 0
+            for seed in range(count):
+                if share is None:
+                    pts = draw(Planted("noise", n, 3, ()), "rounds",
+                               random.Random(f"pooling {n} rounds {seed}"))
+                else:
+                    rng = random.Random(f"{n} {share} {seed}")
+                    wsd = math.sqrt(share * 3) * sd
+                    pts = [[v * math.exp(rng.gauss(0, wsd)) for _ in range(3)]
+                           for v in (100 * math.exp(rng.gauss(0, sd)) for _ in range(n))]
+                cuts, _, gated, _ = benchbench(pts, [])
+                cps, exits = cps + len(cuts), exits + gated
+            ratio = "1 (the rounds mix)" if share is None else f"{(1 + share) / share:.0f}"
+            lines.append(f"| {n} | {ratio} | {cps / count:.4f} | {exits / count:.4f} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
 GPU_NODE_CELLS = [(n, own, day) for n in (12, 30) for own in (1, 3) for day in (0, 3)]
 
 
@@ -459,11 +494,17 @@ def main() -> int:
                     help="only the gate on N histories of three series per cell")
     ap.add_argument("--gpu-nodes", type=int, metavar="N",
                     help="only whole 8-GPU node histories through `history`, N per cell")
+    ap.add_argument("--pooling", type=int, metavar="N",
+                    help="only pure noise between the two mixes, N series per cell")
     a = ap.parse_args()
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
     ALPHA[0] = a.alpha
     started = time.perf_counter()
+    if a.pooling:
+        pooling(a.pooling)
+        print(f"{a.pooling} series per cell, {time.perf_counter() - started:.0f} s")
+        return 0
     if a.gpu_nodes:
         gpu_nodes(a.gpu_nodes)
         print(f"{a.gpu_nodes} histories per cell, {time.perf_counter() - started:.0f} s")

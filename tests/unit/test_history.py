@@ -89,6 +89,27 @@ def test_pure_noise_shows_a_change_point_only_where_one_held_paying_for_its_stre
     assert any_cut == first_pass and sum(any_cut) >= 2
 
 
+def test_the_rounds_noise_joins_a_split_only_that_the_runs_own_spread_sees_at_a_hundredth():
+    """Where the runs scatter more than their rounds say and the pre-test cannot tell (10
+    degrees of freedom), pooling would make a split of p 0.0175 one of p 0.0008; a pooled
+    split must also hold at POOLED_CHECK on the runs' own spread."""
+    base = [0, 0.4, -0.5, 0.6, -0.3, 0.2, 0.1, 0.6, -0.3, 0.4, 0.0, 0.9]
+
+    def split(step):
+        y = [(v + (step if i >= 6 else 0)) * 0.01 for i, v in enumerate(base)]
+        about = sum((v - statistics.mean(side)) ** 2 for side in (y[:6], y[6:]) for v in side)
+        # three rounds a run whose variance says 0.8 of the runs' about the split: pooled by
+        # the pre-test alone
+        rounds = max_t.Rounds(0.8 * about / 10 * 3, 24, 3.0)
+        assert max_t.agrees(about / 10, 10, rounds.run_var, rounds.df)
+        return max_t.best_split(y, max_t.Rounds(0.0, 0, 1.0)), max_t.best_split(y, rounds)
+
+    alone, both = split(0.8)
+    assert 0.01 < alone.p < 0.02 and not both.pooled and both.p == alone.p
+    alone, both = split(0.9)  # the runs alone see it at 0.0098: the rounds join in
+    assert alone.p <= max_t.POOLED_CHECK and both.pooled and both.p < 0.001 < alone.p
+
+
 def test_the_p_value_pays_for_the_best_split_exactly_not_by_bonferroni():
     """Pure noise's best split reaches p ≤ 1% in 1% of series (simulated): at 48 runs
     Bonferroni's factor would have said 2% or more, and Siegmund's approximation beyond the
