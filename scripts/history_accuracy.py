@@ -385,7 +385,7 @@ def machines(count: int) -> list[str]:
     return lines
 
 
-POOLING_SHARES = (1 / 48, 1 / 8, 1 / 4, 1 / 2, 1.0)  # the rounds' variance / the runs' own
+POOLING_SHARES = (1 / 48, 1 / 8, 1 / 4, 1 / 3, 1 / 2, 1.0)  # the rounds' variance / the runs' own
 
 
 def pooling(count: int) -> list[str]:
