@@ -118,7 +118,7 @@ def value_span(values: list[float], unit: str) -> str:
 
 
 def runs_text(numbers: list[int], first: int = 6) -> str:
-    """'run 8', 'runs 8, 15 and 21', 'runs 3, 8, …, 40 and 5 more'."""
+    """'run 8', 'runs 8, 15 and 21', 'runs 3, 8, 12, 15, 20, 25 and 5 more'."""
     words = [str(n) for n in numbers[:first]]
     if len(numbers) > first:
         words.append(f"{len(numbers) - first} more")
@@ -251,7 +251,8 @@ def _outlier_runs(h: History) -> list[str]:
     found = [(s, o) for s in h.series for o in s.outliers]
     rows = []
     for group in grouped(found, lambda x: x[0], lambda x: (
-            x[0].run_at(x[1].at), x[1].latest, recorded_text(x[0], x[1].at))):
+            x[0].run_at(x[1].at), x[1].latest, x[1].change_pct < 0,
+            recorded_text(x[0], x[1].at))):
         s, o = group[0]
         run, unit = s.run_at(o.at), s.unit
         rows.append([group_name([m for m, _ in group]), str(run) + (" (latest)" if o.latest
@@ -278,7 +279,8 @@ def _change_points(h: History) -> list[str]:
     found = [(s, i) for s in h.series for i in range(len(s.shifts))]
     rows = []
     for group in grouped(found, lambda x: x[0], lambda x: (
-            x[0].run_at(x[0].shifts[x[1]].at), x[0].shifts[x[1]].given, _cause(*x))):
+            x[0].run_at(x[0].shifts[x[1]].at), x[0].shifts[x[1]].change_pct < 0,
+            x[0].shifts[x[1]].given, _cause(*x))):
         shifts = [s.shifts[i] for s, i in group]
         s, x = group[0][0], shifts[0]
         run, unit = s.run_at(x.at), s.unit

@@ -443,7 +443,7 @@ def test_other_gpus_are_drawn_only_where_they_changed(tmp_path):
     assert other in history_plots.drawn(h)
 
 
-def save_gpu_runs(root, n=14, slowed=range(7), late=None):
+def save_gpu_runs(root, n=14, slowed=range(7), late=None, faster=None):
     """An 8-GPU node's nightly runs: a driver update before run 9 costs the GPUs in `slowed`
     10% (a GPU in `late` only from run 12), and run 5 is one bad night, 25% slow on every
     GPU's compute (its copies' link is not slowed); each GPU with its own 1% of noise."""
@@ -451,6 +451,7 @@ def save_gpu_runs(root, n=14, slowed=range(7), late=None):
     for i in range(n):
         per_gpu = {g: math.exp(rng.gauss(0, 0.01))
                    * (0.9 if (g in slowed and i >= 8) or (g == late and i >= 11) else 1.0)
+                   * (1.1 if g == faster and i >= 8 else 1.0)
                    * (0.75 if i == 4 else 1.0) for g in range(8)}
         d = root / f"n{i:03d}"
         d.mkdir()
@@ -495,6 +496,14 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     assert [s.name for s in history_plots.drawn(h)] == [
         h.series[0].name, "matmul peak bf16", "matmul peak fp16", "matmul peak bf16 (cuda:7)",
         "matmul peak fp16 (cuda:7)", "host-device h2d pinned", "resnet50 amp_bf16 224px"]
+
+
+def test_a_gpu_that_got_faster_where_the_others_slowed_is_a_row_of_its_own(tmp_path):
+    save_gpu_runs(tmp_path, slowed=range(6), faster=7)
+    text = history_md.render(history.build([str(tmp_path / "*")]))
+    points = text.split("## Change points")[1].split("## ")[0]
+    assert "| matmul peak bf16 (cuda:0–5) | 9 |" in points, points
+    assert "| matmul peak bf16 (cuda:7) | 9 |" in points and "| +1" in points, points
 
 
 # --- the verb ---------------------------------------------------------------------------------
