@@ -214,8 +214,8 @@ def index_weights(logs: Sequence[Sequence[float]]) -> list[float]:
     return [w / sum(weights) for w in weights]
 
 
-def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: Sequence[bool]
-                 ) -> list[tuple[float, ...]]:
+def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: Sequence[bool],
+                 weights: Sequence[float] | None = None) -> list[tuple[float, ...]]:
     """Several series of the same runs (each a list of the runs' rounds, every value above 0)
     as one index per run and round: their geometric mean weighted by the inverse of each
     series' run-to-run variance (change_points.noise), each oriented so that higher is better
@@ -223,11 +223,12 @@ def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: 
     of every series that has one, and the run's value of each that does not (a quick run
     measures some probes twice and others once), weighted alike: so the geometric mean of a
     run's rounds is the index of its series' run values, and its rounds spread as much as the
-    rounds that were measured say."""
+    rounds that were measured say. `weights`: index_weights of the series, where the caller
+    has them already."""
     logs = [cp.run_logs(p) for p in points]
     parts = [(w * (1 if up else -1), statistics.median(x), p, x)
-             for w, x, p, up in zip(index_weights(logs), logs, points, higher_is_better,
-                                    strict=True)]
+             for w, x, p, up in zip(index_weights(logs) if weights is None else weights, logs,
+                                    points, higher_is_better, strict=True)]
     out = []
     for i in range(len(points[0])):
         rounds = max(len(p[i]) for _, _, p, _ in parts)
@@ -254,10 +255,11 @@ def composite(all_series: Sequence[Series], runs: Sequence[RunPoint]) -> Series 
     c = Series(f"all {len(every)} headline figures (weighted)", "all", "index",
                ("all", "index", (("series", len(every)),)), "ratio", True, True)
     c.runs = [r.number for r in runs]
-    c.points = index_points([s.points for s in every], [s.higher_is_better for s in every])
+    shares = index_weights([cp.run_logs(s.points) for s in every])
+    c.points = index_points([s.points for s in every], [s.higher_is_better for s in every],
+                            shares)
     c.values = [statistics.median(p) for p in c.points]
-    c.weights = list(zip(every, index_weights([cp.run_logs(s.points) for s in every]),
-                         strict=True))
+    c.weights = list(zip(every, shares, strict=True))
     return c
 
 

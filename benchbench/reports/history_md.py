@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
+from benchbench.analysis.history_gate import Gate
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
 from benchbench.compare.history import EnvChange, History, Series
@@ -151,7 +152,7 @@ def gate_signature(s: Series) -> Hashable:
             tuple((s.run_at(x.at), x.given) for x in g.steps), _held(g))
 
 
-def _held(g: Any) -> bool:
+def _held(g: Gate) -> bool:
     """The gate's p is its one step's, tested at its recorded change."""
     return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
 
