@@ -8,6 +8,7 @@ given. Measured on this machine.
     python scripts/history_accuracy.py --machines 100
     python scripts/history_accuracy.py --gpu-nodes 400
     python scripts/history_accuracy.py --pooling 1000
+    python scripts/history_accuracy.py --latest 3000
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -39,6 +40,11 @@ its series, or the index of them all (history.composite); the table gives each a
 noise, so that the runs scatter 2 to 49 times the variance their rounds say (the run mix is 49
 times, the rounds mix once): N series per cell of 12 and 30 runs at 3%, the false change points
 per series and the gate's exits, where the rounds' pooling pre-test is tried hardest.
+`--latest N`: the gate on the latest run alone, where the run before it lies on the level of
+the runs before (an outlier run the gate counts, since nothing after it can say it was one
+night): pure noise at CV 3 and 10% (N series a cell) and a latest run 10 or 25% slow in 1%
+noise and 15 or 25% slow in 3% (N / 3), over 4, 6, 12 and 30 runs, both mixes; how often the
+history exits 3.
 `--gpu-nodes N`: whole histories of an 8-GPU node (the tests' synthetic node: matmul bf16 and
 fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index), written
 as runs and read by `history` itself, n = 12 and 30 runs: each GPU's own run-to-run noise
@@ -101,6 +107,7 @@ class Planted:
     drift: int = 0  # runs of a linear drift to the end
     total: float = 1.0  # the level at the end against the start
     changes: tuple[int, ...] = ()  # recorded environment changes that move nothing
+    spike_factor: float = 0.75  # the spike run's level against the others'
 
     def recorded(self) -> list[int]:
         """The environment changes of the recorded judging: at each step, and the idle ones."""
@@ -116,7 +123,7 @@ def level_at(p: Planted, i: int) -> float:
     level = 100 * math.prod(f for at, f in p.steps if i >= at)
     if p.drift and i >= p.n - p.drift:
         level *= 1 + (p.total - 1) * (i - (p.n - p.drift) + 1) / p.drift
-    return level * (0.75 if i == p.spike else 1.0)
+    return level * (p.spike_factor if i == p.spike else 1.0)
 
 
 def draw(p: Planted, mix: str, rng: random.Random) -> list[list[float]]:
@@ -385,6 +392,40 @@ def machines(count: int) -> list[str]:
     return lines
 
 
+LATEST_CELLS = [(n, cv, factor) for n in (4, 6, 12, 30)
+                for cv, factor in ((3, 1.0), (10, 1.0), (1, 0.9), (1, 0.75), (3, 0.85), (3, 0.75))]
+
+
+def latest_cell(args: tuple[int, float, float, str, int]) -> tuple[int, int]:
+    """(histories that exit 3, histories) of one --latest cell."""
+    n, cv, factor, mix, count = args
+    exits = 0
+    for seed in range(count):
+        p = Planted("latest", n, cv, (), spike=n - 1, spike_factor=factor)
+        exits += benchbench(draw(p, mix, random.Random(f"latest {n} {cv} {factor} {mix} "
+                                                       f"{seed}")), [])[2]
+    return exits, count
+
+
+def latest(count: int) -> list[str]:
+    """The gate on the latest run alone: pure noise, and a latest run slow by a factor."""
+    from multiprocessing import Pool
+
+    lines = ["## the latest run alone (--latest)", "",
+             "| runs | noise (CV) | the latest run | run mix: exit 3 | rounds mix: exit 3 |",
+             "|---|---|---|---|---|"]
+    cells = [(n, cv, f, mix, count if f == 1.0 else count // 3)
+             for n, cv, f in LATEST_CELLS for mix in ("run", "rounds")]
+    with Pool() as pool:
+        out = pool.map(latest_cell, cells)
+    for i, (n, cv, f) in enumerate(LATEST_CELLS):
+        (a, c), (b, _) = out[2 * i], out[2 * i + 1]
+        what = "as the others" if f == 1.0 else f"{(f - 1) * 100:+.0f}%".replace("-", "−")
+        lines.append(f"| {n} | {cv}% | {what} | {a} of {c} | {b} of {c} |")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 POOLING_SHARES = (1 / 48, 1 / 8, 1 / 4, 1 / 3, 1 / 2, 1.0)  # the rounds' variance / the runs' own
 
 
@@ -494,6 +535,8 @@ def main() -> int:
                     help="only the gate on N histories of three series per cell")
     ap.add_argument("--gpu-nodes", type=int, metavar="N",
                     help="only whole 8-GPU node histories through `history`, N per cell")
+    ap.add_argument("--latest", type=int, metavar="N",
+                    help="only the gate on the latest run alone, N series of noise per cell")
     ap.add_argument("--pooling", type=int, metavar="N",
                     help="only pure noise between the two mixes, N series per cell")
     a = ap.parse_args()
@@ -501,6 +544,10 @@ def main() -> int:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
     ALPHA[0] = a.alpha
     started = time.perf_counter()
+    if a.latest:
+        latest(a.latest)
+        print(f"{a.latest} series of noise per cell, {time.perf_counter() - started:.0f} s")
+        return 0
     if a.pooling:
         pooling(a.pooling)
         print(f"{a.pooling} series per cell, {time.perf_counter() - started:.0f} s")

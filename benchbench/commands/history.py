@@ -42,5 +42,7 @@ def main(args: argparse.Namespace) -> int:
     code = EXIT_REGRESSION if h.regressions else EXIT_OK
     print(f"history of {len(h.runs)} run(s) in {time.perf_counter() - started:.1f} s: "
           + (f"{len(h.regressions)} series regressed" if h.regressions else
-             "no series regressed") + f", exit {code}", file=sys.stderr)
+             "no series regressed")
+          + (f"; {len(h.unheld)} beyond {h.threshold_pct:g}% but not held" if h.unheld else "")
+          + f", exit {code}", file=sys.stderr)
     return code

@@ -99,6 +99,13 @@ class History:
     def regressions(self) -> list[Series]:
         return [s for s in self.series if s.regression is not None]
 
+    @property
+    def unheld(self) -> list[Series]:
+        """The series worse than their reference by more than the threshold whose test did
+        not hold: not regressed, and not within the threshold either."""
+        return [s for s in self.series if s.gate is not None and not s.gate.regressed
+                and s.gate.change_pct < -self.threshold_pct]
+
     def run(self, number: int) -> RunPoint:
         return self.runs[number - 1]
 

@@ -4,7 +4,7 @@ changes and the runs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from typing import Any, TypeVar
 
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
@@ -209,7 +209,8 @@ def _header(h: History) -> list[str]:
            "segment's level; where that segment drifts, or the runs since the reference drift "
            "across change points, where the drift has taken it; or the "
            f"latest run alone when it is an outlier run) is worse than {reference} by more than "
-           f"{h.threshold_pct:g}%. The method and its measured accuracy: "
+           f"{h.threshold_pct:g}% and the difference holds at p ≤ {h.alpha:g} (one step at a "
+           "recorded change, at its level). The method and its measured accuracy: "
            "docs/history-method.md.", ""]
     return out
 
@@ -224,9 +225,17 @@ def _summary(h: History) -> list[str]:
         causes = {step_causes(s, x) for s in regs for x in (s.gate.steps if s.gate else [])}
         if causes:
             out += ["", "What changed around their steps: " + "; ".join(sorted(causes)) + "."]
-    else:
-        out.append("**No series regressed**: every latest level is within "
-                   f"{h.threshold_pct:g}% of its reference (exit 0).")
+    unheld = h.unheld
+    if not regs:
+        out.append("**No series regressed** (exit 0): " + (
+            f"none is worse than its reference by more than {h.threshold_pct:g}% with its "
+            "test holding." if unheld else
+            f"every latest level is within {h.threshold_pct:g}% of its reference."))
+    if unheld:
+        out += ["", f"Worse than the reference by more than {h.threshold_pct:g}%, but not held "
+                f"at p ≤ {h.alpha:g} (more runs will tell):", ""]
+        out += [f"- {gates_text(h, group)}" for group in grouped(unheld, lambda s: s,
+                                                                 gate_signature)]
     at = sorted({s.run_at(x.at) for s in h.series for x in s.shifts})
     odd = sorted({s.run_at(o.at) for s in h.series for o in s.outliers})
     said = [f"{sum(len(s.shifts) for s in h.series)} change point(s) in {len(h.series)} "
@@ -301,24 +310,28 @@ def _change_points(h: History) -> list[str]:
          "what changed"], rows)
 
 
-def _state(s: Series) -> tuple[str, int | None]:
-    """Where a series' latest level stands, as a kind: 'regressed', 'worse' (than its
-    reference, within the threshold), 'since' (run N, better or level) or 'one' (level)."""
+def _state(s: Series, unheld: Collection[int]) -> tuple[str, int | None]:
+    """Where a series' latest level stands, as a kind: 'regressed', 'unheld' (worse than its
+    reference by more than the threshold, the test not holding), 'worse' (within the
+    threshold), 'since' (run N, better or level) or 'one' (level)."""
     g, seg = s.gate, s.segments[-1] if s.segments else None
-    return (("regressed", None) if g and g.regressed else ("worse", None)
+    return (("regressed", None) if g and g.regressed else ("unheld", None)
+            if id(s) in unheld else ("worse", None)
             if g and g.change_pct < 0 else ("since", s.run_at(seg.start)) if seg and seg.start
             else ("one", None))
 
 
 def _series(h: History) -> list[str]:
     rows = []
+    unheld = {id(s) for s in h.unheld}  # Series compare by their fields: by identity here
     for group in grouped(h.series, lambda s: s, lambda s: (
             len(s.runs), tuple(s.run_at(x.at) for x in s.shifts), s.noise_pct is None,
-            bool(s.segments), _state(s))):
+            bool(s.segments), _state(s, unheld))):
         s, unit = group[0], group[0].unit
-        kind, since = _state(s)
+        kind, since = _state(s, unheld)
         change = span([m.gate.change_pct for m in group if m.gate], pct)
         state = {"regressed": f"**regressed {change}**",
+                 "unheld": f"{change} against its reference, not held",
                  "worse": f"{change} against its reference",
                  "since": f"since run {since}", "one": "one level"}[kind]
         rows.append([group_name(group), str(len(s.runs)),

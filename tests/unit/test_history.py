@@ -151,6 +151,27 @@ def test_the_latest_run_alone_far_off_is_an_outlier_run_that_the_gate_counts():
     assert [s.at for s in found.shifts] == [18] and found.outliers == []
 
 
+def test_the_latest_run_alone_is_held_by_students_prediction_test_not_a_normal_tail():
+    """Six runs at 3% noise whose latest is 6.5% low: the robust noise of so few runs reads it
+    11 noises off, which as a normal tail said p 1e-27 and exit 3. Against the mean and spread
+    of the five before it (Student's prediction interval, 4 degrees of freedom) it is p 0.013:
+    one healthy run in 80 reads that, and the gate does not exit."""
+    from scipy.stats import norm
+    from scipy.stats import t as student
+
+    pts = series(6, run_cv=0.03, round_cv=0.0075, seed=244)
+    found = cp.detect(pts)
+    (odd,) = found.outliers
+    assert odd.latest and odd.z < -10 and 2 * norm.sf(abs(odd.z)) < 1e-20
+    logs = cp.run_logs(pts)
+    before = logs[:-1]
+    t = (statistics.mean(before) - logs[-1]) / (statistics.stdev(before) * math.sqrt(1 + 1 / 5))
+    g = history_gate.judge(pts, found, True, 5.0, cp.DEFAULT_ALPHA)
+    assert g.latest_what == "the latest run alone (run 6)" and g.change_pct < -5
+    assert g.p_value == pytest.approx(float(student.sf(t, 4))) and 0.01 < g.p_value < 0.02
+    assert not g.regressed
+
+
 def test_identical_values_and_short_series_have_no_change_point():
     assert cp.find([[5.0, 5.0]] * 10) == []
     assert cp.find([[5.0], [1.0]]) == []  # fewer than MIN_RUNS
@@ -559,10 +580,31 @@ def test_a_terminal_sees_the_runs_read_and_the_figures_drawn_and_a_log_neither(t
     assert "drawing the figures" in err
 
 
+def test_a_level_beyond_the_threshold_whose_test_did_not_hold_is_named_not_hidden(tmp_path,
+                                                                                capsys):
+    """Six runs whose latest is 7% slow alone, p 0.013: exit 0, and the summary says which
+    series lie beyond the threshold unheld instead of 'every latest level is within 5%'."""
+    values = [math.exp(x) / 100 for x in cp.run_logs(series(6, run_cv=0.03, round_cv=0.0075,
+                                                             seed=244))]
+    for i, v in enumerate(values):
+        run = cpu_run(day(i), factors={"matmul": v})
+        (tmp_path / f"r{i}").mkdir()
+        results.save(run, tmp_path / f"r{i}" / "results.json")
+    code, md, err = run_cli(capsys, "history", tmp_path / "r*")
+    summary = md.split("## Summary")[1].split("## Change points")[0]
+    assert code == 0 and "every latest level is within" not in summary
+    assert "but not held at p ≤ 0.001 (more runs will tell)" in summary
+    assert "- matmul peak fp32 −7.0%: the latest run alone (run 6)" in summary
+    assert "(p = 0.013)" in summary
+    assert "| −7.0% against its reference, not held |" in md
+    assert err.splitlines()[-1].endswith(
+        "no series regressed; 2 beyond 5% but not held, exit 0")
+
+
 def test_exit_0_when_the_machine_recovered_and_a_threshold_above_the_drop(tmp_path, capsys):
     save_runs(tmp_path, n=18, drop_at=9, factor=0.9)
     code, md, _ = run_cli(capsys, "history", tmp_path / "*", "--threshold", "15")
-    assert code == 0 and "**No series regressed**: every latest level is within 15%" in md
+    assert code == 0 and "**No series regressed** (exit 0): every latest level is within 15%" in md
     code, _, _ = run_cli(capsys, "history", tmp_path / "*")
     assert code == 3
     xml = tmp_path / "h.xml"
