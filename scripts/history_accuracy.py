@@ -46,11 +46,12 @@ night): pure noise at CV 3 and 10% (N series a cell) and a latest run 10 or 25% 
 noise and 15 or 25% slow in 3% (N / 3), over 4, 6, 12 and 30 runs, both mixes; how often the
 history exits 3.
 `--gpu-nodes N`: whole histories of an 8-GPU node (the tests' synthetic node: matmul bf16 and
-fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index), written
-as runs and read by `history` itself, n = 12 and 30 runs: each GPU's own run-to-run noise
-(1 or 3%) and a day's noise all its GPUs share (0 or 3%). Healthy, one GPU 10% slower from the
-middle run, and all GPUs 6% slower from it with a driver update recorded there; how often the
-history exits 3, and the change points and exits per GPU series beside it.
+fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index, and 24
+of each GPU against the other GPUs), written as runs and read by `history` itself, n = 12 and
+30 runs: each GPU's own run-to-run noise (1 or 3%) and a day's noise all its GPUs share (0 or
+3%). Healthy, one GPU 10% slower from the middle run, and all GPUs 6% slower from it with a
+driver update recorded there; how often the history exits 3, and the change points and exits
+per GPU series beside it: the slow GPU's own bf16 series, and its bf16 against the others.
 Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
 runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
 own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
@@ -488,7 +489,7 @@ def gpu_node_history(args: tuple[int, int, int, str, int]) -> tuple[list[str], i
             folder.mkdir()
             results.save(run, folder / "results.json")
         h = history.build([str(root / "*")])
-        gpu = [s for s in h.series if s.probe == "matmul"]
+        gpu = [s for s in h.series if s.probe == "matmul" and s.alpha is None]
         return ([s.name for s in h.regressions], sum(len(s.shifts) for s in gpu),
                 len(h.series))
     finally:
@@ -499,10 +500,12 @@ def gpu_nodes(count: int) -> list[str]:
     """The exit of whole 8-GPU node histories (GPU_NODE_CELLS), healthy and with a plant."""
     from multiprocessing import Pool
 
+    from benchbench.compare import history
+
     lines = ["## 8-GPU node histories through `history` (--gpu-nodes)", "",
              "| runs | each GPU's noise | a day's, shared | plant | exit 3 | change points per "
-             "matmul series (16, the planted steps' included) | the planted GPU's bf16 exits |",
-             "|---|---|---|---|---|---|---|"]
+             "matmul series (16, the planted steps' included) | the planted GPU's bf16 exits "
+             "| its bf16 against the other GPUs exits |", "|---|---|---|---|---|---|---|---|"]
     with Pool() as pool:
         for n, own, day in GPU_NODE_CELLS:
             for plant in ("healthy", "one GPU", "driver"):
@@ -511,9 +514,12 @@ def gpu_nodes(count: int) -> list[str]:
                 exits = sum(bool(r) for r, _, _ in out)
                 points = sum(c for _, c, _ in out)
                 sick = sum("matmul peak bf16 (cuda:5)" in r for r, _, _ in out)
+                behind = sum(f"matmul peak bf16 {history.AGAINST} (cuda:5)" in r
+                             for r, _, _ in out)
                 lines.append(f"| {n} | {own}% | {day}% | {plant} | {pct(exits, count)} | "
                              f"{points / (16 * count):.4f} | "
-                             f"{pct(sick, count) if plant != 'healthy' else '—'} |")
+                             f"{pct(sick, count) if plant != 'healthy' else '—'} | "
+                             f"{pct(behind, count) if plant != 'healthy' else '—'} |")
                 print(lines[-1], flush=True)
     return lines
 

@@ -72,6 +72,9 @@ class Series:
     baseline_missing: bool = False  # --baseline names a run this series has no point of
     # the machine's index alone: the series it is made of, each with its share (composite)
     weights: list[tuple[Series, float]] = field(default_factory=list)
+    # the level its tests are held at where not the history's alpha: a GPU against the other
+    # GPUs (against_the_others) shares alpha with the figure's other GPUs
+    alpha: float | None = None
 
     @property
     def regression(self) -> history_gate.Gate | None:
@@ -270,6 +273,54 @@ def composite(all_series: Sequence[Series], runs: Sequence[RunPoint]) -> Series 
     return c
 
 
+MIN_GPUS = 3  # a GPU and at least two others to hold it against
+AGAINST = "against the other GPUs"
+
+
+def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Series]:
+    """Each GPU's figure against the median of the other GPUs' in the same run, a series per
+    GPU of every figure that MIN_GPUS or more GPUs measure. What moves every GPU of the node
+    alike (the day, the host, a driver) cancels, so a GPU that fell behind the others shows
+    above its own noise alone: 12 runs, each GPU with 1% noise of its own and 3% that the day
+    gives them all, one GPU 10% slower from the middle run; its own series exits 3 in 52 of
+    100 histories, its series against the others in 100 (at 3% and 3%: 35 and 26, the node
+    46; scripts/history_accuracy.py --gpu-nodes). A figure's GPUs share alpha (Bonferroni),
+    so a healthy node fails about as often: one question, whether any GPU fell behind, per
+    figure. A run counts where the GPU and two
+    others measured the figure; each round of the GPU is held against the others' run
+    values."""
+    by_figure: dict[series.Key, list[Series]] = {}
+    for s in all_series:
+        device = dict(s.key[2]).get("device")
+        if isinstance(device, str) and device.startswith("cuda:"):
+            by_figure.setdefault(series.without_device(s.key), []).append(s)
+    out = []
+    for gpus in by_figure.values():
+        if len(gpus) < MIN_GPUS:
+            continue
+        at_run: dict[int, list[tuple[Series, float]]] = {}
+        for g in gpus:
+            for run, v in zip(g.runs, g.values, strict=True):
+                at_run.setdefault(run, []).append((g, v))
+        for g in gpus:
+            device = dict(g.key[2])["device"]
+            base = g.name.removesuffix(f" ({device})")
+            r = Series(f"{base} {AGAINST} ({device})", g.probe, g.metric,
+                       (g.key[0], g.key[1], (*g.key[2], ("against", "the other GPUs"))),
+                       "ratio", g.higher_is_better, False, alpha=alpha / len(gpus))
+            for run, rounds in zip(g.runs, g.points, strict=True):
+                others = [v for o, v in at_run[run] if o is not g and v > 0]
+                if len(others) < MIN_GPUS - 1 or not rounds or min(rounds) <= 0:
+                    continue
+                mid = statistics.median(others)
+                r.runs.append(run)
+                r.points.append(tuple(v / mid for v in rounds))
+                r.values.append(statistics.median(r.points[-1]))
+            if len(r.runs) >= cp.MIN_RUNS:
+                out.append(r)
+    return out
+
+
 def _baseline(given: str | None, runs: list[RunPoint]) -> int | None:
     """The run --baseline names: its number in this history, or its path or folder."""
     if given is None:
@@ -329,11 +380,13 @@ def build(args: Sequence[str], *, machine: str | None = None,
     for k, s in by_key.items():
         s.name = names[k]
     whole = composite(list(by_key.values()), runs)
-    all_series = ([whole] if whole else []) + list(by_key.values())
+    all_series = (([whole] if whole else []) + list(by_key.values())
+                  + against_the_others(list(by_key.values()), alpha))
     # what changed between two runs, once per pair: every series asks of the same pairs
     causes = functools.cache(lambda before, after: _causes(runs, before, after))
     for s in all_series:
-        _analyse(s, causes, threshold_pct, alpha, pinned, window)
+        _analyse(s, causes, threshold_pct, alpha if s.alpha is None else s.alpha, pinned,
+                 window)
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
                for c in causes(a.number, b.number)]
     notes = []

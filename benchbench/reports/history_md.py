@@ -157,7 +157,8 @@ def _held(g: Gate) -> bool:
     return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
 
 
-def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
+def gates_text(h: History, members: list[Series], causes: bool = False,
+               unheld: bool = False) -> str:
     """gate_text for one figure on several devices whose gates share gate_signature:
     'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)'."""
     s, g = members[0], members[0].gate
@@ -169,6 +170,8 @@ def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
     else:
         p = each_p_text(max(x.p_value for x in gates),
                         max(x.steps[0].held_at for x in gates) if _held(g) else None)
+    if unheld:
+        p += f", not ≤ {g.held_at:.2g}"
     head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "
             f"{g.latest_what} against {g.reference_what} ({p})")
     if not g.steps:
@@ -232,10 +235,10 @@ def _summary(h: History) -> list[str]:
             "test holding." if unheld else
             f"every latest level is within {h.threshold_pct:g}% of its reference."))
     if unheld:
-        out += ["", f"Worse than the reference by more than {h.threshold_pct:g}%, but not held "
-                f"at p ≤ {h.alpha:g} (more runs will tell):", ""]
-        out += [f"- {gates_text(h, group)}" for group in grouped(unheld, lambda s: s,
-                                                                 gate_signature)]
+        out += ["", f"Worse than the reference by more than {h.threshold_pct:g}%, but the "
+                "test did not hold (more runs will tell):", ""]
+        out += [f"- {gates_text(h, group, unheld=True)}"
+                for group in grouped(unheld, lambda s: s, gate_signature)]
     at = sorted({s.run_at(x.at) for s in h.series for x in s.shifts})
     odd = sorted({s.run_at(o.at) for s in h.series for o in s.outliers})
     said = [f"{sum(len(s.shifts) for s in h.series)} change point(s) in {len(h.series)} "
@@ -347,10 +350,18 @@ def _series(h: History) -> list[str]:
              "the figures every run measured, each about its median run and weighted by the "
              "inverse of its noise, in percent of the median run; a change every figure shares "
              "shows in it above the noise of any one." + shares_text(whole) if whole else "")
+    gpus = sorted({round(h.alpha / s.alpha) for s in h.series if s.alpha is not None})
+    against = (" A figure that several GPUs measure has a series per GPU against the median of "
+               "the other GPUs in the same run (\"against the other GPUs\"): what moves them "
+               "all alike (the day, the host, a driver) cancels there, so a GPU that fell "
+               "behind the others shows above its own noise; a figure's GPUs share "
+               f"p ≤ {h.alpha:g}, each held at {h.alpha:g} / "
+               + " or ".join(str(k) for k in gpus) + " GPUs; these series are "
+               "plotted where they have change points." if gpus else "")
     return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs); "
             f"unknown for a series of fewer than {MIN_RUNS} runs. Each figure is plotted "
             "in history.html (another GPU's where it changed otherwise than the first's)."
-            + index, ""] + fmt.table(
+            + index + against, ""] + fmt.table(
         ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
          "latest level"], rows)
 

@@ -94,11 +94,14 @@ def series_figure(h: History, s: Series) -> Any:
     ax.set_xlim(0.5, len(h.runs) + 0.5)
     integer_axis(ax.xaxis)
     ax.set_ylim(bottom=0)
-    if s.probe == "all":  # the machine's index (compare/history.composite): of the median run
+    if s.unit == "ratio":
+        # the machine's index (compare/history.composite), of its median run; a GPU against
+        # the other GPUs (against_the_others), of their median
         from matplotlib.ticker import FuncFormatter
 
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.0f}%"))
-        unit = "% of the median run"
+        unit = ("% of the median run" if s.probe == "all" else
+                "% of the other GPUs' median")
     else:
         si_axis(ax.yaxis, unit)
     finish(fig, ax, s.name, xlabel="run (oldest first)", ylabel=unit, legend_size=6.5)

@@ -14,6 +14,7 @@ from benchbench import cli
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
 from benchbench.compare import history
+from benchbench.compare.series import without_device
 from benchbench.compare.sides import CompareError
 from benchbench.core import names, results
 from benchbench.reports import history_md, history_plots
@@ -501,7 +502,10 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
         lines[0] and "since run 9 (" in lines[0], lines[0]
     assert any(x.startswith("- matmul peak bf16 (cuda:7) −") and "since run 12 (" in x
                for x in lines), summary
-    assert "1 outlier run(s) (run 5), off in 17 series" in summary, summary
+    # run 5 is off in every figure but the copies; cuda:7 stayed 11% ahead of the others
+    # for runs 9-11 (the outliers of its bf16 and fp16 against the other GPUs)
+    assert ("17 change point(s) in 50 series, at runs 9 and 12; 4 outlier run(s) (runs 5, 9, "
+            "10 and 11), off in 23 series") in summary, summary
     odd = text.split("## Outlier runs")[1].split("## ")[0]
     rows = [x for x in odd.splitlines() if x.startswith("| ") and "| 5 |" in x]
     # one row a figure: every GPU's bad night alike, each figure's values as their range
@@ -517,6 +521,33 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     assert [s.name for s in history_plots.drawn(h)] == [
         h.series[0].name, "matmul peak bf16", "matmul peak fp16", "matmul peak bf16 (cuda:7)",
         "matmul peak fp16 (cuda:7)", "host-device h2d pinned", "resnet50 amp_bf16 224px"]
+
+
+def test_each_gpu_is_held_against_the_median_of_the_others_where_three_or_more_measure(
+        tmp_path):
+    """A series per GPU of each figure that 3 or more GPUs measure: each round over the median
+    of the other GPUs' run values, the figure's GPUs sharing alpha. A two-GPU node has none."""
+    save_gpu_runs(tmp_path, n=6)
+    h = history.build([str(tmp_path / "*")])
+    mine = next(s for s in h.series if s.name == "matmul peak bf16 (cuda:3)")
+    theirs = [s for s in h.series if s.alpha is None and s is not mine
+              and without_device(s.key) == without_device(mine.key)]
+    behind = next(s for s in h.series if s.name == "matmul peak bf16 against the other GPUs "
+                                                  "(cuda:3)")
+    assert len(theirs) == 7 and behind.alpha == pytest.approx(cp.DEFAULT_ALPHA / 8)
+    assert behind.unit == "ratio" and behind.runs == mine.runs and not behind.first_device
+    for i in range(6):
+        mid = statistics.median(s.values[i] for s in theirs)
+        assert behind.points[i] == pytest.approx(tuple(v / mid for v in mine.points[i]))
+    assert sum(s.alpha is not None for s in h.series) == 3 * 8  # bf16, fp16 and the copies
+    fig = history_plots.series_figure(h, behind)
+    assert fig.axes[0].get_ylabel() == "% of the other GPUs' median"
+    two = tmp_path / "two"
+    two.mkdir()
+    for i in range(4):
+        (two / f"r{i}").mkdir()
+        results.save(gpu_node("gpu-b", gpus=2, started=day(i)), two / f"r{i}" / "results.json")
+    assert all(s.alpha is None for s in history.build([str(two / "r*")]).series)
 
 
 def test_a_gpu_that_got_faster_where_the_others_slowed_is_a_row_of_its_own(tmp_path):
@@ -593,9 +624,9 @@ def test_a_level_beyond_the_threshold_whose_test_did_not_hold_is_named_not_hidde
     code, md, err = run_cli(capsys, "history", tmp_path / "r*")
     summary = md.split("## Summary")[1].split("## Change points")[0]
     assert code == 0 and "every latest level is within" not in summary
-    assert "but not held at p ≤ 0.001 (more runs will tell)" in summary
+    assert "but the test did not hold (more runs will tell)" in summary
     assert "- matmul peak fp32 −7.0%: the latest run alone (run 6)" in summary
-    assert "(p = 0.013)" in summary
+    assert "(p = 0.013, not ≤ 0.001)" in summary
     assert "| −7.0% against its reference, not held |" in md
     assert err.splitlines()[-1].endswith(
         "no series regressed; 2 beyond 5% but not held, exit 0")

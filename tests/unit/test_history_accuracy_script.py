@@ -81,7 +81,7 @@ def test_a_gpu_nodes_history_is_read_by_history_itself_and_its_plants_exit(scrip
     is a change point in every matmul series (and exits on most: 6% lies near the 5%
     threshold), and a healthy node of 1% noise exits on none."""
     healthy, series = script.gpu_node_history((12, 1, 0, "healthy", 0))[0::2]
-    assert healthy == [] and series == 26
+    assert healthy == [] and series == 26 + 24  # and each GPU's three against the others
     one = script.gpu_node_history((12, 1, 0, "one GPU", 0))[0]
     assert {"matmul peak bf16 (cuda:5)", "matmul peak fp16 (cuda:5)"} <= set(one)
     assert not any("(cuda:4)" in x for x in one), one
@@ -96,3 +96,17 @@ def test_the_latest_run_mode_gates_a_slow_latest_run_and_not_a_healthy_one(scrip
     assert script.latest_cell((12, 3, 1.0, "run", 6)) == (0, 6)
     p = script.Planted("latest", 5, 1, (), spike=4, spike_factor=0.75)
     assert [script.level_at(p, i) for i in range(5)] == [100] * 4 + [75]
+
+
+def test_a_gpu_that_fell_behind_the_others_in_the_days_noise_exits_against_them(script):
+    """One GPU 10% slower from the middle of 12 runs, each GPU with 1% noise of its own and
+    3% that the day gives them all: the GPU's own series does not hold it, its series against
+    the other GPUs does (the day cancels), and no other GPU's does. A driver that cost them
+    all 6% moves no GPU against the others."""
+    one = script.gpu_node_history((12, 1, 3, "one GPU", 1))[0]
+    assert not any(x.startswith("matmul peak bf16 (") for x in one), one
+    assert {"matmul peak bf16 against the other GPUs (cuda:5)",
+            "matmul peak fp16 against the other GPUs (cuda:5)"} <= set(one)
+    assert not any("against" in x and "(cuda:5)" not in x for x in one), one
+    driver = script.gpu_node_history((12, 1, 0, "driver", 0))[0]
+    assert driver and not any("against" in x for x in driver), driver
