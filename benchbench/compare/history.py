@@ -286,9 +286,8 @@ def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Serie
     100 histories, its series against the others in 100 (at 3% and 3%: 35 and 26, the node
     46; scripts/history_accuracy.py --gpu-nodes). A figure's GPUs share alpha (Bonferroni),
     so a healthy node fails about as often: one question, whether any GPU fell behind, per
-    figure. A run counts where the GPU and two
-    others measured the figure; each round of the GPU is held against the others' run
-    values."""
+    figure. A run counts where the GPU and two others measured the figure; each round of the
+    GPU is held against the others' run values."""
     by_figure: dict[series.Key, list[Series]] = {}
     for s in all_series:
         device = dict(s.key[2]).get("device")
