@@ -161,7 +161,9 @@ def _pooled_t(points: Sequence[Sequence[float]], segs: Sequence[Segment], a: Seg
 
 
 def _span(seg: Segment) -> str:
-    a, b = seg.start + 1, seg.stop
+    """'runs 7–12': the segment's first run to its last kept one (an outlier run at its end,
+    the latest run alone, is not of it)."""
+    a, b = seg.start + 1, (seg.runs[-1] + 1 if seg.runs else seg.stop)
     return f"run {a}" if a == b else f"runs {a}–{b}"
 
 

@@ -177,6 +177,8 @@ def p_max(t: float, m: int, df: int) -> float:
     """P(the largest split t of m runs of pure noise ≥ t), with df degrees of freedom."""
     if not math.isfinite(t):
         return 0.0
+    if t <= 0:  # no difference at all (runs that read alike): every series reaches it
+        return 1.0
     from scipy.stats import t as student
 
     # Bonferroni over the places is an upper bound too, and the only one beyond the
@@ -229,6 +231,8 @@ def _siegmund(z: float, m: int) -> float:
     norm = NormalDist()
     if not math.isfinite(z) or z > 30:  # beyond any float's tail: nothing of noise reaches it
         return 0.0
+    if z <= 0:
+        return 1.0
 
     def nu(x: float) -> float:
         h = x / 2

@@ -175,6 +175,8 @@ def test_the_latest_run_alone_is_held_by_students_prediction_test_not_a_normal_t
 
 def test_identical_values_and_short_series_have_no_change_point():
     assert cp.find([[5.0, 5.0]] * 10) == []
+    # beyond the simulated null (48 runs), Siegmund's approximation at a t of 0 divided by 0
+    assert cp.find([[5.0, 5.0]] * 100) == [] and max_t.p_max(0.0, 100, 98) == 1.0
     assert cp.find([[5.0], [1.0]]) == []  # fewer than MIN_RUNS
     assert [s.at for s in cp.find([[5.0, 5.0]] * 5 + [[4.0, 4.0]] * 5)] == [5]
 
@@ -625,7 +627,8 @@ def test_a_level_beyond_the_threshold_whose_test_did_not_hold_is_named_not_hidde
     summary = md.split("## Summary")[1].split("## Change points")[0]
     assert code == 0 and "every latest level is within" not in summary
     assert "but the test did not hold (more runs will tell)" in summary
-    assert "- matmul peak fp32 −7.0%: the latest run alone (run 6)" in summary
+    assert ("- matmul peak fp32 −7.0%: the latest run alone (run 6) against the latest "
+            "segment (runs 1–5)") in summary
     assert "(p = 0.013, not ≤ 0.001)" in summary
     assert "| −7.0% against its reference, not held |" in md
     assert err.splitlines()[-1].endswith(
