@@ -550,22 +550,15 @@ def main() -> int:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
     ALPHA[0] = a.alpha
     started = time.perf_counter()
-    if a.latest:
-        latest(a.latest)
-        print(f"{a.latest} series of noise per cell, {time.perf_counter() - started:.0f} s")
-        return 0
-    if a.pooling:
-        pooling(a.pooling)
-        print(f"{a.pooling} series per cell, {time.perf_counter() - started:.0f} s")
-        return 0
-    if a.gpu_nodes:
-        gpu_nodes(a.gpu_nodes)
-        print(f"{a.gpu_nodes} histories per cell, {time.perf_counter() - started:.0f} s")
-        return 0
-    if a.machines:
-        machines(a.machines)
-        print(f"{a.machines} histories per cell, {time.perf_counter() - started:.0f} s")
-        return 0
+    # the modes that measure one thing alone, each with what its count counts
+    for count, mode, counted in ((a.latest, latest, "series of noise"),
+                                 (a.pooling, pooling, "series"),
+                                 (a.gpu_nodes, gpu_nodes, "histories"),
+                                 (a.machines, machines, "histories")):
+        if count:
+            mode(count)
+            print(f"{count} {counted} per cell, {time.perf_counter() - started:.0f} s")
+            return 0
     dump = {}
     def progress(name: str) -> None:
         print(f"\r{name:<40}", end="", file=sys.stderr, flush=True)

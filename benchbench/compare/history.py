@@ -84,6 +84,18 @@ class Series:
     def run_at(self, point: int) -> int:
         return self.runs[point]
 
+    @property
+    def gpu(self) -> str | None:
+        """The GPU it was measured on (a cuda:N device), or None."""
+        device = dict(self.key[2]).get("device")
+        return device if isinstance(device, str) and device.startswith("cuda:") else None
+
+    def unheld(self, threshold_pct: float) -> bool:
+        """Worse than its reference by more than the threshold, but its test did not hold:
+        not regressed, and not within the threshold either."""
+        return (self.gate is not None and not self.gate.regressed
+                and self.gate.change_pct < -threshold_pct)
+
 
 @dataclass
 class History:
@@ -104,10 +116,8 @@ class History:
 
     @property
     def unheld(self) -> list[Series]:
-        """The series worse than their reference by more than the threshold whose test did
-        not hold: not regressed, and not within the threshold either."""
-        return [s for s in self.series if s.gate is not None and not s.gate.regressed
-                and s.gate.change_pct < -self.threshold_pct]
+        """The series beyond the threshold whose test did not hold (Series.unheld)."""
+        return [s for s in self.series if s.unheld(self.threshold_pct)]
 
     def run(self, number: int) -> RunPoint:
         return self.runs[number - 1]
@@ -208,10 +218,8 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
             if before is None:
                 continue
             mine, theirs = s.run_at(o.at), s.run_at(before)
-            device = dict(s.key[2]).get("device")
-            gpu = device if isinstance(device, str) and device.startswith("cuda:") else None
             s.told[o.at] = (theirs, evidence.against(run_of(mine), run_of(theirs), s.probe,
-                                                     gpu, gpu))
+                                                     s.gpu, s.gpu))
 
 
 NOISE_FLOOR = 0.001  # σ of the log values: a series of copies weighs no more than 0.1% noise
@@ -290,8 +298,7 @@ def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Serie
     GPU is held against the others' run values."""
     by_figure: dict[series.Key, list[Series]] = {}
     for s in all_series:
-        device = dict(s.key[2]).get("device")
-        if isinstance(device, str) and device.startswith("cuda:"):
+        if s.gpu is not None:
             by_figure.setdefault(series.without_device(s.key), []).append(s)
     out = []
     for gpus in by_figure.values():
@@ -302,9 +309,8 @@ def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Serie
             for run, v in zip(g.runs, g.values, strict=True):
                 at_run.setdefault(run, []).append((g, v))
         for g in gpus:
-            device = dict(g.key[2])["device"]
-            base = g.name.removesuffix(f" ({device})")
-            r = Series(f"{base} {AGAINST} ({device})", g.probe, g.metric,
+            base = g.name.removesuffix(f" ({g.gpu})")
+            r = Series(f"{base} {AGAINST} ({g.gpu})", g.probe, g.metric,
                        (g.key[0], g.key[1], (*g.key[2], ("against", "the other GPUs"))),
                        "ratio", g.higher_is_better, False, alpha=alpha / len(gpus))
             for run, rounds in zip(g.runs, g.points, strict=True):

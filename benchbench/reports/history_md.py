@@ -4,7 +4,7 @@ changes and the runs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
@@ -157,8 +157,7 @@ def _held(g: Gate) -> bool:
     return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
 
 
-def gates_text(h: History, members: list[Series], causes: bool = False,
-               unheld: bool = False) -> str:
+def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
     """gate_text for one figure on several devices whose gates share gate_signature:
     'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)'."""
     s, g = members[0], members[0].gate
@@ -170,7 +169,7 @@ def gates_text(h: History, members: list[Series], causes: bool = False,
     else:
         p = each_p_text(max(x.p_value for x in gates),
                         max(x.steps[0].held_at for x in gates) if _held(g) else None)
-    if unheld:
+    if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
         p += f", not ≤ {g.held_at:.2g}"
     head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "
             f"{g.latest_what} against {g.reference_what} ({p})")
@@ -237,8 +236,8 @@ def _summary(h: History) -> list[str]:
     if unheld:
         out += ["", f"Worse than the reference by more than {h.threshold_pct:g}%, but the "
                 "test did not hold (more runs will tell):", ""]
-        out += [f"- {gates_text(h, group, unheld=True)}"
-                for group in grouped(unheld, lambda s: s, gate_signature)]
+        out += [f"- {gates_text(h, group)}" for group in grouped(unheld, lambda s: s,
+                                                                 gate_signature)]
     at = sorted({s.run_at(x.at) for s in h.series for x in s.shifts})
     odd = sorted({s.run_at(o.at) for s in h.series for o in s.outliers})
     said = [f"{sum(len(s.shifts) for s in h.series)} change point(s) in {len(h.series)} "
@@ -313,25 +312,24 @@ def _change_points(h: History) -> list[str]:
          "what changed"], rows)
 
 
-def _state(s: Series, unheld: Collection[int]) -> tuple[str, int | None]:
+def _state(s: Series, threshold_pct: float) -> tuple[str, int | None]:
     """Where a series' latest level stands, as a kind: 'regressed', 'unheld' (worse than its
     reference by more than the threshold, the test not holding), 'worse' (within the
     threshold), 'since' (run N, better or level) or 'one' (level)."""
     g, seg = s.gate, s.segments[-1] if s.segments else None
     return (("regressed", None) if g and g.regressed else ("unheld", None)
-            if id(s) in unheld else ("worse", None)
+            if s.unheld(threshold_pct) else ("worse", None)
             if g and g.change_pct < 0 else ("since", s.run_at(seg.start)) if seg and seg.start
             else ("one", None))
 
 
 def _series(h: History) -> list[str]:
     rows = []
-    unheld = {id(s) for s in h.unheld}  # Series compare by their fields: by identity here
     for group in grouped(h.series, lambda s: s, lambda s: (
             len(s.runs), tuple(s.run_at(x.at) for x in s.shifts), s.noise_pct is None,
-            bool(s.segments), _state(s, unheld))):
+            bool(s.segments), _state(s, h.threshold_pct))):
         s, unit = group[0], group[0].unit
-        kind, since = _state(s, unheld)
+        kind, since = _state(s, h.threshold_pct)
         change = span([m.gate.change_pct for m in group if m.gate], pct)
         state = {"regressed": f"**regressed {change}**",
                  "unheld": f"{change} against its reference, not held",
