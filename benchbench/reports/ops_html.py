@@ -18,11 +18,13 @@ def history(h: History, markdown_text: str, plots: dict[str, bytes],
         bool(regs), f"benchbench history · <strong>{esc(h.machine)}</strong> · "
                     f"{len(h.runs)} runs",
         f"{len(regs)} series regressed" if regs else "No regression",
-        [f"exit {3 if regs else 0}: a latest level worse than "
+        [f"exit {3 if regs else 0}: {'a' if regs else 'no'} latest level worse than "
          f"{'the --baseline run' if h.baseline else 'the best segment'} by more than "
          f"{esc(f'{h.threshold_pct:g}')}%, significant at p ≤ {esc(f'{h.alpha:g}')} "
          f"({esc(f'{at_change(h.alpha):g}')} shared by a series' recorded changes, each "
-         "tested at its place)."])
+         "tested at its place)."]
+        + ([f"{len(h.unheld)} series beyond {esc(f'{h.threshold_pct:g}')}% whose test did not "
+            "hold (more runs will tell): see the summary."] if h.unheld else []))
     figures = [page.Figure(history_plots.name(s), plots[history_plots.name(s)],
                            f"{s.name} over the runs: each run, the segments' levels, the change "
                            "points and the environment's changes", "Series")

@@ -17,7 +17,7 @@ from benchbench.compare import history
 from benchbench.compare.series import without_device
 from benchbench.compare.sides import CompareError
 from benchbench.core import names, results
-from benchbench.reports import history_md, history_plots
+from benchbench.reports import history_md, history_plots, ops_html
 
 
 def series(n, steps=(), run_cv=0.0, round_cv=0.0, rounds=3, seed=0):
@@ -631,6 +631,9 @@ def test_a_level_beyond_the_threshold_whose_test_did_not_hold_is_named_not_hidde
             "segment (runs 1–5)") in summary
     assert "(p = 0.013, not ≤ 0.001)" in summary
     assert "| −7.0% against its reference, not held |" in md
+    html = ops_html.history(history.build([str(tmp_path / "r*")]), md, {})
+    assert "exit 0: no latest level worse than the best segment by more than 5%" in html
+    assert "2 series beyond 5% whose test did not hold (more runs will tell)" in html
     assert err.splitlines()[-1].endswith(
         "no series regressed; 2 beyond 5% but not held, exit 0")
 
