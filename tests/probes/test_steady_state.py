@@ -17,6 +17,7 @@ from benchbench.probes.dataloader import run as dataloader  # noqa: E402
 from benchbench.probes.emulated import sleep_loader, steady_rate  # noqa: E402
 
 BATCH = 4
+TOLERANCE = 0.05  # of the true rate
 # 64 workers on 2 cores is the point: they sleep, they do not compute.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
 
@@ -48,16 +49,32 @@ def test_dataloader_measures_the_steady_rate_of_many_workers(workers):
     window = max(2 * resolved("dataloader", quick=False).min_seconds, 6 * _batch_s(workers))
     cfg = resolved("dataloader", quick=False, loaders=("torchvision",), workers=(workers,),
                    batch_size=BATCH, batches=20, min_seconds=window)
-    notes: list[str] = []
-    measured, _ = dataloader.sweep(_ctx(), cfg, [("torchvision", workers)], "emulated", "cpu",
-                                   2, notes, make_loader=make)
-    (rate,) = [m for m in measured if m.metric == "throughput"]
     true = steady_rate(workers, per_image)
-    assert rate.value / true == pytest.approx(1.0, abs=0.05), (rate.value, true, rate.context)
-    # Whole rounds of the workers: every worker delivered as often as every other.
-    assert rate.context["batches"] % workers == 0 and rate.context["batches"] >= 3 * workers
-    assert rate.context["warmup_batches"] >= 3 * workers  # first round + the prefetch drained
-    assert len(rate.samples) == rate.context["batches"] // workers  # one sample per round
+
+    def ratio() -> tuple[float, dict]:
+        notes: list[str] = []
+        measured, _ = dataloader.sweep(_ctx(), cfg, [("torchvision", workers)], "emulated",
+                                       "cpu", 2, notes, make_loader=make)
+        (rate,) = [m for m in measured if m.metric == "throughput"]
+        # Whole rounds of the workers: every worker delivered as often as every other.
+        assert rate.context["batches"] % workers == 0
+        assert rate.context["batches"] >= 3 * workers
+        assert rate.context["warmup_batches"] >= 3 * workers  # first round + prefetch drained
+        assert len(rate.samples) == rate.context["batches"] // workers  # a sample per round
+        return rate.value / true, {"rounds": [round(s / true, 3) for s in rate.samples],
+                                   **rate.context}
+
+    # The median of three measurements, so that one stall of the VM cannot decide it: a stall
+    # in a window's last round is not made up within the window. 64 workers read 0.916 of the
+    # truth in 1 of 84 measurements (rounds 0.82, 1.63, 0.95, 1.56, 0.77, 0.78, 0.65: stalls
+    # the prefetch buffer made up, then one it did not). Timing the start-up burst or the
+    # prefetch buffer, the bugs this test guards against, biases all three. Where the first
+    # two are both within the tolerance, so is the median of any third, which is not taken.
+    runs = [ratio(), ratio()]
+    if any(abs(r - 1) > TOLERANCE for r, _ in runs):
+        runs.append(ratio())
+    median = sorted(r for r, _ in runs)[1]
+    assert median == pytest.approx(1.0, abs=TOLERANCE), runs
 
 
 @pytest.mark.parametrize("true_au", [0.5, 0.8])
