@@ -9,6 +9,7 @@ given. Measured on this machine.
     python scripts/history_accuracy.py --gpu-nodes 400
     python scripts/history_accuracy.py --pooling 1000
     python scripts/history_accuracy.py --latest 3000
+    python scripts/history_accuracy.py --gate 200
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -45,6 +46,9 @@ the runs before (an outlier run the gate counts, since nothing after it can say 
 night): pure noise at CV 3 and 10% (N series a cell) and a latest run 10 or 25% slow in 1%
 noise and 15 or 25% slow in 3% (N / 3), over 4, 6, 12 and 30 runs, both mixes; how often the
 history exits 3.
+`--gate N`: the gate alone on slow regressions, the series the full run draws (the same
+seeds): drifts and staircases at every length and noise, N histories a cell, and pure noise,
+3 N; both mixes; how often the history exits 3.
 `--gpu-nodes N`: whole histories of an 8-GPU node (the tests' synthetic node: matmul bf16 and
 fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index, and 24
 of each GPU against the other GPUs), written as runs and read by `history` itself, n = 12 and
@@ -282,6 +286,12 @@ def report(results: dict[str, Tallies], mix: str) -> list[str]:
     return lines
 
 
+def share(a: int, b: int) -> str:
+    """a of b in percent: to a tenth, and to two figures below 1% (1 of 3,000 is 0.033%)."""
+    x = 100 * a / b
+    return f"{x:.2g}%" if 0 < x < 1 else f"{x:.1f}%".replace(".0%", "%")
+
+
 def short_of(x: Tally, otava: Tally | None) -> bool:
     """Whether benchbench found a smaller share of the planted steps than Otava did (never
     where nothing was planted: pure noise, a spike, an idle recorded change)."""
@@ -427,6 +437,35 @@ def latest(count: int) -> list[str]:
     return lines
 
 
+GATE_FAMILIES = ("drift", "staircase", "noise")
+
+
+def gate_cell(args: tuple[str, Planted, str, int]) -> tuple[int, int]:
+    """(histories that exit 3, histories) of one --gate cell: the first `count` series the
+    full run draws for it."""
+    name, planted, mix, count = args
+    rng = random.Random(f"{name} {mix}")
+    return sum(benchbench(draw(planted, mix, rng), [])[2] for _ in range(count)), count
+
+
+def gate(count: int) -> list[str]:
+    """The gate on slow regressions (GATE_FAMILIES), both mixes: how often a history exits 3."""
+    from multiprocessing import Pool
+
+    cells = [(name, p, mix, count * (3 if p.family == "noise" else 1))
+             for name, p in families() if p.family in GATE_FAMILIES for mix in ("run", "rounds")]
+    with Pool() as pool:
+        out = pool.map(gate_cell, cells)
+    lines = ["## the gate on slow regressions (--gate)", "",
+             "| history | run mix: exit 3 | rounds mix: exit 3 |", "|---|---|---|"]
+    for i in range(0, len(cells), 2):
+        (a, c), (b, _) = out[i], out[i + 1]
+        lines.append(f"| {cells[i][0]} | {a} of {c} ({share(a, c)}) | "
+                     f"{b} of {c} ({share(b, c)}) |")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 POOLING_SHARES = (1 / 48, 1 / 8, 1 / 4, 1 / 3, 1 / 2, 1.0)  # the rounds' variance / the runs' own
 
 
@@ -545,6 +584,9 @@ def main() -> int:
                     help="only the gate on the latest run alone, N series of noise per cell")
     ap.add_argument("--pooling", type=int, metavar="N",
                     help="only pure noise between the two mixes, N series per cell")
+    ap.add_argument("--gate", type=int, metavar="N",
+                    help="only the gate on drifts and staircases, N histories per cell "
+                         "(pure noise 3 N)")
     a = ap.parse_args()
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
@@ -553,6 +595,7 @@ def main() -> int:
     # the modes that measure one thing alone, each with what its count counts
     for count, mode, counted in ((a.latest, latest, "series of noise"),
                                  (a.pooling, pooling, "series"),
+                                 (a.gate, gate, "histories"),
                                  (a.gpu_nodes, gpu_nodes, "histories"),
                                  (a.machines, machines, "histories")):
         if count:

@@ -173,6 +173,23 @@ def test_the_latest_run_alone_is_held_by_students_prediction_test_not_a_normal_t
     assert not g.regressed
 
 
+def test_a_drifts_latest_run_off_its_segments_level_does_not_undo_the_drifts_verdict():
+    """−10% over 12 runs at 1% noise: the latest run lies off its segment's one level, as an
+    outlier run does, and held alone against that level, with the drift in its noise, it is
+    p 0.065. The drift holds at p 1e-6 and exits 3. It exited 0 in 38 of 600 such histories
+    while the latest run alone replaced whatever level it was worse than."""
+    levels = [100 * (1 - 0.1 * (i + 1) / 12) for i in range(12)]
+    pts = series(12, steps=tuple((i, levels[i] / (levels[i - 1] if i else 100))
+                                 for i in range(12)), run_cv=0.01, round_cv=0.0025, seed=27)
+    found = cp.detect(pts)
+    (odd,) = found.outliers
+    assert odd.latest and not found.shifts
+    assert 0.05 < history_gate._alone_p(pts, found.segments, odd.at) < 0.1
+    g = history_gate.judge(pts, found, True, 5.0, cp.DEFAULT_ALPHA)
+    assert g.latest_what.startswith("the latest segment's drift") and g.p_value < 1e-5
+    assert g.regressed and g.change_pct == pytest.approx(-9.1, abs=0.1)
+
+
 def test_identical_values_and_short_series_have_no_change_point():
     assert cp.find([[5.0, 5.0]] * 10) == []
     # beyond the simulated null (48 runs), Siegmund's approximation at a t of 0 divided by 0

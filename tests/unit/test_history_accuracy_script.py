@@ -110,3 +110,12 @@ def test_a_gpu_that_fell_behind_the_others_in_the_days_noise_exits_against_them(
     assert not any("against" in x and "(cuda:5)" not in x for x in one), one
     driver = script.gpu_node_history((12, 1, 0, "driver", 0))[0]
     assert driver and not any("against" in x for x in driver), driver
+
+
+def test_the_gate_mode_judges_the_full_runs_own_series(script):
+    """--gate draws each cell's series as the full run does (the same seeds): a −10% drift over
+    12 runs at 1% noise exits in each of the first eight, pure noise in none of them."""
+    cells = dict(script.families())
+    assert script.gate_cell(("drift n=12 cv=1", cells["drift n=12 cv=1"], "run", 8)) == (8, 8)
+    assert script.gate_cell(("noise n=12 cv=1", cells["noise n=12 cv=1"], "run", 8)) == (0, 8)
+    assert script.share(1, 3000) == "0.033%" and script.share(942, 1000) == "94.2%"
