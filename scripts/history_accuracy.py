@@ -372,9 +372,24 @@ def draw_machine(p: Planted, rho: float, rng: random.Random) -> list[list[list[f
     return out
 
 
+def machine_cell(args: tuple[str, Planted, float, int]) -> tuple[int, int, int]:
+    """Histories of one --machines cell that exit 3: (on a series, on the index, either)."""
+    name, p, rho, count = args
+    rng = random.Random(f"machine {name} {rho}")
+    alone = index = either = 0
+    for _ in range(count):
+        drawn = draw_machine(p, rho, rng)
+        a = any(benchbench(pts, [])[2] for pts in drawn)
+        b = benchbench([list(x) for x in index_points(drawn, [True] * len(drawn))], [])[2]
+        alone, index, either = alone + a, index + b, either + (a or b)
+    return alone, index, either
+
+
 def machines(count: int) -> list[str]:
     """The gate on histories of MACHINE_SERIES series: how often any series exits 3, the
     index of them all, and either (the history's exit)."""
+    from multiprocessing import Pool
+
     cells = []
     for n in LENGTHS:
         for cv in CVS:
@@ -384,22 +399,16 @@ def machines(count: int) -> list[str]:
                           Planted("drift", n, cv, (), drift=min(n, 30), total=0.9)))
             cells.append((f"staircase n={n} cv={cv}", Planted(
                 "staircase", n, cv, tuple((k * n // 5, 0.96) for k in range(1, 5)))))
+    jobs = [(name, p, rho, count) for name, p in cells for rho in (0.0, 0.5, 1.0)]
+    with Pool() as pool:
+        out = pool.map(machine_cell, jobs)
     lines = [f"## histories of {MACHINE_SERIES} series, the run mix (--machines)", "",
              "| history | noise shared across its series | exit 3: a series | the index | "
              "either (the history) |", "|---|---|---|---|---|"]
-    for name, p in cells:
-        for rho in (0.0, 0.5, 1.0):
-            rng = random.Random(f"machine {name} {rho}")
-            alone = index = either = 0
-            for _ in range(count):
-                drawn = draw_machine(p, rho, rng)
-                a = any(benchbench(pts, [])[2] for pts in drawn)
-                b = benchbench([list(x) for x in index_points(drawn, [True] * len(drawn))],
-                               [])[2]
-                alone, index, either = alone + a, index + b, either + (a or b)
-            lines.append(f"| {name} | {rho:g} | {pct(alone, count)} | {pct(index, count)} | "
-                         f"{pct(either, count)} |")
-            print(lines[-1], flush=True)
+    for (name, _, rho, _), exits in zip(jobs, out, strict=True):
+        lines.append(f"| {name} | {rho:g} | "
+                     + " | ".join(f"{x} ({share(x, count)})" for x in exits) + " |")
+    print("\n".join(lines), flush=True)
     return lines
 
 

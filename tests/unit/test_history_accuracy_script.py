@@ -119,3 +119,12 @@ def test_the_gate_mode_judges_the_full_runs_own_series(script):
     assert script.gate_cell(("drift n=12 cv=1", cells["drift n=12 cv=1"], "run", 8)) == (8, 8)
     assert script.gate_cell(("noise n=12 cv=1", cells["noise n=12 cv=1"], "run", 8)) == (0, 8)
     assert script.share(1, 3000) == "0.033%" and script.share(942, 1000) == "94.2%"
+
+
+def test_the_machines_mode_gates_whole_histories_of_three_series(script):
+    """--machines draws three series a history: a −10% drift over 12 runs at 1% noise exits on
+    a series, on the index and so in the history, each of six times; pure noise in none."""
+    drift = script.Planted("drift", 12, 1, (), drift=12, total=0.9)
+    assert script.machine_cell(("drift n=12 cv=1", drift, 0.5, 6)) == (6, 6, 6)
+    noise = script.Planted("noise", 12, 1, ())
+    assert script.machine_cell(("noise n=12 cv=1", noise, 0.5, 6)) == (0, 0, 0)
