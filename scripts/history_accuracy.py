@@ -6,7 +6,7 @@ given. Measured on this machine.
         [--otava /path/to/otava-venv/bin/python [--recheck 300] | --against earlier.json]
         [--json out.json] [--alpha 0.001]
     python scripts/history_accuracy.py --machines 100
-    python scripts/history_accuracy.py --gpu-nodes 400
+    python scripts/history_accuracy.py --gpu-nodes 100
     python scripts/history_accuracy.py --pooling 1000
     python scripts/history_accuracy.py --latest 3000
     python scripts/history_accuracy.py --gate 200
@@ -53,9 +53,10 @@ seeds): drifts and staircases at every length and noise, N histories a cell, and
 fp16 and a host-to-device copy per GPU, ResNet50 on cuda:0; 26 series with the index, and 24
 of each GPU against the other GPUs), written as runs and read by `history` itself, n = 12 and
 30 runs: each GPU's own run-to-run noise (1 or 3%) and a day's noise all its GPUs share (0 or
-3%). Healthy, one GPU 10% slower from the middle run, and all GPUs 6% slower from it with a
-driver update recorded there; how often the history exits 3, and the change points and exits
-per GPU series beside it: the slow GPU's own bf16 series, and its bf16 against the others.
+3%). Healthy (4 N histories a cell), one GPU 10% slower from the middle run (N), and all
+GPUs 6% slower from it with a driver update recorded there (N); how often the history exits 3,
+and the change points and exits per GPU series beside it: the slow GPU's own bf16 series, and
+its bf16 against the others.
 Otava: apache-otava 0.8.0's compute_change_points at its defaults (window 50, p 0.001), on the
 runs' values (the exponential of the mean log of the rounds, what benchbench tests), from its
 own virtual environment (`python -m venv /tmp/otava && /tmp/otava/bin/pip install
@@ -506,6 +507,7 @@ def pooling(count: int) -> list[str]:
 
 
 GPU_NODE_CELLS = [(n, own, day) for n in (12, 30) for own in (1, 3) for day in (0, 3)]
+HEALTHY_TIMES = 4  # healthy nodes get four times the histories: their exits are rare
 
 
 def gpu_node_history(args: tuple[int, int, int, str, int]) -> tuple[list[str], int, int]:
@@ -545,7 +547,8 @@ def gpu_node_history(args: tuple[int, int, int, str, int]) -> tuple[list[str], i
 
 
 def gpu_nodes(count: int) -> list[str]:
-    """The exit of whole 8-GPU node histories (GPU_NODE_CELLS), healthy and with a plant."""
+    """The exit of whole 8-GPU node histories (GPU_NODE_CELLS), healthy (HEALTHY_TIMES count)
+    and with a plant (count)."""
     from multiprocessing import Pool
 
     from benchbench.compare import history
@@ -557,15 +560,17 @@ def gpu_nodes(count: int) -> list[str]:
     with Pool() as pool:
         for n, own, day in GPU_NODE_CELLS:
             for plant in ("healthy", "one GPU", "driver"):
+                histories = count * (HEALTHY_TIMES if plant == "healthy" else 1)
                 out = pool.map(gpu_node_history,
-                               [(n, own, day, plant, seed) for seed in range(count)])
+                               [(n, own, day, plant, seed) for seed in range(histories)])
                 exits = sum(bool(r) for r, _, _ in out)
                 points = sum(c for _, c, _ in out)
                 sick = sum("matmul peak bf16 (cuda:5)" in r for r, _, _ in out)
                 behind = sum(f"matmul peak bf16 {history.AGAINST} (cuda:5)" in r
                              for r, _, _ in out)
-                lines.append(f"| {n} | {own}% | {day}% | {plant} | {pct(exits, count)} | "
-                             f"{points / (16 * count):.4f} | "
+                lines.append(f"| {n} | {own}% | {day}% | {plant} | {exits} of {histories} "
+                             f"({share(exits, histories)}) | "
+                             f"{points / (16 * histories):.4f} | "
                              f"{pct(sick, count) if plant != 'healthy' else '—'} | "
                              f"{pct(behind, count) if plant != 'healthy' else '—'} |")
                 print(lines[-1], flush=True)
