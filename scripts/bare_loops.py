@@ -90,11 +90,15 @@ def probe_value(module, cfg, dev: str) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--trials", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "amp_bf16"])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cpu (default) or cuda, the first GPU")
+    ap.add_argument("--trials", type=int, default=8,
+                    help="interleaved pairs per probe (default 8)")
+    ap.add_argument("--steps", type=int, default=10,
+                    help="timed training steps per measurement (default 10)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "amp_bf16"],
+                    help="default fp32")
     a = ap.parse_args()
     dev = "cuda:0" if a.device == "cuda" else "cpu"
     amp = a.precision == "amp_bf16"

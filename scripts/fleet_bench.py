@@ -294,8 +294,9 @@ def timed(n: int = 64) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fleets", type=int, default=400)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fleets", type=int, default=400,
+                    help="fleets of one measurement per mix and size (default 400)")
     ap.add_argument("--several", type=int, default=100,
                     help="fleets of several measurements per correlation and size (0: none)")
     ap.add_argument("--earlier", type=int, default=100,

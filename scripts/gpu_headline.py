@@ -268,7 +268,7 @@ def table(run: RunResult, steps: list[dict[str, Any]] | None = None) -> list[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a run folder or its results.json")
     ap.add_argument("--steps", help="gpu-validate.sh's steps.tsv")
     a = ap.parse_args(argv)

@@ -125,7 +125,7 @@ def torch_import() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shell", action="store_true", help="NAME=value lines for the script")
     ap.add_argument("--dry-run", action="store_true", help="the CPU dry run's plan")
     a = ap.parse_args(argv)

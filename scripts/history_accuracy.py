@@ -578,11 +578,13 @@ def gpu_nodes(count: int) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--series", type=int, default=40, help="series per cell")
     ap.add_argument("--otava", help="a Python with apache-otava installed")
     ap.add_argument("--against", help="Otava's tallies from an earlier run's --json")
-    ap.add_argument("--mix", choices=("run", "rounds", "both"), default="both")
+    ap.add_argument("--mix", choices=("run", "rounds", "both"), default="both",
+                    help="the noise: a run's rounds share it (run), each round its own (rounds), "
+                         "or both (default)")
     ap.add_argument("--json", help="write the tallies here")
     ap.add_argument("--recheck", type=int, metavar="N",
                     help="measure the cells where Otava found more again, on N fresh series "

@@ -170,11 +170,13 @@ def noise(count: int) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=1000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=1000,
+                    help="results.json files in the history (default 1000)")
     ap.add_argument("--keep", type=Path, help="write the runs here and keep them")
     ap.add_argument("--noise", action="store_true", help="the false and missed change points")
-    ap.add_argument("--series", type=int, default=400)
+    ap.add_argument("--series", type=int, default=400,
+                    help="with --noise: series of 40 runs (default 400)")
     a = ap.parse_args()
     return noise(a.series) if a.noise else scale(a.runs, a.keep)
 

@@ -29,12 +29,17 @@ from benchbench.workloads.inference.run import ENGINE
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=6)
-    ap.add_argument("--budget", type=float, default=20.0, help="seconds per server search")
-    ap.add_argument("--image-size", type=int, default=32)
-    ap.add_argument("--max-batch", type=int, default=8)
-    ap.add_argument("--offline-batch", type=int, default=8)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=6,
+                    help="interleaved pairs, fallback and LoadGen (default 6)")
+    ap.add_argument("--budget", type=float, default=20.0,
+                    help="seconds per server search (default 20)")
+    ap.add_argument("--image-size", type=int, default=32,
+                    help="ResNet50's input, pixels a side (default 32)")
+    ap.add_argument("--max-batch", type=int, default=8,
+                    help="the server's largest batch (default 8)")
+    ap.add_argument("--offline-batch", type=int, default=8,
+                    help="the batch of the offline comparison (default 8)")
     args = ap.parse_args()
     models = TorchModels("cpu", args.image_size, False, "small")
     shapes = scenarios.buckets(args.max_batch, args.offline_batch)

@@ -97,8 +97,9 @@ def _spin() -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=5)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=5,
+                    help="unchanged pairs of runs (default 5)")
     ap.add_argument("--out", help="keep the runs here (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true",
                     help="with --out: judge the runs it kept instead of running them again")

@@ -46,8 +46,9 @@ def one(out: Path, quick: bool, extra: list[str], cache: str | None) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs, one after another (default 3)")
     ap.add_argument("--default", action="store_true", help="the default run, not --quick")
     ap.add_argument("--fresh-cache", action="store_true",
                     help="an empty cache per run: dataset generation is timed too")

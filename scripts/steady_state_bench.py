@@ -53,8 +53,8 @@ def au(true_au: float, workers: int = 16, batch_s: float = 0.32) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=3, help="trials per case (default 3)")
     a = ap.parse_args()
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     rows: dict[str, list[float]] = {}
