@@ -81,6 +81,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import Pool
 
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate
@@ -293,6 +294,11 @@ def share(a: int, b: int) -> str:
     return f"{x:.2g}%" if 0 < x < 1 else f"{x:.1f}%".replace(".0%", "%")
 
 
+def counted(a: int, b: int) -> str:
+    """a of b, and its share: '3 of 1000 (0.3%)'."""
+    return f"{a} of {b} ({share(a, b)})"
+
+
 def short_of(x: Tally, otava: Tally | None) -> bool:
     """Whether benchbench found a smaller share of the planted steps than Otava did (never
     where nothing was planted: pure noise, a spike, an idle recorded change)."""
@@ -389,8 +395,6 @@ def machine_cell(args: tuple[str, Planted, float, int]) -> tuple[int, int, int]:
 def machines(count: int) -> list[str]:
     """The gate on histories of MACHINE_SERIES series: how often any series exits 3, the
     index of them all, and either (the history's exit)."""
-    from multiprocessing import Pool
-
     cells = []
     for n in LENGTHS:
         for cv in CVS:
@@ -430,8 +434,6 @@ def latest_cell(args: tuple[int, float, float, str, int]) -> tuple[int, int]:
 
 def latest(count: int) -> list[str]:
     """The gate on the latest run alone: pure noise, and a latest run slow by a factor."""
-    from multiprocessing import Pool
-
     lines = ["## the latest run alone (--latest)", "",
              "| runs | noise (CV) | the latest run | run mix: exit 3 | rounds mix: exit 3 |",
              "|---|---|---|---|---|"]
@@ -460,8 +462,6 @@ def gate_cell(args: tuple[str, Planted, str, int]) -> tuple[int, int]:
 
 def gate(count: int) -> list[str]:
     """The gate on slow regressions (GATE_FAMILIES), both mixes: how often a history exits 3."""
-    from multiprocessing import Pool
-
     cells = [(name, p, mix, count * (3 if p.family == "noise" else 1))
              for name, p in families() if p.family in GATE_FAMILIES for mix in ("run", "rounds")]
     with Pool() as pool:
@@ -470,8 +470,7 @@ def gate(count: int) -> list[str]:
              "| history | run mix: exit 3 | rounds mix: exit 3 |", "|---|---|---|"]
     for i in range(0, len(cells), 2):
         (a, c), (b, _) = out[i], out[i + 1]
-        lines.append(f"| {cells[i][0]} | {a} of {c} ({share(a, c)}) | "
-                     f"{b} of {c} ({share(b, c)}) |")
+        lines.append(f"| {cells[i][0]} | {counted(a, c)} | {counted(b, c)} |")
     print("\n".join(lines), flush=True)
     return lines
 
@@ -549,8 +548,6 @@ def gpu_node_history(args: tuple[int, int, int, str, int]) -> tuple[list[str], i
 def gpu_nodes(count: int) -> list[str]:
     """The exit of whole 8-GPU node histories (GPU_NODE_CELLS), healthy (HEALTHY_TIMES count)
     and with a plant (count)."""
-    from multiprocessing import Pool
-
     from benchbench.compare import history
 
     lines = ["## 8-GPU node histories through `history` (--gpu-nodes)", "",
@@ -568,8 +565,7 @@ def gpu_nodes(count: int) -> list[str]:
                 sick = sum("matmul peak bf16 (cuda:5)" in r for r, _, _ in out)
                 behind = sum(f"matmul peak bf16 {history.AGAINST} (cuda:5)" in r
                              for r, _, _ in out)
-                lines.append(f"| {n} | {own}% | {day}% | {plant} | {exits} of {histories} "
-                             f"({share(exits, histories)}) | "
+                lines.append(f"| {n} | {own}% | {day}% | {plant} | {counted(exits, histories)} | "
                              f"{points / (16 * histories):.4f} | "
                              f"{pct(sick, count) if plant != 'healthy' else '—'} | "
                              f"{pct(behind, count) if plant != 'healthy' else '—'} |")
