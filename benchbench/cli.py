@@ -124,12 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="runs side by side: regressions against a baseline (exit 3), verdicts, "
                         "environment differences, cost",
         description="Compare saved runs. Each RUN (a results.json or run folder) is one side; "
-                    "a quoted glob matching several runs is one side that pools their samples. "
+                    "a quoted glob matching several runs, or a folder of run folders (runs/), "
+                    "is one side that pools their samples. "
                     "The baseline is the --baseline runs pooled, else the first RUN. Prints "
                     "Markdown; writes no file unless --out is given. Exit 0 no regression, 3 at "
                     "least one regression, 2 bad input.")
     c.add_argument("runs", nargs="*", metavar="RUN",
-                   help="a results.json, a run folder, or a quoted glob of them (one pooled side)")
+                   help="a results.json, a run folder, or a quoted glob or folder of run "
+                        "folders (one pooled side)")
     c.add_argument("--baseline", action="append", metavar="RUN",
                    help="the baseline; repeatable or a glob: all of them are pooled into one side "
                         "(default: the first RUN)")
@@ -171,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         "one test case per series, a regressed latest segment failing its case",
         help="one machine's runs in order: change points per headline figure and what changed "
              "around them (exit 3: the latest segment regressed)",
-        description="The runs of one machine (paths, run folders or quoted globs), ordered by "
+        description="The runs of one machine (paths, run folders, folders of them such as "
+                    "runs/, or quoted globs), ordered by "
                     "start time. Each headline figure becomes a series, and all of them "
                     "one more (the machine as a whole, weighted by their noise); single runs "
                     "far off "
@@ -206,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
         "one test case per measurement and group, an outlier below the group failing its case",
         help="many nodes, one run each: outlier nodes and GPUs against their hardware group, "
              "with evidence (exit 3: one is below its group)",
-        description="Nodes (runs, run folders, quoted globs, or the nodes of one multi-node "
+        description="Nodes (runs, run folders, folders of them, quoted globs, or the nodes of "
+                    "one multi-node "
                     "run) grouped by GPU model and count and CPU model; each headline figure "
                     "held against the rest of its group (and, with --before, each node's "
                     "change since its own earlier run against the others' changes), the bar "
@@ -227,10 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "the node and the one before it its earlier run; two of one start "
                         "time are refused)")
     f.add_argument("--before", action="append", default=[], metavar="RUN",
-                   help="an earlier run of the nodes (a results.json, a run folder, or a quoted "
-                        "glob; repeat for more): each node's change since its own is held "
-                        "against the other nodes' changes too, which sees a node that got "
-                        "slower where its level alone hides in the group's spread")
+                   help="an earlier run of the nodes (a results.json, a run folder, a folder of "
+                        "them, or a quoted glob; repeat for more): each node's change since its "
+                        "own is held against the other nodes' changes too, which sees a node "
+                        "that got slower where its level alone hides in the group's spread")
 
     x = sub.add_parser("export", help="write a run's headline figures for monitoring: a "
                                       "node_exporter textfile")
@@ -248,7 +252,8 @@ def _runs_verb(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     """A verb over many runs (history, fleet): the runs, --out for its files, --junit."""
     v: argparse.ArgumentParser = sub.add_parser(verb, help=help, description=description)
     v.add_argument("runs", nargs="*", metavar="RUN",
-                   help="a results.json, a run folder, or a quoted glob of them")
+                   help="a results.json, a run folder, a folder of run folders (runs/: those "
+                        "directly inside it), or a quoted glob of them")
     v.add_argument("--out", metavar="DIR",
                    help=f"also write {files} into this new or empty folder")
     v.add_argument("--junit", metavar="FILE", help=f"also write JUnit XML: {cases}")

@@ -88,8 +88,20 @@ class Side:
 
 def expand(arg: str) -> list[str]:
     """The paths an argument names: itself when it exists, else its glob matches, sorted. A
+    folder without a results.json of its own is a folder of runs (`runs/`, where `run` writes
+    them): the run folders directly inside it, as the quoted glob 'DIR/*' would name them. A
     glob skips folders without a results.json (a compare --out folder among the runs, say):
     the report lists every run it used."""
+    if os.path.isdir(arg) and not os.path.isfile(os.path.join(arg, "results.json")):
+        try:
+            inside = sorted(os.path.join(arg, name) for name in os.listdir(arg))
+        except OSError as exc:
+            raise CompareError(f"{arg}: cannot list: {exc.strerror}") from None
+        found = [p for p in inside if os.path.isfile(os.path.join(p, "results.json"))]
+        if not found:
+            raise CompareError(f"{arg}: no results.json in it or in the folders directly "
+                               "inside it; give run folders, or a quoted glob for deeper ones")
+        return found
     if os.path.exists(arg) or not (GLOB_CHARS & set(arg)):
         return [arg]
     found = [p for p in sorted(glob.glob(arg))

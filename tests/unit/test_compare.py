@@ -366,6 +366,13 @@ def test_baseline_runs_are_pooled(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "compare", str(tmp_path / "base*"), str(tmp_path / "new?"))
     assert code == 3 and "new** (compared, 2 runs pooled)" in out
     assert "| 6 / 6 |" in out and len(news) == 2  # values a side: 2 runs x 3 rounds each
+    # a folder of run folders is the side its runs pool into, as its quoted glob 'DIR/*' is
+    (tmp_path / "nights").mkdir()
+    for i in (1, 2):
+        save(tmp_path / "nights", f"new{i}", make_run("new", factor=0.8, n=3))
+    code, out, _ = run_cli(capsys, "compare", "--baseline", bases[0], "--baseline", bases[1],
+                           tmp_path / "nights")
+    assert code == 3 and "new** (compared, 2 runs pooled)" in out and "| 6 / 6 |" in out
 
 
 def test_different_hardware_is_compared_but_no_regression_called(tmp_path, capsys):
@@ -461,7 +468,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys):
     cases = [([a, newer], "newer than"), ([a, other], "no schema_version"),
              ([a, tmp_path / "nope"], "no such"), ([a], "nothing to compare"),
              (["--baseline", a], "nothing to compare"),
-             ([tmp_path / "zz*"], "matches no results.json")]
+             ([tmp_path / "zz*"], "matches no results.json"),
+             ([a, tmp_path / "empty"], "no results.json in it or in the folders")]
+    (tmp_path / "empty").mkdir()
     for args, needle in cases:
         code, out, err = run_cli(capsys, "compare", *args, "--out", tmp_path / "out")
         assert code == 2 and out == "", (args, err)

@@ -449,6 +449,28 @@ def test_runs_are_ordered_by_start_time_not_by_name(tmp_path):
     assert [h.series[0].run_at(x.at) for x in h.series[0].shifts] == [13]
 
 
+def test_a_folder_of_run_folders_is_the_history_of_the_runs_inside_it(tmp_path, capsys):
+    """`history runs/`, where `run` writes its folders: the run folders directly inside it,
+    as 'runs/*' names them, a folder of other files among them (a history --out) left out;
+    a folder with no run in it is one line and exit 2."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    save_runs(runs, n=12, drop_at=6)
+    (runs / "report").mkdir()
+    (runs / "report" / "history.md").write_text("# an earlier history\n")
+    (runs / "notes.txt").write_text("not a run\n")
+    h = history.build([str(runs)])
+    assert [r.source for r in h.runs] == [str(runs / f"r{i:03d}") for i in range(12)]
+    glob = history.build([str(runs / "r*")])
+    assert [s.values for s in h.series] == [s.values for s in glob.series]
+    assert [h.series[0].run_at(x.at) for x in h.series[0].shifts] == [7]
+    (tmp_path / "empty" / "deeper").mkdir(parents=True)
+    assert cli.main(["history", str(tmp_path / "empty")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "empty: no results.json in it or in the folders directly inside it" in err
+
+
 def test_another_machines_runs_are_refused_or_set_apart(tmp_path):
     save_runs(tmp_path, n=6, drop_at=99)
     save_runs(tmp_path, n=3, drop_at=99, name="o", env_of=lambda i: environment(host="other"))
