@@ -91,9 +91,10 @@ def test_a_gpu_nodes_history_is_read_by_history_itself_and_its_plants_exit(scrip
 
 def test_the_latest_run_mode_gates_a_slow_latest_run_and_not_a_healthy_one(script):
     """--latest plants a slow latest run and nothing else: 25% slow after 11 runs at 1% noise
-    exits in each history, and pure noise at 3% in none of these."""
-    assert script.latest_cell((12, 1, 0.75, "run", 6)) == (6, 6)
-    assert script.latest_cell((12, 3, 1.0, "run", 6)) == (0, 6)
+    is called an outlier run and exits in each history, and pure noise at 3% in none of
+    these."""
+    assert script.latest_cell((12, 1, 0.75, "run", 6)) == (6, 6, 6)
+    assert script.latest_cell((12, 3, 1.0, "run", 6)) == (0, 0, 6)
     p = script.Planted("latest", 5, 1, (), spike=4, spike_factor=0.75)
     assert [script.level_at(p, i) for i in range(5)] == [100] * 4 + [75]
 
