@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "between the runs around it. Runs of another machine are refused (or set "
                     "apart with --machine). Prints Markdown; writes no file unless --out is "
                     "given. Exit 0, 3 when the latest level is worse than the best segment "
-                    "(or --baseline) by more than --threshold, 2 bad input.")
+                    "(or --baseline) by more than --threshold, 2 bad input.",
+        default=" (default: runs/, where run writes them)")
     h.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
                    help="the latest level worse than the reference (the best segment, or "
                         "--baseline's) by more than this percentage is a regression "
@@ -247,13 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _runs_verb(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-               verb: str, files: str, cases: str, help: str, description: str
-               ) -> argparse.ArgumentParser:
+               verb: str, files: str, cases: str, help: str, description: str,
+               default: str = "") -> argparse.ArgumentParser:
     """A verb over many runs (history, fleet): the runs, --out for its files, --junit."""
     v: argparse.ArgumentParser = sub.add_parser(verb, help=help, description=description)
     v.add_argument("runs", nargs="*", metavar="RUN",
                    help="a results.json, a run folder, a folder of run folders (runs/: those "
-                        "directly inside it), or a quoted glob of them")
+                        "directly inside it), or a quoted glob of them" + default)
     v.add_argument("--out", metavar="DIR",
                    help=f"also write {files} into this new or empty folder")
     v.add_argument("--junit", metavar="FILE", help=f"also write JUnit XML: {cases}")

@@ -5,6 +5,7 @@ the latest level is worse than the best segment (or --baseline's) by more than -
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -12,6 +13,7 @@ from benchbench.commands.common import UsageError, check_number, outputs, publis
 from benchbench.engine.runner import EXIT_OK
 
 EXIT_REGRESSION = 3  # the latest level is worse than the reference by more than --threshold
+RUNS = "runs"  # where `run` writes its folders by default: the history without a RUN
 
 
 def main(args: argparse.Namespace) -> int:
@@ -27,9 +29,15 @@ def main(args: argparse.Namespace) -> int:
     if args.window is not None:
         check_number("--window", args.window, args.window >= 2, "a number of runs, 2 or more")
     where = outputs(args)
+    given = args.runs
+    if not given:
+        if not os.path.isdir(RUNS):
+            raise UsageError(f"no run given, and no {RUNS}/ folder here (where run writes "
+                             "them); give a machine's runs, e.g. 'runs/nightly-*'")
+        given = [RUNS]
     try:
         with task_progress("reading and analysing the runs") as progress:
-            h = history.build(args.runs, machine=args.machine, threshold_pct=args.threshold,
+            h = history.build(given, machine=args.machine, threshold_pct=args.threshold,
                               alpha=args.alpha, baseline=args.baseline, window=args.window,
                               progress=progress)
     except CompareError as exc:
@@ -40,7 +48,8 @@ def main(args: argparse.Namespace) -> int:
             csv=lambda: history_md.csv_text(h),
             junit=lambda: junit.document("benchbench history", junit.history_cases(h)))
     code = EXIT_REGRESSION if h.regressions else EXIT_OK
-    print(f"history of {len(h.runs)} run(s) in {time.perf_counter() - started:.1f} s: "
+    whose = "" if args.runs else f" (no RUN given: those in {RUNS}/, where run writes them)"
+    print(f"history of {len(h.runs)} run(s){whose} in {time.perf_counter() - started:.1f} s: "
           + (f"{len(h.regressions)} series regressed" if h.regressions else
              "no series regressed")
           + (f"; {len(h.unheld)} beyond {h.threshold_pct:g}% but not held" if h.unheld else "")

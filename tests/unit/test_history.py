@@ -484,6 +484,21 @@ def test_a_folder_of_run_folders_is_the_history_of_the_runs_inside_it(tmp_path, 
     assert "empty: no results.json in it or in the folders directly inside it" in err
 
 
+def test_without_a_run_the_history_is_of_the_runs_folder_run_writes_to(tmp_path, capsys,
+                                                                         monkeypatch):
+    """`benchbench run` three times, then `benchbench history`: the runs in ./runs, said so;
+    where there is no runs/ folder, one line and exit 2."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "history")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "no run given, and no runs/ folder here (where run writes them)" in err
+    (tmp_path / "runs").mkdir()
+    save_runs(tmp_path / "runs", n=12, drop_at=6)
+    code, out, err = run_cli(capsys, "history")
+    assert code == 3 and "| 1 | 2026-10-01T02:00:00+00:00 | — | `runs/r000` |" in out
+    assert "history of 12 run(s) (no RUN given: those in runs/, where run writes them)" in err
+
+
 def test_another_machines_runs_are_refused_or_set_apart(tmp_path):
     save_runs(tmp_path, n=6, drop_at=99)
     save_runs(tmp_path, n=3, drop_at=99, name="o", env_of=lambda i: environment(host="other"))
