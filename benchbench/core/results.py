@@ -215,6 +215,10 @@ def load(path: str | os.PathLike[str]) -> RunResult:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
+        runs = _runs_inside(p.parent) if p.parent.is_dir() else []
+        if runs:  # runs/, where `run` writes: one of its folders is meant
+            raise ResultsError(f"{p.parent}: a folder of {len(runs)} runs, not a run; give one "
+                               f"of them, e.g. {runs[-1]}") from None
         raise ResultsError(f"{p}: no such file") from None
     except OSError as exc:
         raise ResultsError(f"{p}: cannot read: {exc.strerror}") from None
@@ -230,6 +234,15 @@ def load(path: str | os.PathLike[str]) -> RunResult:
         return RunResult.from_dict(data)
     except ResultsError as exc:
         raise ResultsError(f"{p}: {exc}") from None
+
+
+def _runs_inside(folder: Path) -> list[Path]:
+    """The run folders directly inside a folder, by name (`run` names them by their UTC start
+    time, so the last is the latest); none where it cannot be listed."""
+    try:
+        return sorted(d for d in folder.iterdir() if (d / "results.json").is_file())
+    except OSError:
+        return []
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:

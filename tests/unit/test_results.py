@@ -121,6 +121,22 @@ def test_missing_file(tmp_path):
         results.load(tmp_path / "nope.json")
 
 
+def test_a_folder_of_runs_is_named_as_such_with_its_latest_run(tmp_path):
+    """`benchbench report runs`: not 'runs/results.json: no such file' but which runs it holds;
+    a folder with no run in it stays 'no such file'."""
+    with pytest.raises(ResultsError, match="empty/results.json: no such file"):
+        (tmp_path / "empty").mkdir()
+        results.load(tmp_path / "empty")
+    runs = tmp_path / "runs"
+    for name in ("20261201T020000Z-vm", "20261202T020000Z-vm", "notes"):
+        (runs / name).mkdir(parents=True)
+    for name in ("20261201T020000Z-vm", "20261202T020000Z-vm"):
+        results.save(make_run(), runs / name / "results.json")
+    with pytest.raises(ResultsError, match=rf"^{runs}: a folder of 2 runs, not a run; give one "
+                                           rf"of them, e.g. {runs}/20261202T020000Z-vm$"):
+        results.load(runs)
+
+
 def test_recorded_v1_fixture_loads():
     run = results.load(FIXTURES / "results_v1_cpu.json")
     assert run.schema_version == 1
