@@ -94,10 +94,9 @@ def expand(arg: str) -> list[str]:
     the report lists every run it used."""
     if os.path.isdir(arg) and not os.path.isfile(os.path.join(arg, "results.json")):
         try:
-            inside = sorted(os.path.join(arg, name) for name in os.listdir(arg))
+            found = [str(p) for p in results.runs_inside(arg)]
         except OSError as exc:
             raise CompareError(f"{arg}: cannot list: {exc.strerror}") from None
-        found = [p for p in inside if os.path.isfile(os.path.join(p, "results.json"))]
         if not found:
             raise CompareError(f"{arg}: no results.json in it or in the folders directly "
                                "inside it; give run folders, or a quoted glob for deeper ones")

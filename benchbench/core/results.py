@@ -209,15 +209,18 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 def load(path: str | os.PathLike[str]) -> RunResult:
     """Read a results.json (or a run folder holding one)."""
-    p = Path(path)
+    p = folder = Path(path)
     if p.is_dir():
         p = p / "results.json"
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        runs = _runs_inside(p.parent) if p.parent.is_dir() else []
+        try:
+            runs = runs_inside(folder) if folder.is_dir() else []
+        except OSError:
+            runs = []
         if runs:  # runs/, where `run` writes: one of its folders is meant
-            raise ResultsError(f"{p.parent}: a folder of {len(runs)} runs, not a run; give one "
+            raise ResultsError(f"{folder}: a folder of {len(runs)} runs, not a run; give one "
                                f"of them, e.g. {runs[-1]}") from None
         raise ResultsError(f"{p}: no such file") from None
     except OSError as exc:
@@ -236,13 +239,11 @@ def load(path: str | os.PathLike[str]) -> RunResult:
         raise ResultsError(f"{p}: {exc}") from None
 
 
-def _runs_inside(folder: Path) -> list[Path]:
-    """The run folders directly inside a folder, by name (`run` names them by their UTC start
-    time, so the last is the latest); none where it cannot be listed."""
-    try:
-        return sorted(d for d in folder.iterdir() if (d / "results.json").is_file())
-    except OSError:
-        return []
+def runs_inside(folder: str | os.PathLike[str]) -> list[Path]:
+    """The run folders directly inside a folder (runs/, where `run` writes them), by name: `run`
+    names them by their UTC start time, so the last is the latest. OSError where the folder
+    cannot be listed."""
+    return sorted(d for d in Path(folder).iterdir() if (d / "results.json").is_file())
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:

@@ -135,6 +135,8 @@ def test_a_folder_of_runs_is_named_as_such_with_its_latest_run(tmp_path):
     with pytest.raises(ResultsError, match=rf"^{runs}: a folder of 2 runs, not a run; give one "
                                            rf"of them, e.g. {runs}/20261202T020000Z-vm$"):
         results.load(runs)
+    with pytest.raises(ResultsError, match=rf"^{runs}/nope: no such file$"):
+        results.load(runs / "nope")  # a missing run beside others is missing, not its folder
 
 
 def test_recorded_v1_fixture_loads():
