@@ -126,9 +126,8 @@ def noise(logs: Sequence[float]) -> float:
     absolute difference is taken about 0, where the differences of a level lie: about their
     own median, a few runs read too little (with 4 runs, the lesser of two differences'
     distances from the third: 0.61 σ at the median, under σ / 10 in one history in ten), and
-    so called a
-    healthy run an outlier run (4 runs in 3% noise: 400 of 3,000 histories, 52 about 0;
-    scripts/history_accuracy.py --latest)."""
+    so called a healthy run an outlier run (4 runs in 3% noise: 400 of 3,000 histories, 52
+    about 0; scripts/history_accuracy.py --latest)."""
     if len(logs) < 3:
         return 0.0
     diffs = [b - a for a, b in zip(logs, logs[1:], strict=False)]

@@ -89,7 +89,7 @@ class Side:
 def expand(arg: str) -> list[str]:
     """The paths an argument names: itself when it exists, else its glob matches, sorted. A
     folder without a results.json of its own is a folder of runs (`runs/`, where `run` writes
-    them): the run folders directly inside it, as the quoted glob 'DIR/*' would name them. A
+    them): the run folders directly inside it (results.runs_inside), its other files left out. A
     glob skips folders without a results.json (a compare --out folder among the runs, say):
     the report lists every run it used."""
     if os.path.isdir(arg) and not os.path.isfile(os.path.join(arg, "results.json")):
