@@ -79,8 +79,9 @@ def gpu_spread(run: RunResult, probe: str, metric: str, group: str,
 
 # --- training ---------------------------------------------------------------------------------
 
-ANALYSIS_VERSION = 4  # 2: all-reduce against its link, DDP scaling; 3: the verdict; 4: advice
-# from the judged workload's own measurements, evidence ordered by the limit, plain names
+ANALYSIS_VERSION = 5  # 2: all-reduce against its link, DDP scaling; 3: the verdict; 4: advice
+# from the judged workload's own measurements, evidence ordered by the limit, plain names;
+# 5: a real pipeline timed over less than one round of its workers does not arbitrate
 TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
@@ -167,10 +168,14 @@ def accelerator_utilisation(run: RunResult) -> list[dict[str, Any]]:
         if m.metric != "total_throughput" or c is None or c.value <= 0:
             continue
         au = m.value / c.value
+        # Batches come in rounds, one from each worker at once: fewer timed steps than a
+        # round time a burst or a wait, not the loader's rate (workloads/pipeline/run.py).
+        round_ = int(m.context.get("steps_per_round") or 1)
         rows.append({"key": m.key, "total_ips": m.value, "compute_ips": c.value, "au": au,
                      "passes": au >= AU_PASS, "steps": len(m.samples),
                      "compute_steps": len(c.samples),
-                     "few_steps": bool(m.context.get("few_steps"))})
+                     "few_steps": bool(m.context.get("few_steps")),
+                     "round": round_, "partial_round": len(m.samples) < round_})
     return rows
 
 

@@ -73,7 +73,14 @@ def _decide(caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None, compute:
         return None, []
     limiting = min(known, key=lambda r: known[r])
     notes = []
-    if pipe is not None:
+    if pipe is not None and pipe.get("partial_round"):
+        # Seen on an H200: 3 timed steps of 16 workers read AU 0.93 in one run (a burst of
+        # ready batches overruled the loader's 3,022 images/s) and 0.54 in the next.
+        notes.append(f"the real pipeline timed {pipe['steps']} steps, under one round of its "
+                     f"{pipe['round']} workers: a burst of batches they finished together or "
+                     "the wait for the next round, not the loader's rate, so it does not "
+                     "decide; the separate capacities do")
+    elif pipe is not None:
         inputs = {r: v for r, v in known.items() if r in INPUT_SIDE and r != "storage"}
         # Input-bound only when the steps really waited for data: a low AU with no wait means
         # the loader's threads slowed the step itself (on a CPU box they share the cores).
@@ -240,6 +247,7 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
     caps["host_device_link"] = cap.host_device_link(run, s)
     caps["interconnect"] = cap.interconnect(run, s, comp)
     pipe = _pipeline_check(run, s)
+    rated = pipe if pipe is not None and not pipe.get("partial_round") else None
     limiting, notes = _decide(caps, pipe, comp.resource)
     if comp.value is None and limiting is not None:
         # Without the compute capacity there is nothing to hold the others against: name
@@ -272,8 +280,10 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
         sample="image" if workload == "resnet50" else "token",
         precision=s.precision, limiting_resource=limiting, capacity_details=dict(caps),
         predicted_accelerator_utilisation=au,
-        measured_accelerator_utilisation=pipe["au"] if pipe else None,
-        measured_accelerator_utilisation_note=_au_note(run, pipe) if pipe else None,
+        # Under one round of the workers the pipeline timed no rate (_decide): the evidence
+        # gives its figure and why, and no AU is called measured.
+        measured_accelerator_utilisation=rated["au"] if rated else None,
+        measured_accelerator_utilisation_note=_au_note(run, rated) if rated else None,
         evidence=evidence,
         advice=advice(run, limiting, caps, s, comp.value) if limiting else [
             "Nothing measured names a bottleneck: run the probes listed as unknown (with a "

@@ -31,7 +31,9 @@ def section(run: RunResult) -> list[str]:
              fmt.value(r["total_ips"], "samples/s"), fmt.value(r["compute_ips"], "samples/s"),
              f"{r['steps']} + {r['compute_steps']}" + (" (few steps)" if r["few_steps"] else ""),
              f"**{fmt.percent(r['au'])}**",
-             "passes" if r["passes"] else
+             f"not judged: {r['steps']} steps are under one round of the {r['round']} workers, "
+             "a burst of ready batches or a wait for the next, not a rate"
+             if r["partial_round"] else "passes" if r["passes"] else
              f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data"]
             for r in rows])
         out += ["AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "

@@ -178,6 +178,56 @@ def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
     assert by["compute_throughput"].value == pytest.approx(2 / 0.3, rel=0.1)
 
 
+def test_the_real_half_times_at_least_one_round_of_the_workers():
+    """Workers that start together deliver their batches together: 3 timed steps of 16
+    workers timed the burst of ready batches (AU 0.93) in one H200 run and a wait in the next
+    (0.54). The plan rounds up to a whole round even when the share affords fewer."""
+    from benchbench.workloads.pipeline import run as pipeline
+
+    assert pipeline._plan(0.1, 20, 0.0, 16) == (16, True)
+    assert pipeline._plan(0.1, 20, 0.5, 16) == (16, False)
+    assert pipeline._plan(0.1, 20, 10.0, 16) == (32, False)  # 20 wanted: whole rounds
+    assert pipeline._plan(0.1, 20, 2.5, 16) == (16, False)  # 20 would not fit, 32 neither
+    assert pipeline._plan(0.1, 20, 0.0, 1) == (3, True)  # the synthetic half, or DALI
+    # The preflight counts that round before the loader starts.
+    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 4, 32, 5)
+    previous = {"dataloader": {"measurements": [
+        {"metric": "throughput", "key": {"loader": "torchvision", "workers": 16},
+         "value": 4.0}]}}
+    need = 16 + 16 + 32  # a batch a second: the warm round, the timed round, the drain
+    assert pipeline.preflight(job, previous, "torchvision", 16, need / 1.45) is None
+    why = pipeline.preflight(job, previous, "torchvision", 16, need / 1.55)
+    assert why is not None and why.startswith("a round of 16 timed steps on loader batches")
+
+
+def test_a_loader_slower_than_the_step_reads_its_rate_not_a_burst():
+    """Real forked workers, 8 of them, each a batch of 4 images per 0.2 s (160 images/s), and a
+    step of 2 ms (2,000 images/s): AU 0.08. A budget that affords no timed step leaves the
+    fewest. Three steps, from the round the workers had ready, read 0.47-0.91 in 20 tries; a
+    whole round read 0.082-0.134 (the workers' forks on 2 cores put them a little out of
+    phase)."""
+    pytest.importorskip("torch")
+    from helpers import cpu_facts
+
+    from benchbench.core.sampling import Budget, RepeatPolicy
+    from benchbench.probes.api import ProbeContext
+    from benchbench.probes.emulated import SleepTrainer, sleep_loader, steady_rate
+    from benchbench.workloads.pipeline import run as pipeline
+
+    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1,
+                                                         warmup_s=0.0, warmup_steps=1),
+                       budget=Budget(0.2), facts=cpu_facts())
+    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 4, 32, 20)
+    halves = pipeline.measure(ctx, job, lambda: sleep_loader(0.05, 4, 8),
+                              lambda: SleepTrainer(0.002))
+    assert len(halves.walls) == 8 and halves.context["steps_per_round"] == 8
+    by = {m.metric: m for m in pipeline.measurements_of(halves, {}, 4, halves.context)}
+    au = by["total_throughput"].value / by["compute_throughput"].value
+    expected = steady_rate(8, 0.05) / (4 / 0.002)
+    assert expected == pytest.approx(0.08)
+    assert 0.5 * expected < au < 0.3, au
+
+
 def test_the_report_labels_an_au_from_few_steps():
     run = pipeline_run(1000.0, 2500.0)
     total = run.probes[0].measurements[0]

@@ -1,5 +1,7 @@
 """The verdict on hand-built runs: each resource as the bottleneck, for the right reasons."""
 
+import dataclasses
+
 import pytest
 from helpers import render_md, verdict_dict
 
@@ -179,6 +181,33 @@ def test_the_real_pipeline_arbitrates_between_compute_and_loader():
     # and a loader figure below compute does not limit when the pipeline kept up
     kept = verdict_dict(gpu_run(loader=2400.0, pipeline_au=0.97))
     assert kept["limiting_resource"] == "gpu_compute"
+
+
+def test_a_pipeline_timed_over_less_than_one_round_of_its_workers_does_not_arbitrate():
+    """The first two H200 runs: 3 timed steps of 16 workers read AU 0.93 (the workers' ready
+    batches, a burst) and overruled the loader's 3,022 images/s against compute's 4,683; the
+    next run read 0.54. Under one round the pipeline timed no rate: the capacities decide, no
+    AU is called measured, and the evidence says why. A whole round still arbitrates."""
+    def run(steps):
+        r = gpu_run(compute=4683.0, loader=3022.0, pipeline_au=0.93)
+        pr = r.probe("pipeline")
+        pr.measurements = [dataclasses.replace(x, samples=[x.value] * steps,
+                                               context={**x.context, "steps_per_round": 16})
+                           for x in pr.measurements]
+        return r
+
+    burst = verdict_dict(run(3))
+    assert burst["limiting_resource"] == "cpu_dataloading"
+    assert burst["measured_accelerator_utilisation"] is None
+    assert any("timed 3 steps, under one round of its 16 workers" in e and "does not decide"
+               in e for e in burst["evidence"])
+    table = render_md(run(3))
+    assert "not judged: 3 steps are under one round of the 16 workers" in table
+    assert "measured by the real pipeline" not in table
+    whole = verdict_dict(run(16))
+    assert whole["limiting_resource"] == "gpu_compute"
+    assert whole["measured_accelerator_utilisation"] == pytest.approx(0.93)
+    assert not any("one round" in e for e in whole["evidence"])
 
 
 def test_memory_constraints():
