@@ -288,3 +288,37 @@ def test_one_short_server_run_reads_not_judged_with_the_queries_it_needed():
     assert guide.serving(run).check == f"not judged: {why}"
     text = render_md(run)
     assert f"Not judged: {why}." in text[text.index("### Inference"):]
+
+
+def test_generation_attends_without_cudnn_and_matches_the_full_forward(monkeypatch):
+    """cuDNN's attention, first on Hopper in recent PyTorch, builds a graph for every new key
+    length (on two H200s each GPT-2 124M token took 35-58 ms with it allowed). Generation
+    leaves it out: every attention call runs with it disabled, and the cached prefill and
+    decode still give the logits of the whole sequence run at once."""
+    torch = pytest.importorskip("torch")
+    from benchbench.workloads.models import gpt_generate
+    from benchbench.workloads.models.gpt import GPT
+
+    enabled = []
+    real = gpt_generate.F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        enabled.append((torch.backends.cuda.cudnn_sdp_enabled(),
+                        torch.backends.cuda.flash_sdp_enabled()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpt_generate.F, "scaled_dot_product_attention", spy)
+    torch.manual_seed(0)
+    model = GPT(2, 32, 4, 64, 16).eval()
+    idx = torch.randint(0, 64, (2, 6))
+    cache = gpt_generate.KVCache(model, 2, 8, torch.float32, torch.device("cpu"))
+    gpt_generate.forward_cached(model, idx[:, :5], cache)
+    cached = gpt_generate.forward_cached(model, idx[:, 5:], cache)
+    assert enabled == [(False, True)] * 4  # 2 layers x (prefill, one decode step)
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # restored afterwards
+    with torch.no_grad():
+        x = model.wte(idx) + model.wpe(torch.arange(6))
+        for block in model.blocks:
+            x = block(x)
+        full = model.lm_head(model.ln_f(x[:, -1:]))
+    assert torch.allclose(cached, full, atol=1e-5)

@@ -29,7 +29,8 @@ from benchbench.probes.meter import free_memory
 from benchbench.workloads.inference.config import InferenceConfig
 from benchbench.workloads.inference.models import Models
 
-ENGINE = "PyTorch eager, a preallocated KV cache, greedy"
+ENGINE = ("PyTorch eager, a preallocated KV cache, greedy, FlashAttention or memory-efficient "
+          "attention (not cuDNN's, which builds a graph for every new length)")
 
 
 def generation(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
@@ -54,7 +55,8 @@ def generation(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str
         key = {"preset": preset, "precision": precision, "batch": b}
         started = ctx.clock()
         try:
-            first, step = models.generate(precision, b, prompt, 2)  # warm-up
+            # Warm-up: a prefill and a decode step on the cache the timed ones use.
+            first, step = models.generate(precision, b, prompt, new)
             ctx.meter.timed_once(first, dev)
             ctx.meter.step_times(step, 1, dev)
             timed: list[tuple[float, list[float]]] = []

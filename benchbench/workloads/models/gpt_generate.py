@@ -5,14 +5,28 @@ GPT module's own blocks and weights (models/gpt.py), so the model served is the 
 The cache is allocated once for the prompt and every new token (no concatenation per step, whose
 copies would grow with the sequence), as serving engines do. Greedy decoding: the benchmark
 times the work, not the text.
+
+Attention runs on FlashAttention or the memory-efficient kernel (the math path where neither
+can), never cuDNN's: recent PyTorch puts cuDNN first on Hopper and Blackwell (cuDNN newer than
+9.15, compute capability 9.0 or 10.x), and cuDNN builds a graph for every new key length and
+layout, so that every decode step, one key longer than the last, would build one. On two
+H200s, with cuDNN allowed, each GPT-2 124M token took 35-58 ms and the first 46-80 ms, flat
+from step to step (34-38 ms over the first box's 127 steps), where its ~300 kernels, a ResNet-50
+forward's 176 taking 3-5 ms there, should take a few: the cost of a graph build per call, not
+of the GPU. Serving engines use decode kernels that take any length. (Not yet re-measured on a
+GPU with cuDNN left out.)
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from benchbench.workloads.models.gpt import GPT, Block
+
+# The attention kernels generation may use: none that compiles per sequence length.
+BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 class KVCache:
@@ -52,9 +66,10 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: KVCache) -> torch.Tenso
     start, t = cache.length, idx.shape[1]
     pos = torch.arange(start, start + t, device=idx.device)
     x = model.wte(idx) + model.wpe(pos)
-    for layer, block in enumerate(model.blocks):
-        assert isinstance(block, Block)
-        x = _attend(block, x, cache, layer, start)
+    with sdpa_kernel(BACKENDS):
+        for layer, block in enumerate(model.blocks):
+            assert isinstance(block, Block)
+            x = _attend(block, x, cache, layer, start)
     cache.length = start + t
     return model.lm_head(model.ln_f(x[:, -1:]))
 
