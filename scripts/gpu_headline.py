@@ -30,6 +30,11 @@ the offline peak; a search the budget cut short gives a lower bound); and fp8 ÷
 (1.5-1.9x on H100/H200 by mamf-finder's best shapes: H100 SXM 1402.6 ÷ 794.5 = 1.77x) and for
 the transformer's training (at or below 1.0: torchao's eager float8 is slower than bf16 below a
 width of about 2048, pytorch/ao#685, and gpt2-124m's width is 768).
+
+GPT-2 124M decode TPOT: at batch 1 a token is ~300 small kernels, launch-bound, so a few ms in
+eager PyTorch; the first two H200 runs read 35-58 ms, flat from step to step, most likely cuDNN's
+attention (first on Hopper in recent PyTorch) building a graph for every new key length.
+Generation now leaves cuDNN out (models/gpt_generate.py); this row checks that on a GPU.
 """
 
 from __future__ import annotations
@@ -70,6 +75,9 @@ REFERENCES: list[tuple[str, str, Callable[[float], bool], str]] = [
      "(0.45+ is tuned, compiled code; see the docstring)", lambda v: v >= MFU_BAND[0], "ratio"),
     ("pipeline AU", "≥ 0.9, or the verdict names the loader and the cores it needs",
      lambda v: v >= 0.9, "ratio"),
+    ("GPT-2 124M decode TPOT, bf16, batch 1", "≤ 10 ms: eager, ~300 kernels a token (ResNet-50's "
+     "176 took 3-5 ms a forward at batch 1 on the first H200s; their 35-58 ms, most likely cuDNN "
+     "attention's graph build per key length, now left out)", lambda v: v <= 0.010, "s"),
 ]
 
 # The newer probes' references (see the docstring).
@@ -197,7 +205,8 @@ def fp8_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
 def figures(run: RunResult) -> dict[str, float | None]:
     mfu = [r["mfu"] for r in analysis.transformer_utilisation(run)
            if r["key"].get("precision") == "amp_bf16" and r["mfu"] is not None]
-    au = [r["au"] for r in analysis.accelerator_utilisation(run)]
+    # A pipeline timed over less than one round of its workers timed no rate (derive.py).
+    au = [r["au"] for r in analysis.accelerator_utilisation(run) if not r["partial_round"]]
     out = {
         "matmul bf16 peak": _find(run, "matmul", "peak_flops", device="cuda:0", dtype="bf16"),
         "matmul fp32 peak (TF32 off)": _find(run, "matmul", "peak_flops", device="cuda:0",
@@ -209,6 +218,9 @@ def figures(run: RunResult) -> dict[str, float | None]:
                             direction="d2h", memory="pinned"),
         "GPT MFU amp_bf16": max(mfu) if mfu else None,
         "pipeline AU": max(au) if au else None,
+        "GPT-2 124M decode TPOT, bf16, batch 1": _find(run, "inference", "tpot",
+                                                       preset="gpt2-124m", precision="bf16",
+                                                       batch=1),
     }
     for p in ("amp_bf16", "amp_fp16", "tf32", "fp32"):
         out[f"ResNet50 {p}"] = _find(run, "resnet50", "throughput", precision=p)
@@ -218,6 +230,8 @@ def figures(run: RunResult) -> dict[str, float | None]:
 def _show(v: float, unit: str) -> str:
     if unit == "ratio":
         return f"{v:.2f}"
+    if unit == "s":
+        return f"{v * 1e3:.1f} ms"
     if unit == "samples/s":
         return f"{v:,.0f} img/s"
     return fmt.si(v, unit)

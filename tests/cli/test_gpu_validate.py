@@ -272,7 +272,11 @@ def _newer_probes_run(server=True, fp8=True):
                   ratio("checkpointing", "7b", 1.41), ratio("plain", "1.3b", 0.5)]
     key = {"precision": "bf16", "image_size": 224, "max_batch": 64, "latency_bound_s": 0.015}
     inference = [measurement("peak_offline_throughput", {"precision": "bf16"}, [9000.0],
-                             "samples/s", "max")]
+                             "samples/s", "max"),
+                 measurement("tpot", {"preset": "gpt2-124m", "precision": "bf16", "batch": 1},
+                             [0.035], "s"),
+                 measurement("tpot", {"preset": "gpt2-124m", "precision": "bf16", "batch": 8},
+                             [0.004], "s")]
     if server:
         inference.append(measurement("server_throughput", key, [6000.0], "samples/s", "max",
                                      {"stopped_by": "done"}))
@@ -333,6 +337,9 @@ def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
     assert measured == "1.77x" and "1.5-1.9x" in ref and meets.strip() == "yes"
     measured, ref, meets = rows["transformer fp8 ÷ amp_bf16"]
     assert measured == "0.90x" and "pytorch/ao#685" in ref and meets.strip() == "yes"
+    # Batch 1's time per output token, not batch 8's; 35 ms is the H200 runs' cuDNN figure.
+    measured, ref, meets = rows["GPT-2 124M decode TPOT, bf16, batch 1"]
+    assert measured == "35.0 ms" and ref.startswith("≤ 10 ms") and meets.strip() == "NO"
 
 
 def test_a_missing_newer_figure_reads_not_measured_with_the_probes_reason():
