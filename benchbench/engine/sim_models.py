@@ -32,7 +32,7 @@ def _memory_fit(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
         memory; else the build and two steps at the profile's speed. The simulated
         allocator has no fragmentation: it reserves what it hands out."""
         e = est(shape, mode)
-        need = e.total * p.memory_fit_ratio
+        need = e.total * p.memory_fit_ratio[mode]
         # Building writes the fp32 weights; an attempt that does not fit fails as it fills up.
         build_s = ctx.meter.timed_once(lambda: clock.advance(
             min(need, p.memory_total) / p.memory_bandwidth + p.model_build_s), dev)

@@ -13,8 +13,9 @@ it climbs from the small end while a size's estimate stays under a share of the 
 its time fits the budget, and measures the process's peak resident memory instead of the
 allocator's.
 
-Every measured point stands beside its closed-form estimate (weights, gradients, optimizer
-states, working copy, activations by layer shape) and the measured ÷ estimated ratio. The
+Every measured point stands beside its closed-form estimate (weights and optimizer states held,
+plus the larger end of the backward: working copy and activations by layer shape, or the
+gradients) and the measured ÷ estimated ratio. The
 search, one attempt's skeleton and the refusals live in search.py, the measurements in
 output.py: the simulator runs both with its own build-and-two-steps (engine/sim_models.py).
 """
