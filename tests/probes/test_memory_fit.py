@@ -314,6 +314,31 @@ def test_the_bisection_closes_the_gap_between_two_rungs():
                key=lambda p: p.estimate.params).rung == "7b"
 
 
+def test_the_third_size_walks_on_while_the_first_two_agree():
+    """The first H200s, plain: 7B reserved 1.167x its estimate, so the guess was 7b@37L; it
+    and 38L fitted, and the halving then tried 51L, out of memory, leaving 39-50L unknown and
+    the answer a lower bound. Reserving 1.15x, as 38L did there, the walk tries 39L next: out
+    of memory, and 38L is bounded one layer up."""
+    from benchbench.workloads.memory_fit import search
+
+    est = search.estimator(2048, "amp_bf16")
+    h200 = 150.75e9
+
+    def attempt(shape, mode):
+        ratio = 1.167 if shape.layers == 32 else 1.15
+        need = est(shape, mode).total * ratio
+        point = search.Point(shape, mode, est(shape, mode), need <= h200)
+        if point.fits:
+            point.peak_B = point.reserved_B = need
+            point.build_s, point.step_s = 0.1, [1.0, 0.1]
+        return point
+
+    tried = search.search(list(LADDER.values()), "plain", attempt, lambda *a: None, 1, True,
+                          h200, est, 3)
+    assert [(p.rung, p.fits) for p in tried if "@" in p.rung] == [
+        ("7b@37L", True), ("7b@38L", True), ("7b@39L", False)]
+
+
 @pytest.mark.parametrize("growth, short_by", [(1.1, 0), (1.3, 2)])
 def test_the_bisection_converges_where_the_ratio_grows_with_size(growth, short_by):
     """The ratio measured at the lower rung is 1.05, but each added layer needs `growth` x

@@ -185,8 +185,11 @@ def bisect(below: Point, above: Shape, mode: str, attempt: Attempt,
     which did not), appended to `tried`: `below`'s width at more layers, up to as many
     parameters as `above` has (taken not to fit). First the most layers whose estimate, times
     `below`'s measured ratio, is within `memory`; then its neighbour on the side its outcome
-    points to (which closes the gap when the estimate was right); then halves of what is left.
-    A size refused for time ends it."""
+    points to (which closes the gap when the estimate was right), and, while the outcomes
+    agree, the next neighbour (when it was a layer or two off); then halves of what is left.
+    Halving at the third size left the first H200s' answer a lower bound: 7b@37L and 38L
+    fitted, then 51L ran out of memory, and 39-50L were never tried. A size refused for time
+    ends it."""
     base = below.shape
     lo, hi = base.layers, layers_to_reach(base, above)
     # What the card must give is what the allocator reserves, not only what it hands out.
@@ -202,7 +205,7 @@ def bisect(below: Point, above: Shape, mode: str, attempt: Attempt,
             break
         if last is None:
             n = guess
-        elif step == 1:
+        elif step <= 2:  # at 2, the first two agreed: else nothing is left between them
             n = last[0] + 1 if last[1] else last[0] - 1
         else:
             n = (lo + hi) // 2
