@@ -8,7 +8,7 @@ times the work, not the text.
 
 Attention runs on FlashAttention or the memory-efficient kernel (the math path where neither
 can), never cuDNN's: recent PyTorch puts cuDNN first on Hopper and Blackwell (cuDNN newer than
-9.15, compute capability 9.0 or 10.x), and cuDNN builds a graph for every new key length and
+9.15, compute capability 9.0, 10.0 or 10.3), and cuDNN builds a graph for every new key length and
 layout, so that every decode step, one key longer than the last, would build one. On two
 H200s, with cuDNN allowed, each GPT-2 124M token took 35-58 ms and the first 46-80 ms, flat
 from step to step (34-38 ms over the first box's 127 steps), where its ~300 kernels, a ResNet-50

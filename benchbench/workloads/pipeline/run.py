@@ -155,9 +155,9 @@ def _plan(est_s: float, wanted: int, share_s: float, group: int) -> tuple[int, b
     """(timed steps, few): what the share affords, at least FEW_STEPS (then `few`), in whole
     rounds of the loader's workers, at least one. Workers that start together deliver their
     batches together: a count under one round times part of a round, the burst of batches
-    they finished at once or the wait for the next round, whichever the phase gives. On an
-    H200, 3 timed steps of 16 workers read AU 0.93 in one run and 0.54 in the next, with a
-    loader that fed 55-64% of the step on its own."""
+    they finished at once or the wait for the next round, whichever the phase gives. On two
+    H200s, 3 timed steps of 16 workers read AU 0.93 and 0.54, with loaders that fed 65% and
+    55% of the step on their own."""
     n = plan_steps(est_s, wanted, share_s)
     few = n is None or n < FEW_STEPS
     n = max(FEW_STEPS, n or 0)
