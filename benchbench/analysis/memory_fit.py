@@ -139,8 +139,9 @@ def peak(params: float, per_param: dict[str, float], activations: float) -> floa
     with set_to_none); at its end every gradient and none of those. Between, each layer's
     gradients take the place of its saved tensors, so the peak is at one end. The estimators'
     sum of all the parts (16-18 B a parameter plus every activation) overstated the first H200
-    runs' allocator peaks by 14-25%; this came within 0.5% of all five (7B's width at 32-43
-    layers, 6.7-9.0 B parameters, plain and checkpointed, seq 2048, bf16 autocast)."""
+    runs' allocator peaks by 14-25%; this came within 0.5% of all six measured on three H200s
+    (7B's width at 32-43 layers, 6.7-9.0 B parameters, plain and checkpointed, seq 2048, bf16
+    autocast)."""
     held = params * (per_param["weights"] + per_param["optimizer"])
     forward = params * per_param["working_copy"] + activations
     return held + max(forward, params * per_param["gradients"])

@@ -13,8 +13,8 @@ layout, so that every decode step, one key longer than the last, would build one
 H200s, with cuDNN allowed, each GPT-2 124M token took 35-58 ms and the first 46-80 ms, flat
 from step to step (34-38 ms over the first box's 127 steps), where its ~300 kernels, a ResNet-50
 forward's 176 taking 3-5 ms there, should take a few: the cost of a graph build per call, not
-of the GPU. Serving engines use decode kernels that take any length. (Not yet re-measured on a
-GPU with cuDNN left out.)
+of the GPU. On a third H200, with cuDNN left out: 2.2 ms a token, 2.7 ms to the first. Serving
+engines use decode kernels that take any length.
 """
 
 from __future__ import annotations
