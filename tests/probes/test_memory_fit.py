@@ -281,14 +281,15 @@ def test_an_attempt_initialises_cuda_and_turns_out_of_memory_into_a_point():
 
 
 def _search_on(capacity, ratio, steps, gpu=True):
-    """The search against a device whose steps need the estimate x `ratio` and which holds
-    `capacity` B; the search is told the device has `capacity` B."""
+    """The search against a device whose steps need the estimate x `ratio` (a number, or one
+    per shape: ratio(shape)) and which holds `capacity` B; the search is told the device has
+    `capacity` B."""
     from benchbench.workloads.memory_fit import search
 
     est = search.estimator(2048, "amp_bf16")
 
     def attempt(shape, mode):
-        need = est(shape, mode).total * ratio
+        need = est(shape, mode).total * (ratio(shape) if callable(ratio) else ratio)
         point = search.Point(shape, mode, est(shape, mode), need <= capacity)
         if point.fits:
             point.peak_B = point.reserved_B = need
@@ -320,22 +321,7 @@ def test_the_third_size_walks_on_while_the_first_two_agree():
     and 38L fitted, and the halving then tried 51L, out of memory, leaving 39-50L unknown and
     the answer a lower bound. Reserving 1.15x, as 38L did there, the walk tries 39L next: out
     of memory, and 38L is bounded one layer up."""
-    from benchbench.workloads.memory_fit import search
-
-    est = search.estimator(2048, "amp_bf16")
-    h200 = 150.75e9
-
-    def attempt(shape, mode):
-        ratio = 1.167 if shape.layers == 32 else 1.15
-        need = est(shape, mode).total * ratio
-        point = search.Point(shape, mode, est(shape, mode), need <= h200)
-        if point.fits:
-            point.peak_B = point.reserved_B = need
-            point.build_s, point.step_s = 0.1, [1.0, 0.1]
-        return point
-
-    tried = search.search(list(LADDER.values()), "plain", attempt, lambda *a: None, 1, True,
-                          h200, est, 3)
+    tried = _search_on(150.75e9, lambda shape: 1.167 if shape.layers == 32 else 1.15, 3)
     assert [(p.rung, p.fits) for p in tried if "@" in p.rung] == [
         ("7b@37L", True), ("7b@38L", True), ("7b@39L", False)]
 

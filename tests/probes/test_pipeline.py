@@ -154,8 +154,9 @@ def test_the_preflight_lets_a_probe_start_a_little_over_its_soft_budget():
     assert why is not None and "by more than 1.5x; decided before starting the loader" in why
 
 
-def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
-    pytest.importorskip("torch")
+def _measure_emulated(budget_s, batch, seconds_per_image, workers, step_s):
+    """The pipeline's two halves, 20 timed steps wanted, on an emulated loader (`workers`
+    forked workers, each image costing `seconds_per_image`) and a step of `step_s`."""
     from helpers import cpu_facts
 
     from benchbench.core.sampling import Budget, RepeatPolicy
@@ -163,13 +164,20 @@ def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
     from benchbench.probes.emulated import SleepTrainer, sleep_loader
     from benchbench.workloads.pipeline import run as pipeline
 
-    # A 0.3 s step and 1 s of budget: no half affords its 20 steps, or even three.
     ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1,
                                                          warmup_s=0.0, warmup_steps=1),
-                       budget=Budget(1.0), facts=cpu_facts())
-    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 2, 32, 20)
-    halves = pipeline.measure(ctx, job, lambda: sleep_loader(0.001, 2, 0),
-                              lambda: SleepTrainer(0.3))
+                       budget=Budget(budget_s), facts=cpu_facts())
+    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], batch, 32, 20)
+    return pipeline.measure(ctx, job, lambda: sleep_loader(seconds_per_image, batch, workers),
+                            lambda: SleepTrainer(step_s))
+
+
+def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
+    pytest.importorskip("torch")
+    from benchbench.workloads.pipeline import run as pipeline
+
+    # A 0.3 s step and 1 s of budget: no half affords its 20 steps, or even three.
+    halves = _measure_emulated(1.0, 2, 0.001, 0, 0.3)
     assert len(halves.walls) == len(halves.compute_times) == pipeline.FEW_STEPS
     assert halves.context["few_steps"]
     assert any(n.startswith("few steps: 3 timed on loader batches") for n in halves.notes)
@@ -207,19 +215,10 @@ def test_a_loader_slower_than_the_step_reads_its_rate_not_a_burst():
     whole round read 0.082-0.134 (the workers' forks on 2 cores put them a little out of
     phase)."""
     pytest.importorskip("torch")
-    from helpers import cpu_facts
-
-    from benchbench.core.sampling import Budget, RepeatPolicy
-    from benchbench.probes.api import ProbeContext
-    from benchbench.probes.emulated import SleepTrainer, sleep_loader, steady_rate
+    from benchbench.probes.emulated import steady_rate
     from benchbench.workloads.pipeline import run as pipeline
 
-    ctx = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1,
-                                                         warmup_s=0.0, warmup_steps=1),
-                       budget=Budget(0.2), facts=cpu_facts())
-    job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], 4, 32, 20)
-    halves = pipeline.measure(ctx, job, lambda: sleep_loader(0.05, 4, 8),
-                              lambda: SleepTrainer(0.002))
+    halves = _measure_emulated(0.2, 4, 0.05, 8, 0.002)
     assert len(halves.walls) == 8 and halves.context["steps_per_round"] == 8
     by = {m.metric: m for m in pipeline.measurements_of(halves, {}, 4, halves.context)}
     au = by["total_throughput"].value / by["compute_throughput"].value
