@@ -58,17 +58,17 @@ def test_a_run_without_the_workloads_says_why_each_claim_is_unchecked():
 def test_a_server_rate_whose_search_ran_out_of_time_is_reported_as_a_lower_bound():
     from benchbench.analysis import guide
 
-    def serving(budget):
-        # The simulated server's search: at 10 s it cannot reach a rate over the bound.
+    def serving(budget, requests=2000):
+        # The simulated server's search: with 20,000 requests a rate, 10 s pays for one rate.
         sim = simulate.simulate_probe(simulate.H200, "inference", False, budget,
-                                      overrides={"loadgen": False})
+                                      overrides={"loadgen": False, "requests": requests})
         pr = ProbeResult(name="inference", status="ok", resource="gpu_compute",
                          measurements=sim.measurements)
         run = RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[pr])
         return guide.server_rate(pr), guide.serving(run)
 
     # 10 s: the search's second rate would not fit what was left, and its first met the bound.
-    served, claim = serving(10.0)
+    served, claim = serving(10.0, requests=20000)
     assert served.context["stopped_by"] == "budget"
     assert claim.measured.startswith(f"this machine serves ResNet50 at a rate of at least "
                                      f"{served.value:,.0f} images/s within 15 ms p99")

@@ -42,6 +42,25 @@ def test_the_search_finds_the_highest_rate_within_the_bound():
     assert slow.best is None and len(slow.loads) == 1
 
 
+def test_a_first_rate_that_misses_steps_down_then_narrows():
+    """Started far above what the server sustains, the search steps down by RATE_STEP² until
+    a rate meets the bound, then bisects; and it steps no lower than `lowest`."""
+    service = service_of(0.002, 0.0002)
+    found = server.search(1e5, 1e6, 0.015, 1000, 64, service, lambda: 1e9, lowest=100.0)
+    best = found.best
+    assert best is not None and best.percentile(0.99) <= 0.015
+    assert found.loads[1].rate == pytest.approx(1e5 / server.RATE_STEP ** 2)
+    higher = [ld for ld in found.loads if ld.rate > best.rate]
+    assert higher and all(ld.percentile(0.99) > 0.015 for ld in higher)
+    # Two bisections after the first rate that met the bound.
+    first_met = next(i for i, ld in enumerate(found.loads) if ld.percentile(0.99) <= 0.015)
+    assert len(found.loads) == first_met + 1 + server.NARROWING
+    # A bound no rate can meet: down to `lowest`, and no further.
+    slow = server.search(1e4, 1e6, 0.001, 200, 64, service, lambda: 1e9, lowest=1000.0)
+    assert slow.best is None and slow.loads[-1].rate == 1000.0
+    assert [round(ld.rate) for ld in slow.loads] == [10000, 4444, 1975, 1000]
+
+
 def test_the_search_stops_at_the_budget():
     found = server.search(10.0, 1e6, 1.0, 1000, 4, service_of(0.01, 0.0), lambda: 0.0)
     assert len(found.loads) == 1 and found.stopped_by == "budget"
@@ -206,6 +225,27 @@ def test_without_loadgen_the_server_part_is_the_simulated_server_and_says_so(mon
     assert latency.context["driver"] == "simulated"
     assert latency.unit == "s" and len(latency.samples) == 40  # every request's latency kept
     assert latency.context["p99_s"] >= latency.context["p50_s"] > 0
+
+
+def test_a_quick_run_without_loadgen_finds_the_simulated_h200s_server_rate():
+    """Without LoadGen the simulated server starts below where the queue model on the
+    measured batch times puts the bound. From half of one image at a time, a quick run's
+    budget paid for one or two rates (164 requests/s on a real H200, 0.03x its offline
+    peak), reported as a floor."""
+    pytest.importorskip("torch")
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "inference", True, 13.0,
+                                  overrides={"loadgen": False})
+    by = {}
+    for m in sim.measurements:
+        by.setdefault(m.metric, []).append(m)
+    (served,) = by["server_throughput"]
+    assert served.context["stopped_by"] != "budget" and not served.context["lower_bound"]
+    assert served.context["p99_s"] <= 0.015
+    assert any(t["p99_s"] > 0.015 for t in served.context["tried"])  # a rate above it missed
+    peak = next(m for m in by["peak_offline_throughput"] if m.key["precision"] == "bf16")
+    assert served.value > 0.5 * peak.value
 
 
 @pytest.mark.parametrize("loadgen", [True, False])

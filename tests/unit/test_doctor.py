@@ -634,10 +634,11 @@ def test_a_serving_rate_whose_search_ran_out_of_time_is_a_lower_bound():
     pytest.importorskip("torch")
     from benchbench.engine import simulate
 
-    # 10 s: the simulated server's search stopped before any rate missed the bound: the
-    # machine serves at least that. Its T4 count is the offline rate's, not the floor's.
+    # 10 s at 20,000 requests a rate: the simulated server's search stopped before any rate
+    # missed the bound: the machine serves at least that. Its T4 count is the offline
+    # rate's, not the floor's.
     sim = simulate.simulate_probe(simulate.H200, "inference", False, 10.0,
-                                  overrides={"loadgen": False})
+                                  overrides={"loadgen": False, "requests": 20000})
     served = _served_check(sim.measurements)
     rate = next(m for m in sim.measurements if m.metric == "server_throughput").value
     assert served.status == "pass"

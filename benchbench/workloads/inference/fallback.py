@@ -3,7 +3,9 @@
 Poisson arrivals on a virtual clock, each batch timed alone on the device: a model of a server,
 not MLPerf's measurement of one. It runs where LoadGen is not installed (the GPU box has no
 network to install it) or is switched off (inference.loadgen=false), and never calls itself
-MLPerf's. The bound is chosen as LoadGen's part chooses it (scenarios.choose_bound).
+MLPerf's. The bound is chosen as LoadGen's part chooses it (scenarios.choose_bound), and the
+rate search starts as that part's does: below where the queue model on the measured batch times
+puts the bound.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from benchbench.probes.api import ProbeContext, median_of, resolved
 from benchbench.workloads.inference import server
 from benchbench.workloads.inference.config import InferenceConfig
 from benchbench.workloads.inference.models import Models
-from benchbench.workloads.inference.scenarios import bucket, buckets, choose_bound
+from benchbench.workloads.inference.scenarios import (
+    START_SHARE,
+    bucket,
+    buckets,
+    choose_bound,
+    queue_model_rate,
+)
 
 
 def label(why: str) -> str:
@@ -40,16 +48,21 @@ def serve(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, pre
     for b in shapes:  # each shape once before any is timed: cuDNN picks its kernels
         for _ in range(max(1, ctx.policy.warmup_steps)):
             ctx.meter.timed_once(calls[b], dev)
-    one = _call_s(offline_ms, precision, 1) or ctx.meter.timed_once(calls[1], dev)
-    full = _call_s(offline_ms, precision, max_batch) or \
-        ctx.meter.timed_once(calls[max_batch], dev)
+    times = {b: _call_s(offline_ms, precision, b) or ctx.meter.timed_once(calls[b], dev)
+             for b in shapes}
+    one, full = times[1], times[max_batch]
     bound, source = choose_bound(cfg.latency_bound_s, dev, one)
 
     def service(k: int) -> float:
         return ctx.meter.timed_once(calls[bucket(shapes, k)], dev)
 
-    found = server.search(0.5 / one, max_batch / full, bound, requests, max_batch, service,
-                          ctx.budget.remaining)
+    # Start below where the queue model on these batch times puts the bound, as LoadGen's
+    # search does; from half of one image at a time, a quick run on an H200 paid for one rate
+    # (164 requests/s, 0.03x its offline peak) and reported that floor.
+    predicted = queue_model_rate(times, bound, max_batch, [1.0])
+    found = server.search(min(START_SHARE * predicted, max_batch / full), max_batch / full,
+                          bound, requests, max_batch, service, ctx.budget.remaining,
+                          lowest=0.5 / one)
     key = {"precision": precision, "image_size": size, "max_batch": max_batch,
            "latency_bound_s": bound}
     tried = [{"rate": ld.rate, **ld.summary()} for ld in found.loads]
@@ -58,10 +71,11 @@ def serve(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, pre
     context = {"engine": engine, "device": dev, "driver": "simulated", "label": label(why),
                "requests": requests, "tried": tried, "stopped_by": found.stopped_by,
                "lower_bound": floor and found.best is not None, "bound_source": source,
-               "batch1_latency_s": one}
+               "batch1_latency_s": one, "batch_s": {str(b): t for b, t in times.items()},
+               "predicted_rate": predicted}
     best = found.best
     if best is None:
-        low = found.loads[0]
+        low = min(found.loads, key=lambda ld: ld.rate)
         notes.append(f"server ({label(why)}): no rate tried kept p99 within {bound * 1e3:g} "
                      f"ms; at {low.rate:,.3g} requests/s the p99 was "
                      f"{low.percentile(0.99) * 1e3:,.3g} ms (one image alone takes "

@@ -131,7 +131,7 @@ def serve(ctx: ProbeContext, harness: Harness, key: dict[str, Any], user_bound: 
                                                       "one image,")
     warm = _warm_up(harness, times, bound, max_batch, ctx.budget.remaining())
     ratios = _slowdowns(warm, times)
-    predicted = _predicted(times, bound, max_batch, ratios)
+    predicted = queue_model_rate(times, bound, max_batch, ratios)
     d = search.min_duration_s(ctx.budget.remaining())
     queries = search.EARLY_STOPPING_QUERIES
     made = 0
@@ -204,7 +204,7 @@ def _warm_up(harness: Harness, times: dict[int, float], bound: float, max_batch:
              left_s: float) -> Outcome:
     """A short Server run at half the rate the batch times alone predict: it warms the SUT
     under LoadGen, and its batches say how much slower they run there (_slowdowns)."""
-    rate, d = 0.5 * _predicted(times, bound, max_batch, [1.0]), min(WARMUP_S, left_s / 8)
+    rate, d = 0.5 * queue_model_rate(times, bound, max_batch, [1.0]), min(WARMUP_S, left_s / 8)
     return harness.run(Settings("Server", rate, max_batch, d, 1, bound, "server_warmup",
                                 deadline_s=2 * d + bound))
 
@@ -217,8 +217,8 @@ def _slowdowns(warm: Outcome, times: dict[int, float]) -> list[float]:
     return [t / times[bucket(times, k)] for k, t in warm.service_s] or [1.0]
 
 
-def _predicted(times: dict[int, float], bound: float, max_batch: int,
-               slowdowns: list[float]) -> float:
+def queue_model_rate(times: dict[int, float], bound: float, max_batch: int,
+                     slowdowns: list[float]) -> float:
     """Where the simulated server's queue model puts the bound, each batch taking its
     shape's time alone times a slowdown drawn from those the warm-up saw (their tail makes
     the p99): instant, nothing runs on the device."""

@@ -7,7 +7,7 @@ device for real and its measured time advances the clock, but an idle gap until 
 arrival is skipped rather than slept through. A request's latency is then what it would have
 been in real time, and a rate costs the device's busy time only. The rate search climbs until
 the 99th percentile passes the bound, then narrows between the last rate that met it and the
-first that did not.
+first that did not; where its first rate misses, it steps down until one meets it.
 """
 
 from __future__ import annotations
@@ -81,39 +81,46 @@ class Search:
 
 
 def search(start_rate: float, ceiling: float, bound_s: float, requests: int, max_batch: int,
-           service: Service, time_left: Callable[[], float]) -> Search:
+           service: Service, time_left: Callable[[], float],
+           lowest: float | None = None) -> Search:
     """Climb from start_rate by RATE_STEP until p99 passes bound_s (or the rate passes
     `ceiling`, the offline rate at max_batch: no server sustains more), then bisect NARROWING
-    times. Before each rate, its device time is predicted from the last (requests × the busy
-    time per request there); a rate that would not fit time_left() is not offered."""
+    times between the highest rate that met it and the lowest that missed. Where every rate
+    so far missed, step down by RATE_STEP² to no lower than `lowest` (by default start_rate:
+    no step down), and stop at a miss there. Before each rate, its device time is predicted
+    from the rate offered nearest it (requests × the busy time per request there); a rate
+    that would not fit time_left() is not offered."""
     out = Search(bound_s)
-    rate, low, high = start_rate, None, None
+    floor = start_rate if lowest is None else min(lowest, start_rate)
+    rate, low, high, narrowed = start_rate, None, None, 0
     while True:
-        if out.loads:
-            last = out.loads[-1]
-            if last.busy_s / len(last.latencies) * requests > time_left():
-                out.stopped_by = "budget"
-                return out
+        if out.loads and _device_s(out.loads, rate, requests) > time_left():
+            out.stopped_by = "budget"
+            return out
         load = offer(rate, requests, max_batch, service, seed=len(out.loads))
         out.loads.append(load)
         if load.percentile(0.99) <= bound_s:
-            low = rate
+            low = rate if low is None else max(low, rate)
         else:
-            high = rate
-        if high is None:
+            high = rate if high is None else min(high, rate)
+        if high is None:  # still climbing
             if rate >= ceiling:
                 out.stopped_by = "ceiling"
                 return out
             rate = min(rate * RATE_STEP, ceiling)
-            continue
-        if low is None or len(out.loads) >= _climbs(out) + NARROWING:
+        elif low is None:  # every rate so far missed the bound
+            if rate <= floor:
+                return out
+            rate = max(rate / RATE_STEP ** 2, floor)
+        elif narrowed < NARROWING:
+            rate, narrowed = statistics.fmean((low, high)), narrowed + 1
+        else:
             return out
-        rate = statistics.fmean((low, high))
 
 
-def _climbs(s: Search) -> int:
-    """Loads offered until the first that missed the bound, that one included."""
-    for i, ld in enumerate(s.loads):
-        if ld.percentile(0.99) > s.bound_s:
-            return i + 1
-    return len(s.loads)
+def _device_s(loads: list[Load], rate: float, requests: int) -> float:
+    """A rate's predicted device time: requests × the busy time per request at the rate
+    offered nearest it (by ratio). Climbing, that is the last and lower rate, which batched
+    less: a little more than the new one costs."""
+    near = min(loads, key=lambda ld: abs(math.log(ld.rate / rate)))
+    return requests * near.busy_s / len(near.latencies)
