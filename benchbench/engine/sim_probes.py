@@ -195,7 +195,7 @@ class _SimLoader:
                  parallel: int = 1, prefetch: int = 0) -> None:
         self.clock, self.batch, self.rate = clock, batch, rate
         self.output_device, self.threads, self.corrupt = "cpu", 1, 0
-        self.parallel, self.prefetch = parallel, prefetch
+        self.parallel, self.prefetch, self.start = parallel, prefetch, "simulated"
         self.corrupt_files: dict[str, str] = {}
         clock.advance(start_s)
 

@@ -161,6 +161,10 @@ class Loader:
     # rounds of the workers.
     parallel: int
     prefetch: int
+    # How its decoders started: "fork", "forkserver" or "spawn" (worker processes), "threads"
+    # (DALI's), "in this process" (no workers): kept beside its rate, as where two probes'
+    # loaders disagree it is one difference between them.
+    start: str
     output_device: str  # where the images arrive: "cpu", or "cuda:N" for dali_gpu
     images: int  # files in one pass over the dataset
 
@@ -314,12 +318,14 @@ class _TorchvisionLoader(Loader):
             # multiprocessing refuses children to a daemonic process: say so, not assert.
             raise LoaderError("DataLoader workers cannot start in a daemonic process; the "
                               "probe must run in a non-daemonic one")
+        starter = (context or _worker_context()) if workers > 0 else None
+        self.start = starter.get_start_method() if starter else "in this process"
         self._loader = torch.utils.data.DataLoader(
             dataset, batch_size=batch_size, sampler=_Cycle(self.images, seed),
             num_workers=workers, collate_fn=_collate, pin_memory=device.startswith("cuda"),
             persistent_workers=workers > 0,
             prefetch_factor=PREFETCH_FACTOR if workers > 0 else None,
-            multiprocessing_context=(context or _worker_context()) if workers > 0 else None)
+            multiprocessing_context=starter)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         try:
@@ -366,6 +372,7 @@ class _DaliLoader(Loader):
         self.kind, self.batch_size, self.workers = kind, batch_size, workers
         self.threads = max(1, workers)  # DALI has no processes: workers sets its CPU threads
         self.parallel, self.prefetch = batching(kind, workers)
+        self.start = "threads"
         self.output_device = f"cuda:{self._device_id}" if gpu else "cpu"
         self._files, self._labels = list(samples.files), list(samples.labels)
         self._image_size, self._seed = image_size, seed

@@ -154,9 +154,10 @@ def test_the_preflight_lets_a_probe_start_a_little_over_its_soft_budget():
     assert why is not None and "by more than 1.5x; decided before starting the loader" in why
 
 
-def _measure_emulated(budget_s, batch, seconds_per_image, workers, step_s):
+def _measure_emulated(budget_s, batch, seconds_per_image, workers, step_s, first_step_s=None):
     """The pipeline's two halves, 20 timed steps wanted, on an emulated loader (`workers`
-    forked workers, each image costing `seconds_per_image`) and a step of `step_s`."""
+    forked workers, each image costing `seconds_per_image`) and a step of `step_s` (the first
+    `first_step_s`, when given)."""
     from helpers import cpu_facts
 
     from benchbench.core.sampling import Budget, RepeatPolicy
@@ -169,7 +170,7 @@ def _measure_emulated(budget_s, batch, seconds_per_image, workers, step_s):
                        budget=Budget(budget_s), facts=cpu_facts())
     job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], batch, 32, 20)
     return pipeline.measure(ctx, job, lambda: sleep_loader(seconds_per_image, batch, workers),
-                            lambda: SleepTrainer(step_s))
+                            lambda: SleepTrainer(step_s, first_step_s))
 
 
 def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
@@ -225,6 +226,20 @@ def test_a_loader_slower_than_the_step_reads_its_rate_not_a_burst():
     expected = steady_rate(8, 0.05) / (4 / 0.002)
     assert expected == pytest.approx(0.08)
     assert 0.5 * expected < au < 0.3, au
+
+
+def test_the_first_warm_wait_reads_one_workers_batch_time():
+    """A first step long enough for the workers to fill their buffer (a GPU's allocation and
+    autotuning, 4 s on an H200) leaves them all idle; the drain then starts every worker's
+    next batch at once, and the first warm step waits one worker's batch time: here 4 images
+    of 0.05 s, 0.2 s. The run keeps those waits and how the workers started."""
+    pytest.importorskip("torch")
+
+    halves = _measure_emulated(0.2, 4, 0.05, 8, 0.002, first_step_s=1.0)
+    waits = halves.context["warmup_waits_s"]
+    assert len(waits) == halves.context["warmup_steps"] == 8
+    assert 0.15 < waits[0] < 0.3, waits
+    assert halves.context["worker_start"] == "fork"
 
 
 def test_the_report_labels_an_au_from_few_steps():

@@ -204,7 +204,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
             if now - start > share and batches >= 2:
                 stopped_by = "budget"
                 break
-        threads = loader.threads
+        threads, start = loader.threads, loader.start
         corrupt.update(loader.corrupt_files)
         seen_corrupt = loader.corrupt
     if not times or sum(times) <= 0:
@@ -215,7 +215,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
     context = {"batches": batches, "rounds": len(times), "batches_per_round": group,
                "warmup_batches": warmed, "stopped_by": stopped_by, "images": sum(sizes),
                "seconds": round(sum(times), 4), "cores_used": used, "threads": threads,
-               "corrupt_files": seen_corrupt}
+               "worker_start": start, "corrupt_files": seen_corrupt}
     return [
         total_over_time("throughput", key, value, rates, "samples/s", context),
         total_over_time("throughput_per_core", key, value / used, [r / used for r in rates],

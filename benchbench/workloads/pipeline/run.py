@@ -8,12 +8,16 @@ compute_ips, as MLPerf Storage does; the probe's resource is the one that result
 
 The real half runs first, in steady state (see `measure`): the loader starts before anything
 else, so that its workers fork while this process still runs one thread; what the workers
-prefetched while the first step allocated and autotuned is discarded, and the timed steps
-span whole rounds of the workers. The synthetic half follows with the loader closed, so that
-no worker competes with the step it times. Whether three timed steps of each half can fit the
-budget (within half again it: PREFLIGHT_SLACK) is judged before the loader starts, from this
-run's resnet50 and dataloader figures where they exist; a probe that has run warm steps
-reports at least three timed ones, and on loader batches at least one round of the workers.
+prefetched while the first step allocated and autotuned is discarded, and the timed steps span
+whole rounds of the workers. The warm round's waits are kept: the drain leaves every worker
+starting its next batch at once, so the first warm step waits about one worker's batch time,
+the loader's own rate inside the pipeline (on a third H200 the timed round ran at 4,427 img/s
+where the dataloader probe alone read 3,318: a difference these waits can place). The synthetic
+half follows with the loader closed, so that no worker competes with the step it times. Whether
+three timed steps of each half can fit the budget (within half again it: PREFLIGHT_SLACK) is
+judged before the loader starts, from this run's resnet50 and dataloader figures where they
+exist; a probe that has run warm steps reports at least three timed ones, and on loader batches
+at least one round of the workers.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class Source(Protocol):
 
     parallel: int
     prefetch: int
+    start: str
 
     @property
     def corrupt(self) -> int: ...
@@ -190,20 +195,23 @@ def _real_steps(ctx: ProbeContext, trainer: Trainer, step: Step, batches: Iterat
 
 
 def _warm_real(ctx: ProbeContext, trainer: Trainer, step: Step, batches: Iterator[Any],
-               group: int, dev: str, share_s: float) -> tuple[int, float]:
+               group: int, dev: str, share_s: float) -> tuple[int, float, list[float]]:
     """Warm steps on loader batches in whole rounds of the workers: at least one round and
     policy.warmup_steps, and policy.warmup_s while that is within a quarter of `share_s`.
-    Returns (steps, seconds)."""
+    Returns (steps, seconds, each step's wait for its batch)."""
     wanted = -(-max(ctx.policy.warmup_steps, 1) // group) * group
-    t0, done = ctx.clock(), 0
+    t0, done, waits = ctx.clock(), 0, []
     while done < wanted or (ctx.clock() - t0 < ctx.policy.warmup_s
                             and ctx.clock() - t0 < share_s / 4):
         for _ in range(group):
-            trainer.set_batch(*next(batches))
+            asked = ctx.clock()
+            batch = next(batches)
+            waits.append(ctx.clock() - asked)
+            trainer.set_batch(*batch)
             step()
         done += group
     ctx.meter.sync(dev)
-    return done, ctx.clock() - t0
+    return done, ctx.clock() - t0, waits
 
 
 def measure(ctx: ProbeContext, job: Job, open_loader: Callable[[], Source],
@@ -236,14 +244,17 @@ def _both_halves(ctx: ProbeContext, job: Job, open_loader: Callable[[], Source],
             next(batches)
         group = max(1, loader.parallel)
         ctx.progress(f"input pipeline: warm-up in rounds of {group}", 1, 4)
-        warm_n, warm_s = _warm_real(ctx, trainer, step, batches, group, dev, half)
+        warm_n, warm_s, warm_waits = _warm_real(ctx, trainer, step, batches, group, dev,
+                                                half)
         share = max(0.0, half - (ctx.clock() - start))
         n, few_real = _plan(warm_s / warm_n, job.steps, share, group)
         ctx.progress(f"input pipeline: {n} timed steps", 2, 4)
         walls, waits, computes = _real_steps(ctx, trainer, step, batches, n, dev)
         corrupt = loader.corrupt
         context = {"first_step_s": first_s, "prefetched_discarded": loader.prefetch,
-                   "warmup_steps": warm_n, "steps_per_round": group}
+                   "warmup_steps": warm_n, "steps_per_round": group,
+                   "worker_start": loader.start,
+                   "warmup_waits_s": [round(w, 5) for w in warm_waits]}
 
     ctx.progress("compute: synthetic data on the device", 3, 4)
     trainer.set_synthetic_batch(job.batch, job.image)
