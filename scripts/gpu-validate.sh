@@ -146,7 +146,7 @@ if [ "$DRY" = 1 ]; then
     BARE_ARGS=(--device cpu --trials 1 --steps 2 --precision fp32)
 else
     DEVICE=cuda
-    BARE_ARGS=(--device cuda --trials 2 --steps 10 --precision amp_bf16)
+    BARE_ARGS=(--device cuda --trials 2 --steps 10 --transformer-steps 100 --precision amp_bf16)
 fi
 
 if [ "$DRY" = 0 ] && command -v nvidia-smi >/dev/null 2>&1; then

@@ -110,7 +110,8 @@ def plan(dry_run: bool = False) -> list[Step]:
         Step("LIMIT_RUN", "benchbench run", run_s, run_basis),
         Step("LIMIT_DOCTOR", "benchbench doctor", 6, "read-only checks on the run's file"),
         Step("LIMIT_BARE", "bare loops", 40,
-             "2 trials of ResNet50 and GPT, each probe and bare loop 10 steps after a warm-up"),
+             "2 trials of ResNet50 (10 steps) and GPT (100 steps of ~6 ms), probe and bare "
+             "loop, each after a warm-up; 26-30 s on three H200s at 10 GPT steps"),
         Step("LIMIT_PACK", "headline and pack", 4, "one results.json read, one tar.gz"),
     ]
 
