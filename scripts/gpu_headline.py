@@ -26,10 +26,10 @@ The newer probes' figures follow, each with its reference: memory_fit's largest 
 the inference server's rate within MLPerf's p99 bound, with what drove it (LoadGen's Server
 scenario, with its VALID/INVALID, p99 and completed samples/s; on the GPU box, which has no
 network to install LoadGen, the simulated server, said so) and what stopped its search (at most
-the offline peak; a search the budget cut short gives a lower bound); and fp8 ÷ bf16, for the matmul
-(1.5-1.9x on H100/H200 by mamf-finder's best shapes: H100 SXM 1402.6 ÷ 794.5 = 1.77x) and for
-the transformer's training (at or below 1.0: torchao's eager float8 is slower than bf16 below a
-width of about 2048, pytorch/ao#685, and gpt2-124m's width is 768).
+the offline rate at its largest batch; a search the budget cut short gives a lower bound); and
+fp8 ÷ bf16, for the matmul (1.5-1.9x on H100/H200 by mamf-finder's best shapes: H100 SXM 1402.6
+÷ 794.5 = 1.77x) and for the transformer's training (at or below 1.0: torchao's eager float8 is
+slower than bf16 below a width of about 2048, pytorch/ao#685, and gpt2-124m's width is 768).
 
 GPT-2 124M decode TPOT: at batch 1 a token is ~300 small kernels, launch-bound, so a few ms in
 eager PyTorch; the first two H200 runs read 35-58 ms, flat from step to step: cuDNN's attention
@@ -49,7 +49,7 @@ from benchbench.analysis import derive as analysis
 from benchbench.analysis import guide
 from benchbench.core import results
 from benchbench.core import units as fmt
-from benchbench.core.results import RunResult
+from benchbench.core.results import Measurement, RunResult
 
 # The expected MFU of eager gpt2-124m in bf16 on H100/H200-class GPUs (see the docstring).
 MFU_BAND = (0.2, 0.4)
@@ -86,8 +86,9 @@ LARGEST_REF = ("bounded by memory, the answer on a GPU (time, free RAM or an est
                "over the memory leave a lower bound)")
 RATIO_BAND = (0.95, 1.25)  # "near 1.0-1.2"
 RATIO_REF = "near 1.0-1.2 (the estimate leaves out the allocator's rounding and workspaces)"
-SERVER_REF = ("within MLPerf's p99 bound; at most the offline peak; the search ends by narrowing "
-              "or at the offline ceiling, not at the budget (then a lower bound)")
+SERVER_REF = ("within MLPerf's p99 bound; at most the offline rate at its largest batch; the "
+              "search ends by narrowing or at that ceiling, not at the budget (then a lower "
+              "bound)")
 MATMUL_FP8 = 1.5
 MATMUL_FP8_REF = ("1.5-1.9x (mamf-finder on H100/H200: H100 SXM 1402.6 ÷ 794.5 TFLOP/s = "
                   "1.77x)")
@@ -153,6 +154,13 @@ def memory_fit_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _max_batch_rate(m: Measurement) -> float | None:
+    """Images/s at the server's largest batch, as its own batch times measured it."""
+    top = m.key.get("max_batch")
+    took = (m.context.get("batch_s") or {}).get(str(top))
+    return top / took if top and took else None
+
+
 def server_row(run: RunResult) -> tuple[str, str, str, str]:
     """The inference server's best rate within its p99 bound, and what stopped its search."""
     pr = run.probe("inference")
@@ -174,8 +182,11 @@ def server_row(run: RunResult) -> tuple[str, str, str, str]:
     shown = (f"{best.value:,.0f} img/s ({precision}, p99 ≤ {bound_ms:g} ms; search stopped by "
              f"{stopped}" + (f"; {best.value / offline:.2f}x the offline peak" if offline
                              else "") + f"; {driver})")
-    ok = not guide.rate_is_lower_bound(best) and (offline is None or
-                                                  best.value <= offline * 1.02)
+    # A quick run's offline sweep may stop short of the server's largest batch, which the
+    # server timed for itself (batch_s): its ceiling is the faster of the two.
+    ceilings = [x for x in (offline, _max_batch_rate(best)) if x]
+    ok = not guide.rate_is_lower_bound(best) and (not ceilings or
+                                                  best.value <= max(ceilings) * 1.02)
     return ("inference server rate", shown.replace("|", "/"), SERVER_REF, _yes(ok))
 
 

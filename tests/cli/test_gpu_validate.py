@@ -251,9 +251,10 @@ def test_the_headline_says_timed_out_for_a_killed_step(tmp_path):
     assert "steps in all: 226 s" in text
 
 
-def _newer_probes_run(server=True, fp8=True):
+def _newer_probes_run(server=True, fp8=True, served=6000.0, batch_s=None):
     """A GPU run of the newer probes' figures: memory_fit (both modes), inference (the server
-    rate, or its note when no rate kept the bound) and fp8 beside bf16."""
+    rate, or its note when no rate kept the bound; `batch_s` its own batch times) and fp8
+    beside bf16."""
     from synthetic_runs import environment, measurement
 
     from benchbench.core.results import ProbeResult, RunResult
@@ -278,8 +279,9 @@ def _newer_probes_run(server=True, fp8=True):
                  measurement("tpot", {"preset": "gpt2-124m", "precision": "bf16", "batch": 8},
                              [0.004], "s")]
     if server:
-        inference.append(measurement("server_throughput", key, [6000.0], "samples/s", "max",
-                                     {"stopped_by": "done"}))
+        inference.append(measurement("server_throughput", key, [served], "samples/s", "max",
+                                     {"stopped_by": "done",
+                                      **({"batch_s": batch_s} if batch_s else {})}))
     matmul = [measurement("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, [7.9e14],
                           "FLOP/s", "max")]
     transformer = [measurement("throughput", {"device": "cuda:0", "precision": "amp_bf16",
@@ -332,7 +334,7 @@ def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
     # simulated server, which it was.
     assert measured == ("6,000 img/s (bf16, p99 ≤ 15 ms; search stopped by done; 0.67x the "
                         "offline peak; simulated server)")
-    assert "offline peak" in ref and meets.strip() == "yes"
+    assert "largest batch" in ref and meets.strip() == "yes"
     measured, ref, meets = rows["matmul fp8 ÷ bf16"]
     assert measured == "1.77x" and "1.5-1.9x" in ref and meets.strip() == "yes"
     measured, ref, meets = rows["transformer fp8 ÷ amp_bf16"]
@@ -340,6 +342,20 @@ def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
     # Batch 1's time per output token, not batch 8's; 35 ms is the H200 runs' cuDNN figure.
     measured, ref, meets = rows["GPT-2 124M decode TPOT, bf16, batch 1"]
     assert measured == "35.0 ms" and ref.startswith("≤ 10 ms") and meets.strip() == "NO"
+
+
+def test_a_server_rate_over_a_short_sweeps_peak_is_held_against_its_own_largest_batch():
+    """A quick run's offline sweep can stop at batch 16 (5,355 img/s on an H200) while the
+    server batches up to 64, which it timed for itself: its ceiling is that batch's rate."""
+    headline = _script("gpu_headline")
+    rows = _rows(headline.table(_newer_probes_run(served=12000.0,
+                                                  batch_s={"1": 0.003, "64": 0.005})))
+    assert rows["inference server rate"][2].strip() == "yes"  # 12,000 ≤ 64 / 5 ms = 12,800
+    rows = _rows(headline.table(_newer_probes_run(served=12000.0,
+                                                  batch_s={"1": 0.003, "64": 0.008})))
+    assert rows["inference server rate"][2].strip() == "NO"  # over 8,000 and over 9,000
+    rows = _rows(headline.table(_newer_probes_run(served=12000.0)))
+    assert rows["inference server rate"][2].strip() == "NO"  # no batch times: the sweep's
 
 
 def test_a_missing_newer_figure_reads_not_measured_with_the_probes_reason():
