@@ -109,8 +109,13 @@ def test_gpu_validate_dry_run_rehearsed_on_a_box_like_environment(tmp_path):
     rows = [ln.split("\t") for ln in (out / "steps.tsv").read_text().splitlines()[1:]]
     assert [r[0] for r in rows] == ["versions", "plan", "df -h /dev/shm", "GPU tests",
                                     "benchbench run --device cpu", "benchbench doctor",
-                                    "bare loops", "headline and pack"]
+                                    "bare loops", "headline and pack", "loader vs pipeline"]
     assert all(r[1] == "0" for r in rows), rows
+    # The loader alone and inside the pipeline, each in a probe's fresh process: forked workers.
+    loaders = log.split("=== loader vs pipeline")[1]
+    assert re.search(r"alone [\d,]+ img/s .*workers by fork\)", loaders), loaders
+    assert re.search(r"pipeline [\d,]+ img/s over \d+ steps .*workers by fork", loaders), loaders
+    assert "loader alone " in loaders and "; pipeline " in loaders
     assert f"python: {box.bin_dir / 'python3'};" in log  # python3: the box has no `python`
     assert f"benchbench 0.1.0 from {tree.resolve()}" in log  # the source tree, not installed
     assert "the plan could not run" not in log

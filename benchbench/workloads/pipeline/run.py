@@ -9,15 +9,16 @@ compute_ips, as MLPerf Storage does; the probe's resource is the one that result
 The real half runs first, in steady state (see `measure`): the loader starts before anything
 else, so that its workers fork while this process still runs one thread; what the workers
 prefetched while the first step allocated and autotuned is discarded, and the timed steps span
-whole rounds of the workers. The warm round's waits are kept: the drain leaves every worker
-starting its next batch at once, so the first warm step waits about one worker's batch time,
-the loader's own rate inside the pipeline (on a third H200 the timed round ran at 4,427 img/s
-where the dataloader probe alone read 3,318: a difference these waits can place). The synthetic
-half follows with the loader closed, so that no worker competes with the step it times. Whether
-three timed steps of each half can fit the budget (within half again it: PREFLIGHT_SLACK) is
-judged before the loader starts, from this run's resnet50 and dataloader figures where they
-exist; a probe that has run warm steps reports at least three timed ones, and on loader batches
-at least one round of the workers.
+whole rounds of the workers. The warm round's waits are kept: where the first step outlasted
+the workers' filling of their buffer (4 s on an H200), the drain leaves every worker starting
+its next batch at once, so the first warm step waits about one worker's batch time, the
+loader's own rate inside the pipeline (on a third H200 the timed round ran at 4,427 img/s where
+the dataloader probe alone read 3,318: a difference these waits can place;
+scripts/loader_vs_pipeline.py reads them). The synthetic half follows with the loader closed,
+so that no worker competes with the step it times. Whether three timed steps of each half can
+fit the budget (within half again it: PREFLIGHT_SLACK) is judged before the loader starts, from
+this run's resnet50 and dataloader figures where they exist; a probe that has run warm steps
+reports at least three timed ones, and on loader batches at least one round of the workers.
 """
 
 from __future__ import annotations
