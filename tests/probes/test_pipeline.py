@@ -1,5 +1,7 @@
 """The pipeline probe: AU arithmetic, loader choice, and a tiny end-to-end run on the CPU."""
 
+import warnings
+
 import pytest
 from helpers import render_md, resolved
 
@@ -169,8 +171,11 @@ def _measure_emulated(budget_s, batch, seconds_per_image, workers, step_s, first
                                                          warmup_s=0.0, warmup_steps=1),
                        budget=Budget(budget_s), facts=cpu_facts())
     job = pipeline.Job("cpu", pipeline.PRECISIONS["fp32"], batch, 32, 20)
-    return pipeline.measure(ctx, job, lambda: sleep_loader(seconds_per_image, batch, workers),
-                            lambda: SleepTrainer(step_s, first_step_s))
+    with warnings.catch_warnings():  # more sleeping workers than cores, on purpose
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        return pipeline.measure(ctx, job,
+                                lambda: sleep_loader(seconds_per_image, batch, workers),
+                                lambda: SleepTrainer(step_s, first_step_s))
 
 
 def test_pipeline_that_ran_warm_steps_reports_few_of_them_rather_than_none():
