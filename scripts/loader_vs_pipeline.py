@@ -179,12 +179,14 @@ def main() -> None:
     alone = [r["img_s"] for r in rows["alone"]]
     inside = [r["implied_loader_img_s"] for r in rows["pipeline"] if r["implied_loader_img_s"]]
     total = [r["img_s"] for r in rows["pipeline"]]
-    if alone and total:
-        print(f"loader alone {statistics.median(alone):,.0f} img/s; pipeline "
-              f"{statistics.median(total):,.0f} img/s"
-              + (f"; the loader inside the pipeline, by its first warm wait, "
-                 f"{statistics.median(inside):,.0f} img/s" if inside else "")
-              + f" (medians of {len(alone)} and {len(total)}; {time.monotonic() - start:.0f} s)")
+    if not (alone and total):
+        sys.exit("loader_vs_pipeline: nothing to compare: the loader alone measured "
+                 f"{len(alone)} time(s) and the pipeline {len(total)} (see above)")
+    print(f"loader alone {statistics.median(alone):,.0f} img/s; pipeline "
+          f"{statistics.median(total):,.0f} img/s"
+          + (f"; the loader inside the pipeline, by its first warm wait, "
+             f"{statistics.median(inside):,.0f} img/s" if inside else "")
+          + f" (medians of {len(alone)} and {len(total)}; {time.monotonic() - start:.0f} s)")
 
 
 if __name__ == "__main__":
