@@ -41,6 +41,10 @@ from benchbench.core.stats import summarize
 from benchbench.core.units import figure
 
 INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")
+# The pipeline takes its batches from the loader the dataloader probe measured alone, so it
+# cannot train faster than that loader delivers. Beyond this ratio (the loader's rounds spread
+# by up to ~10% on an H200) the two figures disagree, and the evidence says so.
+LOADER_DISAGREES = 1.15
 
 
 def analysis_config(run: RunResult, workload: str | None = None) -> AnalysisConfig:
@@ -98,6 +102,13 @@ def _decide(caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None, compute:
             limiting = min(rest, key=lambda r: rest[r]) if rest else limiting
             notes.append("the real pipeline kept the device busy at its configuration, so "
                          "the loader's lower figure on its own does not limit training")
+            over = pipe["total_ips"] / known["cpu_dataloading"]
+            if over > LOADER_DISAGREES:
+                notes.append(f"the two disagree: the pipeline trained on "
+                             f"{figure(pipe['total_ips'])} images/s from the loader, "
+                             f"{over:.2f}× what it delivered alone, so one of the two figures "
+                             "is off; the verdict follows the pipeline, which ran the loader and "
+                             "the step together")
     return limiting, notes
 
 

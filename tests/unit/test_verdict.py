@@ -208,6 +208,17 @@ def test_a_pipeline_timed_over_less_than_one_round_of_its_workers_does_not_arbit
     assert whole["limiting_resource"] == "gpu_compute"
     assert whole["measured_accelerator_utilisation"] == pytest.approx(0.93)
     assert not any("one round" in e for e in whole["evidence"])
+    # The pipeline trained on 4,355 images/s from a loader that delivered 3,022 alone: the
+    # evidence says the two disagree (the third H200: 4,427 against 3,318).
+    assert any(e.startswith("The two disagree: the pipeline trained on 4,355 images/s from "
+                            "the loader, 1.44× what it delivered alone") for e in
+               whole["evidence"]), whole["evidence"]
+
+
+def test_a_pipeline_within_its_loaders_rate_raises_no_disagreement():
+    kept = verdict_dict(gpu_run(loader=2400.0, pipeline_au=0.97))
+    assert kept["limiting_resource"] == "gpu_compute"
+    assert not any("disagree" in e for e in kept["evidence"])
 
 
 def test_memory_constraints():
