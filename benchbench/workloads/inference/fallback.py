@@ -63,9 +63,8 @@ def serve(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, pre
     # search does; from half of one image at a time, a quick run on an H200 paid for one rate
     # (164 requests/s, 0.03x its offline peak) and reported that floor.
     predicted = queue_model_rate(times, bound, max_batch, [1.0])
-    found = server.search(min(START_SHARE * predicted, max_batch / full), max_batch / full,
-                          bound, requests, max_batch, service, ctx.budget.remaining,
-                          lowest=0.5 / one)
+    found = server.search(START_SHARE * predicted, max_batch / full, bound, requests, max_batch,
+                          service, ctx.budget.remaining, lowest=0.5 / one)
     key = {"precision": precision, "image_size": size, "max_batch": max_batch,
            "latency_bound_s": bound}
     tried = [{"rate": ld.rate, **ld.summary()} for ld in found.loads]

@@ -83,14 +83,15 @@ class Search:
 def search(start_rate: float, ceiling: float, bound_s: float, requests: int, max_batch: int,
            service: Service, time_left: Callable[[], float],
            lowest: float | None = None) -> Search:
-    """Climb from start_rate by RATE_STEP until p99 passes bound_s (or the rate passes
-    `ceiling`, the offline rate at max_batch: no server sustains more), then bisect NARROWING
-    times between the highest rate that met it and the lowest that missed. Where every rate
-    so far missed, step down by RATE_STEP² to no lower than `lowest` (by default start_rate:
-    no step down), and stop at a miss there. Before each rate, its device time is predicted
-    from the rate offered nearest it (requests × the busy time per request there); a rate
-    that would not fit time_left() is not offered."""
+    """Climb from start_rate (at most `ceiling`) by RATE_STEP until p99 passes bound_s (or the
+    rate passes `ceiling`, the offline rate at max_batch: no server sustains more), then bisect
+    NARROWING times between the highest rate that met it and the lowest that missed. Where
+    every rate so far missed, step down by RATE_STEP² to no lower than `lowest` (by default
+    start_rate: no step down), and stop at a miss there. Before each rate, its device time is
+    predicted from the rate offered nearest it (requests × the busy time per request there); a
+    rate that would not fit time_left() is not offered."""
     out = Search(bound_s)
+    start_rate = min(start_rate, ceiling)  # as search.search: no server sustains more
     floor = start_rate if lowest is None else min(lowest, start_rate)
     rate, low, high, narrowed = start_rate, None, None, 0
     while True:
