@@ -31,6 +31,12 @@ fp8 ÷ bf16, for the matmul (1.5-1.9x on H100/H200 by mamf-finder's best shapes:
 ÷ 794.5 = 1.77x) and for the transformer's training (at or below 1.0: torchao's eager float8 is
 slower than bf16 below a width of about 2048, pytorch/ao#685, and gpt2-124m's width is 768).
 
+The matmul's SM clock: each peak's samples carry the SM clock NVML read around them
+(analysis/clocks.py), shown with the rate per GHz of it, and fp16 ÷ bf16 per GHz held against
+1.0 (Hopper's tensor cores do as many of each a cycle): the third H200 read fp16 9% under bf16
+at its 700 W limit, and whether its clock or its work per cycle was short, the run could not
+say.
+
 GPT-2 124M decode TPOT: at batch 1 a token is ~300 small kernels, launch-bound, so a few ms in
 eager PyTorch; the first two H200 runs read 35-58 ms, flat from step to step: cuDNN's attention
 (first on Hopper in recent PyTorch) building a graph for every new key length. Generation now
@@ -45,8 +51,8 @@ from collections.abc import Callable
 from itertools import takewhile
 from typing import Any
 
+from benchbench.analysis import clocks, guide
 from benchbench.analysis import derive as analysis
-from benchbench.analysis import guide
 from benchbench.core import results
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
@@ -214,6 +220,39 @@ def fp8_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+PER_CYCLE_BAND = (0.95, 1.05)
+PER_CYCLE_REF = ("≈ 1.0: Hopper's tensor cores do as many fp16 as bf16 FLOP a cycle, so where "
+                 "the rates differ and this does not, the clocks do (the power the data draws)")
+
+
+def clock_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
+    """The SM clock each matmul peak's samples ran at, and fp16 against bf16 per GHz of it:
+    the third H200 read fp16 9% under bf16 at its power limit, with no clock per sample to
+    say why."""
+    pr = run.probe("matmul")
+    at: dict[str, clocks.AtClock] = {}
+    for m in pr.measurements if pr else []:
+        if m.metric == "peak_flops" and m.key.get("device") == "cuda:0":
+            got = clocks.at_clock(run, clocks.behind(pr, m))
+            if got is not None:
+                at[str(m.key.get("dtype"))] = got
+    if not at:
+        why = ("the matmul probe did not run" if pr is None else
+               "its samples carry no SM clock (NVML unreadable, or a run before the clocks "
+               "were read)")
+        return [("matmul SM clock", _missing(why), "—", "—")]
+    rows = []
+    for dt, c in at.items():
+        share = f" ({c.share:.0%} of {c.max_Hz / 1e6:,.0f})" if c.max_Hz else ""
+        rows.append((f"matmul {dt} SM clock", f"{c.clock_Hz / 1e6:,.0f} MHz{share}, "
+                     f"{fmt.si(c.per_GHz, 'FLOP/s')} per GHz", "—", "—"))
+    if "fp16" in at and "bf16" in at:
+        r = at["fp16"].per_GHz / at["bf16"].per_GHz
+        rows.append(("matmul fp16 ÷ bf16 per GHz of SM clock", f"{r:.3f}", PER_CYCLE_REF,
+                     _yes(PER_CYCLE_BAND[0] <= r <= PER_CYCLE_BAND[1])))
+    return rows
+
+
 def figures(run: RunResult) -> dict[str, float | None]:
     mfu = [r["mfu"] for r in analysis.transformer_utilisation(run)
            if r["key"].get("precision") == "amp_bf16" and r["mfu"] is not None]
@@ -270,7 +309,7 @@ def table(run: RunResult, steps: list[dict[str, Any]] | None = None) -> list[str
         v = got.get(name)
         lines.append(f"| {name} | {_show(v, unit) if v is not None else 'not measured'} | "
                      f"{ref} | {'—' if v is None or ref == '—' else ('yes' if ok(v) else 'NO')} |")
-    newer = [*memory_fit_rows(run), server_row(run), *fp8_rows(run)]
+    newer = [*memory_fit_rows(run), server_row(run), *fp8_rows(run), *clock_rows(run)]
     lines += [f"| {name} | {shown} | {ref} | {meets} |" for name, shown, ref, meets in newer]
     lines += ["", "| probe | status | seconds | note |", "|---|---|---|---|"]
     for p in run.probes:

@@ -50,19 +50,39 @@ def _combine(a: Measurement, b: Measurement) -> Measurement:
     if a.statistic == "median":
         samples = [*a.samples, *b.samples]
         value = median(samples)
-        context = a.context
+        context = _per_sample(a, b)
     elif a.statistic == "total_over_time":
         # Total work over total time: each round's n samples took n / value of the time.
         samples = [*a.samples, *b.samples]
         na, nb = len(a.samples), len(b.samples)
         value = (na + nb) / (na / a.value + nb / b.value)
-        context = a.context
+        context = _per_sample(a, b)
     else:  # "max" over sizes: the better round's peak, with its own per-size samples
         best = a if a.value >= b.value else b
         samples, value, context = best.samples, best.value, best.context
     return dataclasses.replace(a, value=value, samples=samples,
                                context={**context, "round_values": rounds,
                                         "rounds": len(rounds)})
+
+
+# Context lists that hold one value per sample: they follow the samples when rounds join.
+PER_SAMPLE = ("sm_clock_Hz",)
+
+
+def _per_sample(a: Measurement, b: Measurement) -> dict[str, Any]:
+    """a's context, each per-sample list joined with b's where both rounds kept it, and left
+    out where one did not (it would no longer line up with the samples)."""
+    context = dict(a.context)
+    for k in PER_SAMPLE:
+        x, y = a.context.get(k), b.context.get(k)
+        if isinstance(x, list) and isinstance(y, list) and len(x) == len(a.samples) \
+                and len(y) == len(b.samples):
+            context[k] = [*x, *y]
+        else:
+            context.pop(k, None)
+    if "sm_clock_Hz" not in context:
+        context.pop("sm_clock_read", None)
+    return context
 
 
 def start(result: ProbeResult) -> ProbeResult:

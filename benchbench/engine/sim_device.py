@@ -243,6 +243,12 @@ class SimMeter(Meter):
     def free(self, device: str | None = None) -> None:
         return None
 
+    def sm_clock_reader(self, device: str, uuid: str | None
+                        ) -> Callable[[], float | None] | None:
+        """No NVML behind a simulated GPU: its samples carry no clock, as on a box whose NVML
+        cannot be read."""
+        return None
+
     def _statistics(self, what: str) -> None:
         # The caching allocator has no device until CUDA is initialised: reading or resetting
         # its statistics first raises "Invalid device argument : did you call init?"

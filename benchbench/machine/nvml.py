@@ -28,6 +28,44 @@ def load_nvml() -> Any:
     return pynvml
 
 
+def handle_by_uuid(nvml: Any, uuid: str) -> Any:
+    """The NVML handle of the GPU with this UUID (torch gives it without NVML's "GPU-"), or
+    None."""
+    full = uuid if str(uuid).upper().startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+    return best_effort(lambda: nvml.nvmlDeviceGetHandleByUUID(full))
+
+
+# The SM clock readers of this process, by UUID: NVML is initialised once per process, and a
+# GPU it cannot read is asked once (None).
+_SM_READERS: dict[str, Callable[[], float | None] | None] = {}
+
+
+def sm_clock_reader(uuid: str | None) -> Callable[[], float | None] | None:
+    """A function that reads the GPU's SM clock now, in Hz (None where a read fails), or None
+    where NVML cannot read this GPU (no library, no driver, no such UUID). Read only."""
+    if not uuid:
+        return None
+    if uuid not in _SM_READERS:
+        _SM_READERS[uuid] = _open_sm_reader(uuid)
+    return _SM_READERS[uuid]
+
+
+def _open_sm_reader(uuid: str) -> Callable[[], float | None] | None:
+    nvml = best_effort(load_nvml)
+    if nvml is None or best_effort(lambda: nvml.nvmlInit() or True) is None:
+        return None
+    h = handle_by_uuid(nvml, uuid)
+    sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+    if h is None or best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, sm)) is None:
+        return None
+
+    def read() -> float | None:
+        mhz = best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, sm))
+        return None if mhz is None else float(mhz) * 1e6
+
+    return read
+
+
 def cpu_affinity(nvml: Any, h: Any, ncpus: int) -> list[int] | None:
     words = max(1, math.ceil(ncpus / 64))
     mask = best_effort(lambda: nvml.nvmlDeviceGetCpuAffinity(h, words))

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from benchbench.core.timing import Clock
 from benchbench.machine.energy import RaplZone, rapl_joules, read_rapl
-from benchbench.machine.nvml import best_effort
+from benchbench.machine.nvml import best_effort, handle_by_uuid
 from benchbench.machine.steal import flag as steal_flag
 from benchbench.machine.telemetry_energy import Mark, take_mark, usage
 from benchbench.machine.telemetry_series import (
@@ -212,8 +212,7 @@ class LiveSampler:
         count = best_effort(nvml.nvmlDeviceGetCount)
         if self.uuids is not None:
             for i, uuid in enumerate(self.uuids):
-                full = uuid if str(uuid).upper().startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-                h = best_effort(lambda u=full: nvml.nvmlDeviceGetHandleByUUID(u))
+                h = handle_by_uuid(nvml, uuid)
                 if h is not None:
                     self._handles[str(i)] = h
         else:

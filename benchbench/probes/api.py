@@ -122,10 +122,21 @@ class Timed:
     inner: int
     warmup_runs: int
     stop: str
+    # The GPU's SM clock while each sample ran (Hz; None where a read failed), or None where
+    # it could not be read at all (the CPU, no NVML)
+    sm_clock_Hz: list[float | None] | None = None
 
     def context(self) -> dict[str, Any]:
-        return {"calls_per_sample": self.inner, "warmup_runs": self.warmup_runs,
-                "stopped_by": self.stop}
+        out: dict[str, Any] = {"calls_per_sample": self.inner, "warmup_runs": self.warmup_runs,
+                               "stopped_by": self.stop}
+        if self.sm_clock_Hz is not None:
+            out["sm_clock_Hz"] = self.sm_clock_Hz
+            out["sm_clock_read"] = SM_CLOCK_READ
+        return out
+
+
+# How a timed sample's SM clock is read (the measurement's context says it beside the values)
+SM_CLOCK_READ = "NVML's SM clock as each timed sample began and as it ended, their mean"
 
 
 Progress = Callable[[str, int, int], None]
@@ -158,24 +169,51 @@ class ProbeContext:
         `warm`: the device already ran this probe's work at its clocks, so the warm-up is its
         calls only (policy.warmup_steps), not its seconds."""
         timer = timer or self.meter.timer_for(device)
+        read = self.meter.sm_clock_reader(device, self.gpu_uuid(device))
         deadline = self.budget.deadline(items_left)
         policy = dataclasses.replace(self.policy, warmup_s=0.0) if warm else self.policy
         warmups = warm_up(lambda: timer(fn, 1), policy, deadline, self.clock)
         inner = calibrate_inner(timer, fn, min_sample_s)
-        result = collect(lambda: timer(fn, inner), self.policy, deadline, self.clock,
-                         warmup=False)
-        return Timed([s / inner for s in result.samples], inner, warmups, result.stop)
+        clocks: list[float | None] = []
+
+        def sample() -> float:
+            """One timed sample; where the SM clock can be read, read outside the timing as
+            it begins and ends (the clock moves within milliseconds at a power limit)."""
+            if read is None:
+                return timer(fn, inner)
+            before = read()
+            took = timer(fn, inner)
+            after = read()
+            clocks.append(None if before is None or after is None else (before + after) / 2)
+            return took
+
+        result = collect(sample, self.policy, deadline, self.clock, warmup=False)
+        return Timed([s / inner for s in result.samples], inner, warmups, result.stop,
+                     clocks if read is not None else None)
+
+    def gpu_uuid(self, device: str) -> str | None:
+        """The UUID of the GPU `device` names ('cuda:N', from the run's facts), or None."""
+        index = device.partition(":")[2]
+        gpus = self.facts.get("gpus") or []
+        if not index.isdigit() or int(index) >= len(gpus):
+            return None
+        uuid = gpus[int(index)].get("uuid")
+        return str(uuid) if uuid else None
 
 
 def throughput(metric: str, key: dict[str, Any], timed: Timed, work_per_call: float,
                unit: str, context: dict[str, Any] | None = None) -> Measurement:
     """A rate measurement (work per second), one sample per timed sample, median as value."""
-    samples = [work_per_call / t for t in timed.per_call_s if t > 0]
+    kept = [i for i, t in enumerate(timed.per_call_s) if t > 0]
+    samples = [work_per_call / timed.per_call_s[i] for i in kept]
     if not samples:
         raise RuntimeError(f"{metric}: every sample took zero time; the timer is broken")
+    timing = timed.context()
+    if timed.sm_clock_Hz is not None:  # one clock per sample kept, as the samples are
+        timing["sm_clock_Hz"] = [timed.sm_clock_Hz[i] for i in kept]
     return Measurement(
         metric=metric, key=key, value=median(samples), unit=unit, statistic="median",
-        samples=samples, higher_is_better=True, context={**timed.context(), **(context or {})},
+        samples=samples, higher_is_better=True, context={**timing, **(context or {})},
     )
 
 

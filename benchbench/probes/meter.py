@@ -262,6 +262,18 @@ class Meter:
             self.init(device)
             torch.cuda.reset_peak_memory_stats(device)
 
+    def sm_clock_reader(self, device: str, uuid: str | None
+                        ) -> Callable[[], float | None] | None:
+        """A function that reads the GPU's SM clock now (Hz, through NVML, read only), or None
+        on the CPU and where NVML cannot read the GPU of this UUID (torch's, from the run's
+        facts). Between timed samples it says at what clock each ran: a card held at its power
+        limit runs its matmuls at a fraction of its maximum clock."""
+        if not device.startswith("cuda"):
+            return None
+        from benchbench.machine.nvml import sm_clock_reader
+
+        return sm_clock_reader(uuid)
+
     def peak_memory(self, device: str) -> float | None:
         """Bytes the caching allocator handed out at most since the last reset; None on the
         CPU, where torch tracks no allocator peak."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from benchbench.analysis import clocks
 from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare import identity
@@ -146,8 +147,12 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
     header = key_names + ["value", "statistic", "IQR" if all_median else "basis", "CV", "n"]
     if with_ref:
         header.append("of reference")
+    at = [clocks.at_clock(run, clocks.behind(pr, m)) for m in ms]
+    per_cycle = any(at) and all(clocks.per_cycle(m) for m in ms)
+    if any(at):
+        header += ["SM clock (of its max)"] + (["per GHz of it"] if per_cycle else [])
     rows = []
-    for m in ms:
+    for m, c in zip(ms, at, strict=True):
         s = summarize(m.samples)
         row = [fmt.key_value(k, m.key.get(k, "")) for k in key_names]
         if m.statistic in ("median", "total_over_time"):  # samples are comparable repeats
@@ -162,8 +167,42 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
             ref = analysis.reference(run, pr.name, m)
             row.append(f"{fmt.percent(m.value / ref[0])} of {ref[1]} "
                        f"({fmt.value(ref[0], m.unit)})" if ref else "")
+        if any(at):
+            row += _clock_cells(c, m.unit)[:2 if per_cycle else 1]
         rows.append(row)
     return header, rows
+
+
+def _clock_cells(c: clocks.AtClock | None, unit: str) -> list[str]:
+    """'1,485 MHz (75%)' and the rate per GHz of the samples' own clock; dashes without."""
+    if c is None:
+        return ["—", "—"]
+    share = f" ({fmt.percent(c.share)})" if c.share is not None else ""
+    return [f"{c.clock_Hz / 1e6:,.0f} MHz{share}", fmt.value(c.per_GHz, unit)]
+
+
+def _clock_lines(run: RunResult, pr: ProbeResult) -> list[str]:
+    """Per GPU, the SM clock its samples ran at, where it was read: the range, the median and
+    its share of the GPU's maximum, and how to read the rates per GHz beside them."""
+    by_device: dict[str, list[clocks.AtClock]] = {}
+    pairs = clocks.probe_clocks(run, pr)
+    for m, c in pairs:
+        by_device.setdefault(str(clocks.device_of(m)), []).append(c)
+    how = (" A rate per GHz is the work per cycle, whatever the clock: figures whose rates "
+           "differ while their rates per GHz agree ran at different clocks, not at different "
+           "speeds per cycle." if any(clocks.per_cycle(m) for m, _ in pairs) else "")
+    out = []
+    for dev, cs in by_device.items():
+        lo, hi = min(c.low_Hz for c in cs), max(c.high_Hz for c in cs)
+        mid = sorted(c.clock_Hz for c in cs)[len(cs) // 2]
+        top = cs[0].max_Hz
+        of_max = (f", {fmt.percent(mid / top)} of its {top / 1e6:,.0f} MHz maximum"
+                  + (" (held below 90% of it)" if mid / top < clocks.BELOW_MAX else "")
+                  if top else "")
+        out.append(f"- SM clock of {dev} while the timed samples ran: "
+                   f"{lo / 1e6:,.0f}–{hi / 1e6:,.0f} MHz, median {mid / 1e6:,.0f} MHz"
+                   f"{of_max}.{how}")
+    return out
 
 
 def probe_title(name: str, resource: str) -> str:
@@ -215,7 +254,10 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
                    f"{row['slowest_device']} at "
                    f"{fmt.value(row['slowest_value'], row['unit'])}, spread "
                    f"{fmt.percent(row['spread'])}{flag}")
-    return out + [""]
+    lines = _clock_lines(run, pr)
+    if lines and out[-1] != "":
+        out.append("")
+    return out + lines + [""]
 
 
 def _skipped(p: ProbeResult) -> str:

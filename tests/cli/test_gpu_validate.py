@@ -5,6 +5,7 @@ for when the plan cannot run; and its headline table, which must say when a step
 show the newer probes' figures beside their references."""
 
 import ast
+import dataclasses
 import importlib.metadata
 import importlib.util
 import os
@@ -380,3 +381,23 @@ def test_a_missing_newer_figure_reads_not_measured_with_the_probes_reason():
     rows = _rows(headline.table(results.load(FIXTURE)))
     assert rows["memory_fit largest model"][0] == ("not measured: the memory_fit probe did not "
                                                    "run")
+
+
+def test_the_matmul_clock_rows_say_whether_fp16_lost_per_cycle_or_in_its_clock():
+    """The third H200 read fp16 9% under bf16 at its power limit; with each sample's clock the
+    headline says which: per GHz of SM clock they agree (the clock), or not (the kernels)."""
+    from synthetic_runs import clocked_matmul_run as matmul_run
+
+    headline = _script("gpu_headline")
+    run = matmul_run()
+    run.probes[0].measurements.append(dataclasses.replace(
+        run.probes[0].measurements[2], key={"device": "cuda:0", "dtype": "fp16"}))
+    rows = _rows(headline.table(run))
+    assert rows["matmul bf16 SM clock"][0] == "1,482 MHz (75% of 1,980), 488 TFLOP/s per GHz"
+    assert rows["matmul fp16 SM clock"][0].startswith("1,350 MHz (68% of 1,980)")
+    assert rows["matmul fp16 ÷ bf16 per GHz of SM clock"][0] == "1.000"
+    assert rows["matmul fp16 ÷ bf16 per GHz of SM clock"][2].strip() == "yes"
+    from benchbench.core import results
+
+    rows = _rows(headline.table(results.load(FIXTURE)))
+    assert rows["matmul SM clock"][0].startswith("not measured: its samples carry no SM clock")

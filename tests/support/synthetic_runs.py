@@ -141,3 +141,47 @@ def gpu_node(host: str, gpus: int = 8, factor: float = 1.0,
         extra={"telemetry": {"interval_s": 0.1, "flags": {},
                              "probes": {"matmul": {"gpus": gpu_tel, "steal_fraction": 0.0}}}})
     return run
+
+
+# --- samples that carry their SM clock (analysis/clocks.py) ---------------------------------
+
+def timed_measurement(metric: str, key: dict[str, Any], samples: list[float],
+                      unit: str = "FLOP/s", statistic: str = "median", **context: Any
+                      ) -> Measurement:
+    return Measurement(metric=metric, key=key, value=sorted(samples)[len(samples) // 2],
+                       unit=unit, statistic=statistic, samples=samples, higher_is_better=True,
+                       context=context)
+
+
+def clocked_env(max_hz: float = 1.98e9) -> dict[str, Any]:
+    return {"gpus": [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-abc", "torch_index": 0,
+                      "memory_total": 150 << 30, "sm_clock_max": max_hz, "power_limit": 700.0,
+                      "persistence_mode": True, "ecc_current": True, "other_processes": []}]}
+
+
+def clocked_matmul_run(fp16_clock: float = 1.35e9, max_hz: float = 1.98e9) -> RunResult:
+    """A matmul probe on an H200 whose samples carry their SM clock (tests/unit/test_clocks.py):
+    bf16 at ~1,485 MHz and fp16 at a lower clock, both 488 TFLOP/s per GHz: the same tensor
+    cores per cycle, at different clocks."""
+    per_ghz = 488e12
+    bf16_hz: list[float | None] = [1.485e9, 1.48e9, 1.43e9, 1.5e9]
+    fp16_hz = [fp16_clock, fp16_clock * 0.99, fp16_clock * 1.01]
+    bf16 = [per_ghz * h / 1e9 for h in bf16_hz if h]
+    ms = [
+        timed_measurement("flops", {"device": "cuda:0", "dtype": "bf16", "size": 4096},
+                          [0.97 * v for v in bf16], sm_clock_Hz=[*bf16_hz[:3], None]),
+        timed_measurement("flops", {"device": "cuda:0", "dtype": "bf16", "size": 8192}, bf16,
+                          sm_clock_Hz=bf16_hz),
+        timed_measurement("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, [700e12, 724e12],
+                          statistic="max", best_size=8192, size=[4096, 8192]),
+        timed_measurement("flops", {"device": "cuda:0", "dtype": "fp16", "size": 8192},
+                          [per_ghz * h / 1e9 for h in fp16_hz], sm_clock_Hz=fp16_hz),
+    ]
+    probe = ProbeResult(name="matmul", status="ok", resource="gpu_compute", measurements=ms)
+    return clocked_run(probe, max_hz)
+
+
+def clocked_run(probe: ProbeResult, max_hz: float = 1.98e9) -> RunResult:
+    return RunResult(tool={"name": "benchbench", "version": "test"},
+                     started_at="2026-12-04T00:00:00+00:00", environment=clocked_env(max_hz),
+                     config={"device": "cuda"}, argv=[], probes=[probe])

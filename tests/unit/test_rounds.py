@@ -81,3 +81,15 @@ def test_a_measurement_of_one_round_only_has_one_value():
     assert round_values(other) == [3.0]  # an older run without rounds: its value
     assert rounds.default_rounds(False, "cuda") == 3
     assert rounds.default_rounds(False, "cpu") == rounds.default_rounds(True, "cuda") == 2
+
+
+def test_the_samples_clocks_follow_the_samples_when_rounds_join():
+    """Each sample's SM clock joins the samples it belongs to; where one round read no clock,
+    the joined list would no longer line up with the samples, and is left out."""
+    a = meas(10.0, [9.0, 10.0, 11.0], sm_clock_Hz=[1.4e9, 1.5e9, None], sm_clock_read="NVML")
+    b = meas(20.0, [19.0, 21.0], sm_clock_Hz=[1.9e9, 1.8e9], sm_clock_read="NVML")
+    (m,) = merge(start(result(a)), result(b), 2).measurements
+    assert m.context["sm_clock_Hz"] == [1.4e9, 1.5e9, None, 1.9e9, 1.8e9]
+    assert len(m.context["sm_clock_Hz"]) == len(m.samples)
+    (m,) = merge(start(result(a)), result(meas(20.0, [19.0, 21.0])), 2).measurements
+    assert "sm_clock_Hz" not in m.context and "sm_clock_read" not in m.context

@@ -1,0 +1,101 @@
+"""At what SM clock a GPU measurement ran, and what it did per GHz of that clock. Pure
+functions over a RunResult.
+
+A data-center GPU under dense load sits at its power limit (NVML's software power cap), and
+there its SM clock falls below its maximum: while the third H200's matmuls ran, its telemetry
+read 1,095-1,500 MHz of 1,980 at the 700 W limit, and its dtypes read 63-76% of the
+datasheet's dense figures (fp16 9% under bf16, unexplained by the run itself). Each
+timed sample of `ctx.time_op` on a GPU carries the SM clock NVML read as it began and as it
+ended (context "sm_clock_Hz", one per sample, probes/api.py), so a figure below its reference
+can say whether the clock or the work per clock is short: the samples' rate per GHz is what
+the kernel does per cycle, whatever the clock. Two dtypes whose rates per GHz agree, but not
+their rates, differ in their clocks: in the power their data draws, not in their kernels.
+Nothing here is estimated: a measurement whose clocks were not read has no row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchbench.core.gpus import gpu_for
+from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.stats import median
+
+MIN_CLOCKED = 3  # samples with a clock: fewer give no median worth a row
+BELOW_MAX = 0.9  # a median clock under this share of the GPU's maximum is said to be held down
+
+
+@dataclass(frozen=True)
+class AtClock:
+    clock_Hz: float  # the median SM clock of the samples
+    low_Hz: float  # the lowest and highest sample clock
+    high_Hz: float
+    max_Hz: float | None  # the GPU's maximum SM clock (NVML, the environment), or None
+    per_GHz: float  # the median of the samples' values per GHz of their own clock
+    samples: int  # samples with a clock
+
+    @property
+    def share(self) -> float | None:
+        """The median clock as a share of the GPU's maximum, or None where that is unknown."""
+        return self.clock_Hz / self.max_Hz if self.max_Hz else None
+
+    @property
+    def held_down(self) -> bool:
+        return self.share is not None and self.share < BELOW_MAX
+
+
+def at_clock(run: RunResult, m: Measurement) -> AtClock | None:
+    """The clock facts of a GPU measurement whose samples carry their SM clock, or None."""
+    clocks = m.context.get("sm_clock_Hz")
+    if not isinstance(clocks, list) or len(clocks) != len(m.samples) or device_of(m) is None:
+        return None
+    pairs = [(v, float(c)) for v, c in zip(m.samples, clocks, strict=True)
+             if isinstance(c, (int, float)) and c > 0]
+    if len(pairs) < MIN_CLOCKED:
+        return None
+    per = [v / c * 1e9 for v, c in pairs]
+    hz = [c for _, c in pairs]
+    record = gpu_for(run.environment, device_of(m) or "")
+    top = (record or {}).get("sm_clock_max")
+    return AtClock(median(hz), min(hz), max(hz),
+                   float(top) if isinstance(top, (int, float)) and top > 0 else None,
+                   median(per), len(pairs))
+
+
+def device_of(m: Measurement) -> str | None:
+    """The GPU a measurement ran on, 'cuda:N': its key's device, or its memory (a copy within
+    a GPU's memory is keyed by that memory); None for the host."""
+    return next((str(v) for k in ("device", "memory") if str(v := m.key.get(k, "")).startswith(
+        "cuda")), None)
+
+
+def per_cycle(m: Measurement) -> bool:
+    """Whether the measurement's rate per GHz of SM clock means work per cycle: arithmetic
+    (FLOP/s), which the SM clock paces. A copy's bytes are paced by the memory clock or a
+    link, so a copy gets its SM clock and no rate per GHz."""
+    return m.unit == "FLOP/s"
+
+
+def behind(pr: ProbeResult, m: Measurement) -> Measurement:
+    """The measurement whose samples a summary row stands for: a peak over sizes
+    (statistic "max", context "best_<field>") stands for its best size's measurement; any
+    other measurement for itself."""
+    best = next(((k.removeprefix("best_"), v) for k, v in m.context.items()
+                 if k.startswith("best_")), None)
+    if m.statistic != "max" or best is None:
+        return m
+    field, value = best
+    return next((x for x in pr.measurements if x.statistic != "max"
+                 and x.key.get(field) == value
+                 and all(x.key.get(k) == v for k, v in m.key.items())), m)
+
+
+def probe_clocks(run: RunResult, pr: ProbeResult) -> list[tuple[Measurement, AtClock]]:
+    """Each measurement of the probe whose samples carry their clock, with its facts (the
+    summaries over sizes left out: their sizes are among these)."""
+    out = []
+    for m in pr.measurements:
+        got = at_clock(run, m) if m.statistic != "max" else None
+        if got is not None:
+            out.append((m, got))
+    return out
