@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from benchbench.analysis import derive
+from benchbench.analysis import clocks, derive
 from benchbench.core.gpus import run_gpus
 from benchbench.core.results import Measurement, RunResult
 
@@ -32,6 +32,9 @@ class Figure:
     gpu: str | None  # the GPU's name as NVML or torch reported it; None on a CPU
     conditions: dict[str, Any]
     of_gpus: int = 1  # the GPUs this figure is the slowest of
+    # the SM clock its samples ran at, where they carry it (analysis/clocks.py): a figure
+    # under its reference at a clock held under its maximum says which is short
+    clock: clocks.AtClock | None = None
 
 
 def _ok(run: RunResult, probe: str) -> list[Measurement]:
@@ -69,11 +72,13 @@ def _training(run: RunResult) -> list[Figure]:
 
 def _devices(run: RunResult) -> list[Figure]:
     out = []
+    pr = run.probe("matmul")
     for m in _ok(run, "matmul"):
         dt, dev = m.key.get("dtype"), str(m.key.get("device"))
-        if m.metric == "peak_flops" and dt in MATMUL_DTYPES:
+        if m.metric == "peak_flops" and dt in MATMUL_DTYPES and pr is not None:
             out.append(Figure(f"matmul {dt} peak", "matmul_flops", dt, m.value, m.unit, dev,
-                              _gpu(run, dev), {"gpus": 1}))
+                              _gpu(run, dev), {"gpus": 1},
+                              clock=clocks.at_clock(run, clocks.behind(pr, m))))
     for m in _ok(run, "memory_bandwidth"):
         dev = str(m.key.get("memory", "host"))
         if m.metric == "copy_bandwidth" and dev != "host":

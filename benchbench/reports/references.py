@@ -23,6 +23,16 @@ def _source(h: refs.Held) -> str:
     return f"{who}, {s.get('date')}"
 
 
+def _clock(f: Figure) -> str:
+    """', its SM clock held at 75% of its maximum (1,485 MHz)' where the figure's samples ran
+    under 90% of the GPU's maximum clock; nothing otherwise."""
+    c = f.clock
+    if c is None or not c.held_down or c.share is None:
+        return ""
+    return (f", its SM clock held at {fmt.percent(c.share)} of its maximum "
+            f"({c.clock_Hz / 1e6:,.0f} MHz)")
+
+
 def _lines(r: refs.Row) -> list[list[str]]:
     """One table line per comparable reference; else one for the closest, or none."""
     f = r.figure
@@ -30,7 +40,7 @@ def _lines(r: refs.Row) -> list[list[str]]:
     head = [figure_name(f), refs.show(f.value, f.unit) + (f" ({at})" if at else "")]
     if r.matched:
         return [head + [refs.published(h.reference), refs.describe(h.reference, False),
-                        _source(h), refs.share(h, f.value)] for h in r.matched]
+                        _source(h), refs.share(h, f.value) + _clock(f)] for h in r.matched]
     if r.held:
         h = refs.closest(r.held)
         return [head + [refs.published(h.reference), refs.describe(h.reference, False),

@@ -189,3 +189,16 @@ def test_a_copy_within_a_gpus_memory_is_that_gpus():
     assert clocks.at_clock(run, copy.measurements[0]).share == pytest.approx(1.0)
     line = next(ln for ln in render_md(run).splitlines() if ln.startswith("- SM clock of"))
     assert line.startswith("- SM clock of cuda:0 while") and "100.0% of its 1,980 MHz" in line
+
+
+def test_a_figure_under_its_reference_says_its_clock_was_held_down():
+    """The published-references table: 724 TFLOP/s of bf16 is 92% of a published 790 on an
+    H200, and its samples ran at 75% of the GPU's maximum clock: the row says both."""
+    run = matmul_run()
+    run.environment["gpus"][0]["name"] = "NVIDIA H200"
+    text = render_md(run)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul bf16 peak (cuda:0)"))
+    assert row.rstrip(" |").endswith(", its SM clock held at 74.9% of its maximum (1,482 MHz)")
+    text = render_md(matmul_run(max_hz=1.55e9))
+    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul bf16 peak (cuda:0)"))
+    assert "SM clock" not in row
