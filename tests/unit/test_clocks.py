@@ -4,6 +4,7 @@ through the meter and NVML), and shown beside the figures with the rate per GHz 
 
 import dataclasses
 
+import fake_nvml
 import pytest
 from helpers import render_md
 from synthetic_runs import clocked_matmul_run as matmul_run
@@ -86,6 +87,30 @@ def test_a_run_without_clocks_has_no_clock_column():
     assert "SM clock" not in text
 
 
+def test_a_copy_within_a_gpus_memory_is_that_gpus():
+    """memory_bandwidth keys its copies by the memory they stay in, not by a device."""
+    copy = ProbeResult(name="memory_bandwidth", status="ok", resource="gpu_memory", measurements=[
+        m("copy_bandwidth", {"memory": "cuda:0", "size_bytes": 2 << 30},
+          [4.1e12, 4.2e12, 4.0e12], unit="B/s", sm_clock_Hz=[1.98e9, 1.98e9, 1.97e9])])
+    run = clocked_run(copy)
+    assert clocks.at_clock(run, copy.measurements[0]).share == pytest.approx(1.0)
+    line = next(ln for ln in render_md(run).splitlines() if ln.startswith("- SM clock of"))
+    assert line.startswith("- SM clock of cuda:0 while") and "100.0% of its 1,980 MHz" in line
+
+
+def test_a_figure_under_its_reference_says_its_clock_was_held_down():
+    """The published-references table: 724 TFLOP/s of bf16 is 92% of a published 790 on an
+    H200, and its samples ran at 75% of the GPU's maximum clock: the row says both."""
+    run = matmul_run()
+    run.environment["gpus"][0]["name"] = "NVIDIA H200"
+    text = render_md(run)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul bf16 peak (cuda:0)"))
+    assert row.rstrip(" |").endswith(", its SM clock held at 74.9% of its maximum (1,482 MHz)")
+    text = render_md(matmul_run(max_hz=1.55e9))
+    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul bf16 peak (cuda:0)"))
+    assert "SM clock" not in row
+
+
 # --- reading the clock around each timed sample ------------------------------------------------
 
 class ClockMeter(Meter):
@@ -141,64 +166,21 @@ def test_a_zero_time_sample_drops_its_clock_with_it():
 
 # --- NVML ----------------------------------------------------------------------------------------
 
-class FakeNvml:
-    NVML_CLOCK_SM = 1
-
-    def __init__(self, init_fails=False):
-        self.init_fails, self.inits, self.asked = init_fails, 0, []
-
-    def nvmlInit(self):
-        self.inits += 1
-        if self.init_fails:
-            raise RuntimeError("NVML Shared Library Not Found")
-
-    def nvmlDeviceGetHandleByUUID(self, uuid):
-        self.asked.append(uuid)
-        if uuid != "GPU-abc":
-            raise RuntimeError("Not Found")
-        return "h"
-
-    def nvmlDeviceGetClockInfo(self, h, which):
-        assert (h, which) == ("h", 1)
-        return 1485
-
-
 def test_nvml_reads_the_sm_clock_in_hz_once_initialised_per_process(monkeypatch):
-    fake = FakeNvml()
+    fake = fake_nvml.FakeNvml()  # GPU 0 at 1,980 MHz, GPU 1 idle at 345
     monkeypatch.setattr(nvml, "load_nvml", lambda: fake)
     monkeypatch.setattr(nvml, "_SM_READERS", {})
-    read = nvml.sm_clock_reader("abc")  # torch's bare UUID
-    assert read() == 1485e6 and fake.asked == ["GPU-abc"]
-    assert nvml.sm_clock_reader("abc") is read and fake.inits == 1
-    assert nvml.sm_clock_reader("GPU-zzz") is None and nvml.sm_clock_reader(None) is None
+    read = nvml.sm_clock_reader("66666666-2222-3333-4444-555555555555")  # torch's bare UUID
+    assert read() == 345e6
+    assert nvml.sm_clock_reader("66666666-2222-3333-4444-555555555555") is read
+    assert fake.looked_up.count("nvmlInit") == 1  # NVML opened once for the process
+    assert nvml.sm_clock_reader("GPU-00000000-0000-0000-0000-000000000000") is None
+    assert nvml.sm_clock_reader(None) is None
 
 
 def test_no_nvml_means_no_clock_and_no_error(monkeypatch):
-    monkeypatch.setattr(nvml, "load_nvml", lambda: FakeNvml(init_fails=True))
+    failing = fake_nvml.FakeNvml(fail_init=fake_nvml.NVMLError("Driver Not Loaded"))
+    monkeypatch.setattr(nvml, "load_nvml", lambda: failing)
     monkeypatch.setattr(nvml, "_SM_READERS", {})
-    assert nvml.sm_clock_reader("abc") is None
-    assert Meter().sm_clock_reader("cpu", "abc") is None
-
-
-def test_a_copy_within_a_gpus_memory_is_that_gpus():
-    """memory_bandwidth keys its copies by the memory they stay in, not by a device."""
-    copy = ProbeResult(name="memory_bandwidth", status="ok", resource="gpu_memory", measurements=[
-        m("copy_bandwidth", {"memory": "cuda:0", "size_bytes": 2 << 30},
-          [4.1e12, 4.2e12, 4.0e12], unit="B/s", sm_clock_Hz=[1.98e9, 1.98e9, 1.97e9])])
-    run = clocked_run(copy)
-    assert clocks.at_clock(run, copy.measurements[0]).share == pytest.approx(1.0)
-    line = next(ln for ln in render_md(run).splitlines() if ln.startswith("- SM clock of"))
-    assert line.startswith("- SM clock of cuda:0 while") and "100.0% of its 1,980 MHz" in line
-
-
-def test_a_figure_under_its_reference_says_its_clock_was_held_down():
-    """The published-references table: 724 TFLOP/s of bf16 is 92% of a published 790 on an
-    H200, and its samples ran at 75% of the GPU's maximum clock: the row says both."""
-    run = matmul_run()
-    run.environment["gpus"][0]["name"] = "NVIDIA H200"
-    text = render_md(run)
-    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul bf16 peak (cuda:0)"))
-    assert row.rstrip(" |").endswith(", its SM clock held at 74.9% of its maximum (1,482 MHz)")
-    text = render_md(matmul_run(max_hz=1.55e9))
-    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul bf16 peak (cuda:0)"))
-    assert "SM clock" not in row
+    assert nvml.sm_clock_reader("11111111-2222-3333-4444-555555555555") is None
+    assert Meter().sm_clock_reader("cpu", "11111111-2222-3333-4444-555555555555") is None
