@@ -64,9 +64,10 @@ def at_clock(run: RunResult, m: Measurement) -> AtClock | None:
 
 def device_of(m: Measurement) -> str | None:
     """The GPU a measurement ran on, 'cuda:N': its key's device, or its memory (a copy within
-    a GPU's memory is keyed by that memory); None for the host."""
-    return next((str(v) for k in ("device", "memory") if str(v := m.key.get(k, "")).startswith(
-        "cuda")), None)
+    a GPU's memory is keyed by that memory), or the device its context names (the offline
+    inference's, one GPU); None for the host."""
+    named = [m.key.get("device"), m.key.get("memory"), m.context.get("device")]
+    return next((str(v) for v in named if str(v or "").startswith("cuda:")), None)
 
 
 def per_cycle(m: Measurement) -> bool:

@@ -129,6 +129,9 @@ class DeviceProfile:
         "bf16": 0.085 / 256 / 3, "fp16": 0.085 / 256 / 3, "fp32": 0.30 / 256 / 3})
     infer_launch_s: float = 0.0015
     dataset_s: float = 0.0  # generating the synthetic set (0: already in the cache)
+    # the SM clock NVML reads under dense load: the third H200's telemetry read a busy
+    # median of 1,485-1,500 MHz of its 1,980 at its 700 W limit while its matmuls ran
+    sm_clock_Hz: float | None = 1.485e9
     report_s: float = 5.0  # results.json, report.md/.html, plots
 
 
@@ -181,9 +184,10 @@ class SimMeter(Meter):
     CUDA's documented rules for the state a probe sets and reads, so that a probe which breaks
     one fails here, in CI, rather than on the one lent GPU run."""
 
-    def __init__(self, clock: FakeClock) -> None:
+    def __init__(self, clock: FakeClock, sm_clock_Hz: float | None = None) -> None:
         super().__init__(clock)
         self.queue = SimQueue(clock)
+        self.sm_clock_Hz = sm_clock_Hz  # what the modelled GPU's NVML reads; None: no NVML
         self.initialised = False
         # What the probe set through set_tf32, for matmuls and convolutions alike; None: it
         # never said, and CUDA's defaults hold: off for fp32 matmuls (torch's default since
@@ -245,9 +249,13 @@ class SimMeter(Meter):
 
     def sm_clock_reader(self, device: str, uuid: str | None
                         ) -> Callable[[], float | None] | None:
-        """No NVML behind a simulated GPU: its samples carry no clock, as on a box whose NVML
-        cannot be read."""
-        return None
+        """The modelled GPU's SM clock, where the profile gives one (None: no NVML, as on a
+        box whose NVML cannot be read), so that the probes' samples carry a clock each as
+        on the GPU, and CI sees them line up."""
+        held = self.sm_clock_Hz
+        if held is None or not device.startswith("cuda") or not uuid:
+            return None
+        return lambda: held
 
     def _statistics(self, what: str) -> None:
         # The caching allocator has no device until CUDA is initialised: reading or resetting
@@ -313,7 +321,7 @@ def context(p: DeviceProfile, quick: bool, budget_s: float, cfg: ProbeConfig,
     policy = cfg.repeat_policy(repeats or (3 if quick else 5))
     return ProbeContext(device="cuda", policy=policy,
                         budget=Budget(budget_s, clock=clock), facts=facts_for(p),
-                        clock=clock, meter=SimMeter(clock),
+                        clock=clock, meter=SimMeter(clock, p.sm_clock_Hz),
                         inputs=RunInputs(data_dir="/simulated", run_dir="/simulated"))
 
 
