@@ -15,6 +15,7 @@ Nothing here is estimated: a measurement whose clocks were not read has no row.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchbench.core.gpus import gpu_for
@@ -100,3 +101,46 @@ def probe_clocks(run: RunResult, pr: ProbeResult) -> list[tuple[Measurement, AtC
         if got is not None:
             out.append((m, got))
     return out
+
+
+def pooled(ms: Sequence[Measurement]) -> tuple[float, float] | None:
+    """(the median SM clock in Hz, the median rate per GHz of it) over every clocked sample of
+    these measurements (one figure's runs and rounds on one side of a comparison), or None
+    with fewer than MIN_CLOCKED such samples, or for a peak over sizes, whose samples are the
+    sizes' medians."""
+    pairs = [(v, float(c)) for m in ms if m.statistic != "max"
+             for v, c in zip(m.samples, _clocks(m), strict=True)
+             if isinstance(c, (int, float)) and c > 0]
+    if len(pairs) < MIN_CLOCKED:
+        return None
+    return median([c for _, c in pairs]), median([v / c * 1e9 for v, c in pairs])
+
+
+def _clocks(m: Measurement) -> list[object]:
+    """The measurement's clock per sample, or None per sample where it has none that line up."""
+    got = m.context.get("sm_clock_Hz")
+    return got if isinstance(got, list) and len(got) == len(m.samples) else [None] * len(
+        m.samples)
+
+
+def moved(before: tuple[float, float], after: tuple[float, float], change_pct: float,
+          per_cycle_too: bool) -> str:
+    """The clause a changed figure gets where both sides read their clock: how far the clock
+    moved and, for arithmetic, the rate per GHz of it; and which of the two carried the
+    change, where one did (the other moved by under half as much)."""
+    clock = (after[0] / before[0] - 1) * 100
+    text = (f"SM clock {before[0] / 1e6:,.0f} → {after[0] / 1e6:,.0f} MHz "
+            f"({_signed(clock)}) while the samples ran")
+    if not per_cycle_too:
+        return text
+    per = (after[1] / before[1] - 1) * 100
+    text += f", per GHz of it {_signed(per)}"
+    if abs(per) < abs(change_pct) / 2 and abs(clock) >= abs(change_pct) / 2:
+        text += ": the clock moved, not the work per cycle"
+    elif abs(clock) < abs(change_pct) / 2 and abs(per) >= abs(change_pct) / 2:
+        text += ": the work per cycle moved, not the clock"
+    return text
+
+
+def _signed(pct: float) -> str:
+    return f"{pct:+.1f}%".replace("-", "−")

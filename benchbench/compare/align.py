@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchbench.analysis import regression
+from benchbench.analysis import clocks, regression
 from benchbench.compare.sides import (
     CompareError,
     Side,
@@ -20,7 +20,7 @@ from benchbench.compare.sides import (
 )
 from benchbench.core import stats
 from benchbench.core.results import Measurement, ProbeResult, RunResult
-from benchbench.core.rounds import round_values
+from benchbench.core.rounds import joined_context, round_values
 
 
 def _full_key_groups(runs: Sequence[RunResult]) -> set[tuple[str, str]]:
@@ -75,7 +75,8 @@ def pooled_run(runs: Sequence[RunResult]) -> RunResult:
                      if first.statistic == "median"
                      else statistics.median(m.value for m in group))
             ms.append(replace(first, value=value,
-                              samples=[s for m in group for s in m.samples]))
+                              samples=[s for m in group for s in m.samples],
+                              context=joined_context(group)))
         merged.append(replace(p, measurements=ms))
     return replace(newest, probes=merged, verdict=None,
                    label=newest.label, extra=dict(newest.extra))
@@ -95,6 +96,9 @@ class Cell:
     units: list[float] = field(default_factory=list)
     # Why this side's figure is not like-for-like with the baseline's (compare/conditions)
     unlike: str | None = None
+    # (the SM clock its samples ran at, the rate per GHz of it), where they carry their clock
+    # (analysis/clocks.pooled)
+    clock: tuple[float, float] | None = None
 
 
 @dataclass
@@ -150,7 +154,7 @@ def align(sides: list[Side]) -> list[Row]:
             samples = [x for m in ms for x in m.samples]
             units = [u for m in ms for u in round_values(m)]
             cells[s.label] = Cell(side_value(ms), samples, len(ms), stats.cv(samples), inc,
-                                  units=units)
+                                  units=units, clock=clocks.pooled(ms))
         assert first is not None
         rows.append(Row(k[0], first.metric, dict(k[2]), first.unit, first.statistic,
                         first.higher_is_better, cells))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchbench.analysis import regression
+from benchbench.analysis import clocks, regression
 from benchbench.compare import conditions as cond
 from benchbench.compare.align import Row, align, pooled_run
 from benchbench.compare.environment import EnvRow, environment_diff
@@ -105,6 +105,11 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
                 d = replace(d, reason="; ".join(filter(None, [d.reason, (
                     "measured while " + "; ".join(evidence) + ": the machine, not the "
                     "software, is the first suspect")])))
+            if d.outcome in (regression.REGRESSED, regression.IMPROVED) and b.clock \
+                    and cell.clock and b.value:
+                change = (cell.value / b.value - 1) * 100
+                d = replace(d, reason="; ".join(filter(None, [d.reason, clocks.moved(
+                    b.clock, cell.clock, change, row.unit == "FLOP/s")])))
             cell.decision = d
     # A probe that stopped under other conditions (a --quick run's shorter budget) is not one
     # that stopped working: it is left to "Only in some runs".

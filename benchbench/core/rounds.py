@@ -50,13 +50,13 @@ def _combine(a: Measurement, b: Measurement) -> Measurement:
     if a.statistic == "median":
         samples = [*a.samples, *b.samples]
         value = median(samples)
-        context = _per_sample(a, b)
+        context = joined_context([a, b])
     elif a.statistic == "total_over_time":
         # Total work over total time: each round's n samples took n / value of the time.
         samples = [*a.samples, *b.samples]
         na, nb = len(a.samples), len(b.samples)
         value = (na + nb) / (na / a.value + nb / b.value)
-        context = _per_sample(a, b)
+        context = joined_context([a, b])
     else:  # "max" over sizes: the better round's peak, with its own per-size samples
         best = a if a.value >= b.value else b
         samples, value, context = best.samples, best.value, best.context
@@ -69,15 +69,16 @@ def _combine(a: Measurement, b: Measurement) -> Measurement:
 PER_SAMPLE = ("sm_clock_Hz",)
 
 
-def _per_sample(a: Measurement, b: Measurement) -> dict[str, Any]:
-    """a's context, each per-sample list joined with b's where both rounds kept it, and left
-    out where one did not (it would no longer line up with the samples)."""
-    context = dict(a.context)
+def joined_context(ms: Sequence[Measurement]) -> dict[str, Any]:
+    """The first's context for the measurements' samples joined in order (rounds, or runs):
+    each per-sample list joined where every one of them kept it, and left out where one did
+    not (it would no longer line up with the samples)."""
+    context = dict(ms[0].context)
     for k in PER_SAMPLE:
-        x, y = a.context.get(k), b.context.get(k)
-        if isinstance(x, list) and isinstance(y, list) and len(x) == len(a.samples) \
-                and len(y) == len(b.samples):
-            context[k] = [*x, *y]
+        lists = [x for m in ms if isinstance(x := m.context.get(k), list)
+                 and len(x) == len(m.samples)]
+        if len(lists) == len(ms):
+            context[k] = [v for x in lists for v in x]
         else:
             context.pop(k, None)
     if "sm_clock_Hz" not in context:

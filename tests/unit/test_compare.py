@@ -669,3 +669,52 @@ def test_a_drop_measured_while_the_machine_was_flagged_says_so():
     others = [c for row in comp.rows if row.probe == "resnet50" for c in row.cells.values()
               if c.decision and c.decision.outcome == regression.REGRESSED]
     assert others and not any("measured while" in c.decision.reason for c in others)
+
+
+# --- the clock a changed figure ran at ---------------------------------------------------------
+
+def clocked_side(label, per_ghz, ghz, runs=3, baseline=False):
+    """Runs of one GPU's bf16 matmul whose samples carry their SM clock: per_ghz TFLOP/s per
+    GHz at ghz, each run's rounds within ±1%."""
+    made = []
+    for i in range(runs):
+        hz = [ghz * 1e9 * (1 + 0.003 * d) for d in (-1, 0, 1)]
+        samples = [per_ghz * 1e12 * h / 1e9 * (1 + 0.002 * i) for h in hz]
+        mm = m("flops", {"device": "cuda:0", "dtype": "bf16", "size": 8192}, samples)
+        mm.context["sm_clock_Hz"] = hz
+        run = make_run(label=f"{label}{i}", gpus=("NVIDIA H200",), driver="580.1",
+                       started=f"2026-11-3{i}T00:00:00+00:00" if i < 1 else
+                       f"2026-12-0{i}T00:00:00+00:00", probes=[ProbeResult(
+                           name="matmul", status="ok", resource="gpu_compute",
+                           measurements=[mm])])
+        made.append(run)
+    side = sides.Side(label=label, runs=made, sources=[label], baseline=baseline)
+    side.run = align.pooled_run(made)
+    return side
+
+
+@pytest.mark.parametrize("after, says", [
+    ((488, 1.485), "SM clock 1,755 → 1,485 MHz (−15.4%) while the samples ran, per GHz of it "
+                   "+0.0%: the clock moved, not the work per cycle"),
+    ((413, 1.755), "SM clock 1,755 → 1,755 MHz (+0.0%) while the samples ran, per GHz of it "
+                   "−15.4%: the work per cycle moved, not the clock"),
+])
+def test_a_regression_says_whether_the_clock_or_the_work_per_cycle_moved(after, says):
+    """A driver upgrade that costs 15% of the matmul: at a lower clock (power, cooling, a clock
+    policy) the rate per GHz holds; with slower kernels the clock holds."""
+    base = clocked_side("before", 488, 1.755, baseline=True)
+    comp = comparison.compare([base, clocked_side("after", *after)])
+    (r,) = comp.rows
+    d = r.cells["after"].decision
+    assert d.outcome == regression.REGRESSED
+    assert says in d.reason
+
+
+def test_a_side_without_clocks_gets_no_clock_clause():
+    base = clocked_side("before", 488, 1.755, baseline=True)
+    after = clocked_side("after", 488, 1.485)
+    for run in after.runs:
+        run.probes[0].measurements[0].context.pop("sm_clock_Hz")
+    after.run = align.pooled_run(after.runs)
+    d = comparison.compare([base, after]).rows[0].cells["after"].decision
+    assert d.outcome == regression.REGRESSED and "SM clock" not in d.reason
