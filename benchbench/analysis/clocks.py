@@ -127,20 +127,32 @@ def moved(before: tuple[float, float], after: tuple[float, float], change_pct: f
           per_cycle_too: bool) -> str:
     """The clause a changed figure gets where both sides read their clock: how far the clock
     moved and, for arithmetic, the rate per GHz of it; and which of the two carried the
-    change, where one did (the other moved by under half as much)."""
-    clock = (after[0] / before[0] - 1) * 100
+    change, where one did (carried)."""
+    clock, per = shifts(before, after)
     text = (f"SM clock {before[0] / 1e6:,.0f} → {after[0] / 1e6:,.0f} MHz "
-            f"({_signed(clock)}) while the samples ran")
+            f"({signed(clock)}) while the samples ran")
     if not per_cycle_too:
         return text
-    per = (after[1] / before[1] - 1) * 100
-    text += f", per GHz of it {_signed(per)}"
-    if abs(per) < abs(change_pct) / 2 and abs(clock) >= abs(change_pct) / 2:
-        text += ": the clock moved, not the work per cycle"
-    elif abs(clock) < abs(change_pct) / 2 and abs(per) >= abs(change_pct) / 2:
-        text += ": the work per cycle moved, not the clock"
-    return text
+    which = carried(clock, per, change_pct)
+    return text + f", per GHz of it {signed(per)}" + (f": {which}" if which else "")
 
 
-def _signed(pct: float) -> str:
+def shifts(before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:
+    """(how far the clock moved, how far the rate per GHz of it moved), in percent."""
+    return (after[0] / before[0] - 1) * 100, (after[1] / before[1] - 1) * 100
+
+
+def carried(clock_pct: float, per_pct: float, change_pct: float) -> str | None:
+    """Which of the clock and the work per cycle carried a figure's change: the one that moved
+    by at least half as much as the figure, where the other moved by under half; None where
+    neither or both did."""
+    half = abs(change_pct) / 2
+    if abs(per_pct) < half <= abs(clock_pct):
+        return "the clock moved, not the work per cycle"
+    if abs(clock_pct) < half <= abs(per_pct):
+        return "the work per cycle moved, not the clock"
+    return None
+
+
+def signed(pct: float) -> str:
     return f"{pct:+.1f}%".replace("-", "−")

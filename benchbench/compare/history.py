@@ -60,9 +60,15 @@ class Series:
     # each run's figure: the median of its rounds, as the levels are (a peak's too, where the
     # run's own figure is its best round: the dots and the levels must tell the same story)
     values: list[float] = field(default_factory=list)
+    # each run's (SM clock, rate per GHz of it) where its samples carry their clock
+    clocks: list[tuple[float, float] | None] = field(default_factory=list)
     shifts: list[cp.Shift] = field(default_factory=list)
     segments: list[cp.Segment] = field(default_factory=list)
     causes: list[list[EnvChange]] = field(default_factory=list)  # one list per shift
+    # per shift: the (SM clock, rate per GHz of it) of the segments before and after it,
+    # where both read their clock (analysis/clocks); None elsewhere
+    clock_moves: list[tuple[tuple[float, float], tuple[float, float]] | None] = field(
+        default_factory=list)
     outliers: list[cp.OutlierRun] = field(default_factory=list)  # single runs far off
     # what each outlier run's own record shows that the run before it does not, by point
     told: dict[int, tuple[int, list[evidence.Evidence]]] = field(default_factory=dict)
@@ -193,11 +199,28 @@ def _analyse(s: Series, causes: Callable[[int, int], list[EnvChange]], threshold
     usable = [p for p in s.points if p and min(p) > 0]
     s.noise_pct = cp.noise_pct(s.points) if len(usable) >= cp.MIN_RUNS else None
     s.causes = [causes(s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
+    s.clock_moves = [_clock_move(s, i) for i in range(len(s.shifts))]
     point = s.runs.index(baseline) if baseline in s.runs else None
     s.baseline_missing = baseline is not None and point is None
     if len(usable) == len(s.points):
         s.gate = history_gate.judge(s.points, found, s.higher_is_better, threshold_pct, alpha,
                                     point, window)
+
+
+def _clock_move(s: Series, i: int
+                ) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """The SM clock and the rate per GHz of it either side of the series' shift i: the median
+    of the runs' own readings in the segment before and in the segment after, where at least
+    two runs on each side read their clock."""
+    if len(s.clocks) != len(s.points) or i + 1 >= len(s.segments):
+        return None
+    sides = [[c for j in seg.runs if (c := s.clocks[j]) is not None]
+             for seg in (s.segments[i], s.segments[i + 1])]
+    if any(len(side) < 2 for side in sides):
+        return None
+    before, after = ((statistics.median(c for c, _ in side),
+                      statistics.median(g for _, g in side)) for side in sides)
+    return before, after
 
 
 def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
@@ -381,6 +404,7 @@ def build(args: Sequence[str], *, machine: str | None = None,
             s.runs.append(point.number)
             s.points.append(f.rounds)
             s.values.append(statistics.median(f.rounds))
+            s.clocks.append(f.clock)
     names = series.unique_names({k: s.name for k, s in by_key.items()})
     for k, s in by_key.items():
         s.name = names[k]

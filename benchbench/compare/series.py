@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis import clocks
 from benchbench.compare.align import HEADLINE, headline_name, side_value
 from benchbench.compare.sides import match_key
 from benchbench.core.results import Measurement, RunResult
@@ -36,6 +37,9 @@ class Figure:
     higher_is_better: bool
     rounds: tuple[float, ...]  # the value of each round (rounds.round_values)
     value: float  # the run's figure: the median of its rounds; a peak's best round
+    # (the SM clock its samples ran at, the rate per GHz of it), where they carry their clock;
+    # a peak's, its best size's (analysis/clocks.py)
+    clock: tuple[float, float] | None = None
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -84,7 +88,7 @@ def figures(run: RunResult) -> list[Figure]:
             if picked(p.name, m):
                 out.append(Figure(p.name, m.metric, match_key(p.name, m), m.unit,
                                   m.higher_is_better, tuple(round_values(m)),
-                                  side_value([m])))
+                                  side_value([m]), clocks.pooled([clocks.behind(p, m)])))
     return out
 
 

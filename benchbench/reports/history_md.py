@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from benchbench.analysis import clocks
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
 from benchbench.analysis.history_gate import Gate
 from benchbench.compare.environment import ENV_BYTES
@@ -287,6 +288,30 @@ def _cause(s: Series, i: int) -> str:
     return causes_text(s.causes[i], (s.run_at(x.at - 1), s.run_at(x.at)))
 
 
+def clock_text(group: list[tuple[Series, int]]) -> str:
+    """The SM clock's move at a group's shift (one series, or one figure on several GPUs that
+    moved alike): 'SM clock 1,755 → 1,485 MHz (−15.4%) while the samples ran, per GHz of it
+    +0.0%: the clock moved, not the work per cycle'; for several, the spans, and the
+    conclusion where every member draws it; '—' where no member read its clock."""
+    moves = [(s, s.shifts[i], m) for s, i in group
+             if i < len(s.clock_moves) and (m := s.clock_moves[i]) is not None]
+    if not moves:
+        return "—"
+    per_cycle = moves[0][0].unit == "FLOP/s"
+    if len(group) == 1:
+        s, x, (before, after) = moves[0]
+        return clocks.moved(before, after, x.change_pct, per_cycle)
+    moved = [clocks.shifts(b, a) for _, _, (b, a) in moves]
+    text = "SM clock " + span([c for c, _ in moved], clocks.signed) + " while the samples ran"
+    if not per_cycle:
+        return text
+    which = {clocks.carried(c, g, x.change_pct) for (c, g), (_, x, _) in zip(moved, moves,
+                                                                              strict=True)}
+    text += ", per GHz of it " + span([g for _, g in moved], clocks.signed)
+    one = which.pop() if len(which) == 1 else None
+    return text + (f": {one}" if one and len(moves) == len(group) else "")
+
+
 def _change_points(h: History) -> list[str]:
     found = [(s, i) for s in h.series for i in range(len(s.shifts))]
     rows = []
@@ -304,12 +329,15 @@ def _change_points(h: History) -> list[str]:
                      value_span([y.after for y in shifts], unit),
                      span([y.change_pct for y in shifts], pct), p,
                      f"{span([y.runs[0] for y in shifts], str)} / "
-                     f"{span([y.runs[1] for y in shifts], str)}", _cause(*group[0])])
+                     f"{span([y.runs[1] for y in shifts], str)}", _cause(*group[0]),
+                     clock_text(group)])
     if not rows:
         return ["## Change points", "", "None: every series stayed at one level.", ""]
-    return ["## Change points", ""] + fmt.table(
-        ["series", "run", "date", "before", "after", "change", "p", "runs before / after",
-         "what changed"], rows)
+    header = ["series", "run", "date", "before", "after", "change", "p", "runs before / after",
+              "what changed", "the clock it ran at"]
+    if all(r[-1] == "—" for r in rows):  # no series read its clock: no column of dashes
+        header, rows = header[:-1], [r[:-1] for r in rows]
+    return ["## Change points", ""] + fmt.table(header, rows)
 
 
 def _state(s: Series, threshold_pct: float) -> tuple[str, int | None]:

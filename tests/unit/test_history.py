@@ -4,6 +4,7 @@ machine's runs, the exit codes and the files, JUnit included."""
 
 import math
 import random
+import re
 import statistics
 
 import pytest
@@ -842,3 +843,53 @@ def test_no_index_without_two_figures_that_every_run_measured(tmp_path):
     few[0].runs = few[0].runs[1:]  # one series misses a run: it is left out
     assert history.composite(few[:2], runs.runs) is None
     assert history.composite(few[1:3], runs.runs) is not None
+
+
+# --- the clock at a change point ---------------------------------------------------------------
+
+def clocked_history(root, n=12, at=6, clock_after=1.485e9, per_ghz_after=488e12):
+    """n runs of one H200's bf16 matmul whose samples carry their SM clock: 1,755 MHz and 488
+    TFLOP/s per GHz until run `at`, then the given clock and rate per GHz."""
+    from synthetic_runs import clocked_env, timed_measurement
+
+    from benchbench.core.results import ProbeResult, RunResult
+
+    rng = random.Random(5)
+    for i in range(n):
+        hz, per = (1.755e9, 488e12) if i < at else (clock_after, per_ghz_after)
+        run_hz = hz * math.exp(rng.gauss(0, 0.004))
+        clocks = [run_hz * (1 + 0.002 * d) for d in (-1, 0, 1)]
+        flops = timed_measurement("flops", {"device": "cuda:0", "dtype": "bf16", "size": 8192},
+                                  [per * c / 1e9 for c in clocks], sm_clock_Hz=clocks)
+        flops.context.update(round_values=[flops.value], rounds=1)
+        peak = timed_measurement("peak_flops", {"device": "cuda:0", "dtype": "bf16"},
+                                 [flops.value], statistic="max", best_size=8192)
+        peak.context.update(round_values=[flops.value], rounds=1)
+        run = RunResult(tool={"name": "benchbench", "version": "0.1.0"}, started_at=day(i),
+                        environment={**environment(host="gpu1"), "gpus": clocked_env()["gpus"]},
+                        config={"device_resolved": "cuda"}, argv=[], probes=[ProbeResult(
+                            name="matmul", status="ok", resource="gpu_compute",
+                            measurements=[flops, peak])])
+        d = root / f"r{i:03d}"
+        d.mkdir()
+        results.save(run, d / "results.json")
+    return history.build([str(root / "r*")])
+
+
+def test_a_change_point_says_the_clock_fell_not_the_work_per_cycle(tmp_path):
+    h = clocked_history(tmp_path)
+    s = named(h, "matmul peak bf16")
+    assert [x.at for x in s.shifts] == [6]
+    text = history_md.render(h)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul peak bf16 | 7 |"))
+    assert "the clock it ran at" in text
+    # each side's median run: 1,755 and 1,485 MHz planted, each run's clock within ±0.4%
+    assert re.search(r"SM clock 1,7\d\d → 1,4\d\d MHz \(−1[45]\.\d%\) while the samples ran, "
+                     r"per GHz of it [+−]0\.\d%: the clock moved, not the work per cycle \|$", row)
+
+
+def test_a_change_point_says_the_work_per_cycle_fell_not_the_clock(tmp_path):
+    h = clocked_history(tmp_path, clock_after=1.755e9, per_ghz_after=413e12)
+    text = history_md.render(h)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| matmul peak bf16 | 7 |"))
+    assert "per GHz of it −15." in row and ": the work per cycle moved, not the clock |" in row
