@@ -129,6 +129,20 @@ def _differs(a: Fact, b: Fact) -> bool:
     return str(a.value) != str(b.value)
 
 
+def clocked(mine: tuple[float, float] | None, theirs: tuple[float, float] | None,
+            per_cycle: bool) -> list[Evidence]:
+    """Where both figures' samples carry their SM clock (analysis/clocks.pooled: the clock, the
+    rate per GHz of it), the clock they ran at where it differs, and for arithmetic the work
+    per GHz where that differs: a node slow at the same work per cycle ran at a lower clock."""
+    if mine is None or theirs is None:
+        return []
+    out = [Evidence("SM clock while its samples ran", mine[0], theirs[0], "Hz")]
+    if per_cycle:
+        out.append(Evidence("work per GHz of that clock", mine[1], theirs[1], "FLOP/s"))
+    return [e for e in out if _differs(Fact(e.name, e.mine, e.unit),
+                                       Fact(e.name, e.theirs, e.unit))]
+
+
 def against(mine: RunResult, theirs: RunResult, probe: str, my_device: str | None,
             their_device: str | None) -> list[Evidence]:
     """The facts both runs record and differ in, then the flags only `mine` raised."""

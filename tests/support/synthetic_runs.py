@@ -100,10 +100,13 @@ def gpu_node(host: str, gpus: int = 8, factor: float = 1.0,
              sm_clock: dict[int, float] | None = None,
              records: dict[int, dict[str, Any]] | None = None,
              driver: str = "550.54.15", name: str = H100,
-             started: str = "2026-11-30T02:00:00+00:00") -> RunResult:
+             started: str = "2026-11-30T02:00:00+00:00",
+             sample_clock: dict[int, float] | None = None) -> RunResult:
     """One node of a GPU fleet: per-GPU matmul peaks and host-to-device peaks (with the link
     read under load), ResNet50 on cuda:0, and the matmul probe's telemetry per GPU. A GPU's
-    figures scale with `factor` × per_gpu[i]; a narrower link halves its copy bandwidth."""
+    figures scale with `factor` × per_gpu[i]; a narrower link halves its copy bandwidth.
+    `sample_clock` (by GPU, Hz): the matmul's samples carry that SM clock each, at its best
+    size's measurement behind the peak (analysis/clocks.py); none without it."""
     per_gpu, pcie, sm_clock, records = per_gpu or {}, pcie or {}, sm_clock or {}, records or {}
     matmul, copies = [], []
     for i in range(gpus):
@@ -111,8 +114,16 @@ def gpu_node(host: str, gpus: int = 8, factor: float = 1.0,
         gen, width = pcie.get(i, (5, 16))
         link = (gen / 5) * (width / 16)
         for dtype, peak in (("bf16", 7.9e14), ("fp16", 7.9e14)):
-            matmul.append(measurement("peak_flops", {"device": f"cuda:{i}", "dtype": dtype},
-                                      [peak * f * 0.99, peak * f], "FLOP/s", "max"))
+            key = {"device": f"cuda:{i}", "dtype": dtype}
+            matmul.append(measurement("peak_flops", key, [peak * f * 0.99, peak * f],
+                                      "FLOP/s", "max", {"best_size": 8192}))
+            if sample_clock is not None and i in sample_clock:
+                hz = sample_clock[i]
+                matmul.append(measurement("flops", {**key, "size": 8192},
+                                          [peak * f * 0.99, peak * f, peak * f * 1.01],
+                                          "FLOP/s", "median",
+                                          {"sm_clock_Hz": [hz * 0.99, hz, hz * 1.01],
+                                           "calls_per_sample": 15}))
         copies.append(measurement(
             "peak_bandwidth", {"device": f"cuda:{i}", "direction": "h2d", "memory": "pinned"},
             [5.3e10 * link * 0.99, 5.3e10 * link], "B/s", "max",

@@ -353,6 +353,31 @@ def test_a_figures_gpu_is_its_device_or_the_memory_a_copy_ran_in():
     assert fig(device="cpu").gpu_device is None and fig().gpu_device is None
 
 
+@pytest.mark.parametrize("clock, says", [
+    (1.49e9, "SM clock while its samples ran 1.49 GHz where the median node ({mid}) has "
+             "1.75 GHz"),
+    (1.755e9, "work per GHz of that clock 386 TFLOP/s where the median node ({mid}) has "
+              "446 TFLOP/s"),
+])
+def test_a_slow_nodes_samples_say_whether_its_clock_or_its_work_per_cycle_fell(tmp_path,
+                                                                             clock, says):
+    """Every node's matmul samples carry their SM clock, 1,755 MHz; node17 is 15% slow, at a
+    clock 15% lower (its power or cooling), or at the same clock (its kernels, its driver)."""
+    everyone = dict.fromkeys(range(8), 1.755e9)
+    nodes = {f"node{i:02d}": {"sample_clock": everyone} for i in range(32)}
+    nodes["node17"] = {"times": 0.85, "sample_clock": dict.fromkeys(range(8), clock)}
+    healthy_fleet(tmp_path, seed=11, **nodes)
+    f = fleet.build([str(tmp_path / "*")])
+    bf16 = next(m for m in f.measures if m.name == "matmul peak bf16")
+    (e17,) = [e for e in bf16.entities if e.score.outlier]
+    assert f.nodes[e17.node].label == "node17"
+    text = fleet_md.outlier_text(f, bf16, e17)
+    mid = f.nodes[e17.against.node].label
+    assert says.format(mid=mid) in text
+    other = ("work per GHz" if clock < 1.6e9 else "SM clock while its samples ran")
+    assert other not in text  # the one that held is no evidence
+
+
 def test_evidence_reads_each_fact_in_its_unit():
     assert history_md.fact(0.031, "ratio") == "3.1%"
     assert history_md.fact(1.41e9, "Hz") == "1.41 GHz" and history_md.fact(700.0, "W") == "700 W"
