@@ -47,12 +47,8 @@ class AtClock:
 
 def at_clock(run: RunResult, m: Measurement) -> AtClock | None:
     """The clock facts of a GPU measurement whose samples carry their SM clock, or None."""
-    clocks = m.context.get("sm_clock_Hz")
-    if not isinstance(clocks, list) or len(clocks) != len(m.samples) or device_of(m) is None:
-        return None
-    pairs = [(v, float(c)) for v, c in zip(m.samples, clocks, strict=True)
-             if isinstance(c, (int, float)) and c > 0]
-    if len(pairs) < MIN_CLOCKED:
+    pairs = _pairs([m])
+    if len(pairs) < MIN_CLOCKED or device_of(m) is None:
         return None
     per = [v / c * 1e9 for v, c in pairs]
     hz = [c for _, c in pairs]
@@ -108,19 +104,22 @@ def pooled(ms: Sequence[Measurement]) -> tuple[float, float] | None:
     these measurements (one figure's runs and rounds on one side of a comparison), or None
     with fewer than MIN_CLOCKED such samples, or for a peak over sizes, whose samples are the
     sizes' medians."""
-    pairs = [(v, float(c)) for m in ms if m.statistic != "max"
-             for v, c in zip(m.samples, _clocks(m), strict=True)
-             if isinstance(c, (int, float)) and c > 0]
+    pairs = _pairs([m for m in ms if m.statistic != "max"])
     if len(pairs) < MIN_CLOCKED:
         return None
     return median([c for _, c in pairs]), median([v / c * 1e9 for v, c in pairs])
 
 
-def _clocks(m: Measurement) -> list[object]:
-    """The measurement's clock per sample, or None per sample where it has none that line up."""
-    got = m.context.get("sm_clock_Hz")
-    return got if isinstance(got, list) and len(got) == len(m.samples) else [None] * len(
-        m.samples)
+def _pairs(ms: Sequence[Measurement]) -> list[tuple[float, float]]:
+    """(value, SM clock in Hz) of every sample of these measurements that carries its clock;
+    a measurement whose clocks do not line up with its samples gives none."""
+    out = []
+    for m in ms:
+        got = m.context.get("sm_clock_Hz")
+        if isinstance(got, list) and len(got) == len(m.samples):
+            out += [(v, float(c)) for v, c in zip(m.samples, got, strict=True)
+                    if isinstance(c, (int, float)) and c > 0]
+    return out
 
 
 def moved(before: tuple[float, float], after: tuple[float, float], change_pct: float,

@@ -299,7 +299,7 @@ def clock_text(group: list[tuple[Series, int]]) -> str:
         return "—"
     per_cycle = moves[0][0].unit == "FLOP/s"
     if len(group) == 1:
-        s, x, (before, after) = moves[0]
+        _, x, (before, after) = moves[0]
         return clocks.moved(before, after, x.change_pct, per_cycle)
     moved = [clocks.shifts(b, a) for _, _, (b, a) in moves]
     text = "SM clock " + span([c for c, _ in moved], clocks.signed) + " while the samples ran"

@@ -893,3 +893,25 @@ def test_a_change_point_says_the_work_per_cycle_fell_not_the_clock(tmp_path):
     text = history_md.render(h)
     row = next(ln for ln in text.splitlines() if ln.startswith("| matmul peak bf16 | 7 |"))
     assert "per GHz of it −15." in row and ": the work per cycle moved, not the clock |" in row
+
+
+def test_several_gpus_whose_clocks_fell_alike_read_as_one_span():
+    """One figure's shift on two GPUs at one run: the spans of their clocks' and rates' moves,
+    and the conclusion both draw; where one GPU read no clock, no conclusion for the group."""
+    def gpu(i, clock_after):
+        s = history.Series("matmul peak bf16", "matmul", "peak_flops",
+                           ("matmul", "peak_flops", (("device", f"cuda:{i}"),)), "FLOP/s", True,
+                           i == 0)
+        s.shifts = [cp.Shift(6, 850e12, 720e12, -15.3, 1e-5, (6, 6))]
+        s.clock_moves = [((1.755e9, 484e12), (clock_after, 484e12))]
+        return s
+
+    group = [(gpu(0, 1.485e9), 0), (gpu(1, 1.49e9), 0)]
+    assert history_md.clock_text(group) == ("SM clock −15.4% to −15.1% while the samples ran, "
+                                            "per GHz of it +0.0%: the clock moved, not the work "
+                                            "per cycle")
+    group[1][0].clock_moves = [None]
+    assert history_md.clock_text(group) == ("SM clock −15.4% while the samples ran, per GHz of "
+                                            "it +0.0%")
+    group[0][0].clock_moves = [None]
+    assert history_md.clock_text(group) == "—"
