@@ -10,7 +10,11 @@ ended (context "sm_clock_Hz", one per sample, probes/api.py), so a figure below 
 can say whether the clock or the work per clock is short: the samples' rate per GHz is what
 the kernel does per cycle, whatever the clock. Two dtypes whose rates per GHz agree, but not
 their rates, differ in their clocks: in the power their data draws, not in their kernels.
-Nothing here is estimated: a measurement whose clocks were not read has no row.
+Only arithmetic (FLOP/s) is read so: the SM clock paces it, where a copy's bytes are paced by
+the memory clock or a link (a host-to-device copy leaves the SMs idle, at whatever clock
+idling gives them) and an inference batch by both; their samples keep their clocks in
+results.json, unread. Nothing here is estimated: a measurement whose clocks were not read has
+no row.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class AtClock:
 
 
 def at_clock(run: RunResult, m: Measurement) -> AtClock | None:
-    """The clock facts of a GPU measurement whose samples carry their SM clock, or None."""
+    """The clock facts of a GPU's arithmetic whose samples carry their SM clock, or None."""
     pairs = _pairs([m])
     if len(pairs) < MIN_CLOCKED or device_of(m) is None:
         return None
@@ -60,17 +64,14 @@ def at_clock(run: RunResult, m: Measurement) -> AtClock | None:
 
 
 def device_of(m: Measurement) -> str | None:
-    """The GPU a measurement ran on, 'cuda:N': its key's device, or its memory (a copy within
-    a GPU's memory is keyed by that memory), or the device its context names (the offline
-    inference's, one GPU); None for the host."""
-    named = [m.key.get("device"), m.key.get("memory"), m.context.get("device")]
-    return next((str(v) for v in named if str(v or "").startswith("cuda:")), None)
+    """The GPU a measurement ran on ('cuda:N', its key's device), or None."""
+    device = str(m.key.get("device") or "")
+    return device if device.startswith("cuda:") else None
 
 
 def per_cycle(m: Measurement) -> bool:
-    """Whether the measurement's rate per GHz of SM clock means work per cycle: arithmetic
-    (FLOP/s), which the SM clock paces. A copy's bytes are paced by the memory clock or a
-    link, so a copy gets its SM clock and no rate per GHz."""
+    """Whether the SM clock paces the measurement, so that its rate per GHz of it is work per
+    cycle: arithmetic (FLOP/s). The module's docstring says why nothing else."""
     return m.unit == "FLOP/s"
 
 
@@ -115,25 +116,22 @@ def _pairs(ms: Sequence[Measurement]) -> list[tuple[float, float]]:
     a measurement whose clocks do not line up with its samples gives none."""
     out = []
     for m in ms:
-        got = m.context.get("sm_clock_Hz")
+        got = m.context.get("sm_clock_Hz") if per_cycle(m) else None
         if isinstance(got, list) and len(got) == len(m.samples):
             out += [(v, float(c)) for v, c in zip(m.samples, got, strict=True)
                     if isinstance(c, (int, float)) and c > 0]
     return out
 
 
-def moved(before: tuple[float, float], after: tuple[float, float], change_pct: float,
-          per_cycle_too: bool) -> str:
+def moved(before: tuple[float, float], after: tuple[float, float], change_pct: float) -> str:
     """The clause a changed figure gets where both sides read their clock: how far the clock
-    moved and, for arithmetic, the rate per GHz of it; and which of the two carried the
-    change, where one did (carried)."""
+    and the rate per GHz of it moved, and which of the two carried the change, where one did
+    (carried)."""
     clock, per = shifts(before, after)
-    text = (f"SM clock {before[0] / 1e6:,.0f} → {after[0] / 1e6:,.0f} MHz "
-            f"({signed(clock)}) while the samples ran")
-    if not per_cycle_too:
-        return text
     which = carried(clock, per, change_pct)
-    return text + f", per GHz of it {signed(per)}" + (f": {which}" if which else "")
+    return (f"SM clock {before[0] / 1e6:,.0f} → {after[0] / 1e6:,.0f} MHz "
+            f"({signed(clock)}) while the samples ran, per GHz of it {signed(per)}"
+            + (f": {which}" if which else ""))
 
 
 def shifts(before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:

@@ -109,7 +109,7 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
                     and cell.clock and b.value:
                 change = (cell.value / b.value - 1) * 100
                 d = replace(d, reason="; ".join(filter(None, [d.reason, clocks.moved(
-                    b.clock, cell.clock, change, row.unit == "FLOP/s")])))
+                    b.clock, cell.clock, change)])))
             cell.decision = d
     # A probe that stopped under other conditions (a --quick run's shorter budget) is not one
     # that stopped working: it is left to "Only in some runs".

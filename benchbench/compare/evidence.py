@@ -129,16 +129,15 @@ def _differs(a: Fact, b: Fact) -> bool:
     return str(a.value) != str(b.value)
 
 
-def clocked(mine: tuple[float, float] | None, theirs: tuple[float, float] | None,
-            per_cycle: bool) -> list[Evidence]:
+def clocked(mine: tuple[float, float] | None, theirs: tuple[float, float] | None
+            ) -> list[Evidence]:
     """Where both figures' samples carry their SM clock (analysis/clocks.pooled: the clock, the
-    rate per GHz of it), the clock they ran at where it differs, and for arithmetic the work
-    per GHz where that differs: a node slow at the same work per cycle ran at a lower clock."""
+    rate per GHz of it), the clock they ran at and the work per GHz of it, each where it
+    differs: a node slow at the same work per cycle ran at a lower clock."""
     if mine is None or theirs is None:
         return []
-    out = [Evidence("SM clock while its samples ran", mine[0], theirs[0], "Hz")]
-    if per_cycle:
-        out.append(Evidence("work per GHz of that clock", mine[1], theirs[1], "FLOP/s"))
+    out = [Evidence("SM clock while its samples ran", mine[0], theirs[0], "Hz"),
+           Evidence("work per GHz of that clock", mine[1], theirs[1], "FLOP/s")]
     return [e for e in out if _differs(Fact(e.name, e.mine, e.unit),
                                        Fact(e.name, e.theirs, e.unit))]
 

@@ -364,8 +364,7 @@ def _scored(nodes: list[Node], found: list[tuple[int, series.Figure]], probe: st
     for e in entities:
         if e.score.outlier and mid is not None:
             e.against = mid
-            e.evidence = evidence.clocked(e.figure.clock, mid.figure.clock,
-                                          e.figure.unit == "FLOP/s") + evidence.against(
+            e.evidence = evidence.clocked(e.figure.clock, mid.figure.clock) + evidence.against(
                 nodes[e.node].run, nodes[mid.node].run, probe, e.figure.gpu_device,
                 mid.figure.gpu_device)
     return scored, entities

@@ -297,14 +297,11 @@ def clock_text(group: list[tuple[Series, int]]) -> str:
              if i < len(s.clock_moves) and (m := s.clock_moves[i]) is not None]
     if not moves:
         return "—"
-    per_cycle = moves[0][0].unit == "FLOP/s"
     if len(group) == 1:
         _, x, (before, after) = moves[0]
-        return clocks.moved(before, after, x.change_pct, per_cycle)
+        return clocks.moved(before, after, x.change_pct)
     moved = [clocks.shifts(b, a) for _, _, (b, a) in moves]
     text = "SM clock " + span([c for c, _ in moved], clocks.signed) + " while the samples ran"
-    if not per_cycle:
-        return text
     which = {clocks.carried(c, g, x.change_pct) for (c, g), (_, x, _) in zip(moved, moves,
                                                                               strict=True)}
     text += ", per GHz of it " + span([g for _, g in moved], clocks.signed)

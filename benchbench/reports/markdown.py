@@ -148,9 +148,8 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
     if with_ref:
         header.append("of reference")
     at = [clocks.at_clock(run, clocks.behind(pr, m)) for m in ms]
-    per_cycle = any(at) and all(clocks.per_cycle(m) for m in ms)
     if any(at):
-        header += ["SM clock (of its max)"] + (["per GHz of it"] if per_cycle else [])
+        header += ["SM clock (of its max)", "per GHz of it"]
     rows = []
     for m, c in zip(ms, at, strict=True):
         s = summarize(m.samples)
@@ -168,7 +167,7 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
             row.append(f"{fmt.percent(m.value / ref[0])} of {ref[1]} "
                        f"({fmt.value(ref[0], m.unit)})" if ref else "")
         if any(at):
-            row += _clock_cells(c, m.unit)[:2 if per_cycle else 1]
+            row += _clock_cells(c, m.unit)
         rows.append(row)
     return header, rows
 
@@ -190,7 +189,7 @@ def _clock_lines(run: RunResult, pr: ProbeResult) -> list[str]:
         by_device.setdefault(str(clocks.device_of(m)), []).append(c)
     how = (" A rate per GHz is the work per cycle, whatever the clock: figures whose rates "
            "differ while their rates per GHz agree ran at different clocks, not at different "
-           "speeds per cycle." if any(clocks.per_cycle(m) for m, _ in pairs) else "")
+           "speeds per cycle.")
     out = []
     for dev, cs in by_device.items():
         lo, hi = min(c.low_Hz for c in cs), max(c.high_Hz for c in cs)

@@ -66,15 +66,21 @@ def test_a_gpu_at_its_maximum_clock_is_not_said_to_be_held_down():
     assert "held below" not in line
 
 
-def test_a_copy_shows_its_clock_but_no_rate_per_ghz():
-    """A copy's bytes are paced by the memory clock or a link, not by the SM clock."""
+def test_a_copy_keeps_its_clocks_but_the_report_does_not_read_them():
+    """A copy's bytes are paced by the memory clock or a link, and a host-to-device copy leaves
+    the SMs idle at whatever clock idling gives them: its samples' clocks stay in results.json,
+    and the report reads none (no column, no line, no "held down")."""
     copy = ProbeResult(name="memory_bandwidth", status="ok", resource="gpu_memory", measurements=[
-        m("copy_bandwidth", {"device": "cuda:0", "size_bytes": 2 << 30}, [4.1e12, 4.2e12, 4.0e12],
-          unit="B/s", sm_clock_Hz=[1.98e9, 1.98e9, 1.97e9])])
-    text = render_md(clocked_run(copy))
-    section = text[text.index("### Memory copy"):]
-    assert "SM clock (of its max)" in section and "per GHz" not in section
-    assert "A rate per GHz" not in section
+        m("copy_bandwidth", {"memory": "cuda:0", "size_bytes": 2 << 30}, [4.1e12, 4.2e12, 4.0e12],
+          unit="B/s", sm_clock_Hz=[0.345e9, 0.345e9, 0.345e9]),
+        m("copy_bandwidth", {"device": "cuda:0", "direction": "h2d"}, [5e10, 5e10, 5e10],
+          unit="B/s", sm_clock_Hz=[0.345e9, 0.345e9, 0.345e9])])
+    run = clocked_run(copy)
+    assert all(clocks.at_clock(run, x) is None for x in copy.measurements)
+    assert clocks.pooled(copy.measurements) is None
+    section = render_md(run)
+    section = section[section.index("### Memory copy"):]
+    assert "SM clock" not in section and "per GHz" not in section
 
 
 def test_a_run_without_clocks_has_no_clock_column():
@@ -85,17 +91,6 @@ def test_a_run_without_clocks_has_no_clock_column():
     run.probes[0].measurements[:] = plain
     text = render_md(run)
     assert "SM clock" not in text
-
-
-def test_a_copy_within_a_gpus_memory_is_that_gpus():
-    """memory_bandwidth keys its copies by the memory they stay in, not by a device."""
-    copy = ProbeResult(name="memory_bandwidth", status="ok", resource="gpu_memory", measurements=[
-        m("copy_bandwidth", {"memory": "cuda:0", "size_bytes": 2 << 30},
-          [4.1e12, 4.2e12, 4.0e12], unit="B/s", sm_clock_Hz=[1.98e9, 1.98e9, 1.97e9])])
-    run = clocked_run(copy)
-    assert clocks.at_clock(run, copy.measurements[0]).share == pytest.approx(1.0)
-    line = next(ln for ln in render_md(run).splitlines() if ln.startswith("- SM clock of"))
-    assert line.startswith("- SM clock of cuda:0 while") and "100.0% of its 1,980 MHz" in line
 
 
 def test_a_figure_under_its_reference_says_its_clock_was_held_down():
