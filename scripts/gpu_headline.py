@@ -237,7 +237,10 @@ def clock_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
             if got is not None:
                 at[str(m.key.get("dtype"))] = got
     if not at:
+        on_gpu = pr is not None and any(m.key.get("device") == "cuda:0"
+                                        for m in pr.measurements)
         why = ("the matmul probe did not run" if pr is None else
+               "the matmul measured no GPU" if not on_gpu else
                "its samples carry no SM clock (NVML unreadable, or a run before the clocks "
                "were read)")
         return [("matmul SM clock", _missing(why), "—", "—")]
