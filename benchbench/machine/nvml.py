@@ -35,22 +35,12 @@ def handle_by_uuid(nvml: Any, uuid: str) -> Any:
     return best_effort(lambda: nvml.nvmlDeviceGetHandleByUUID(full))
 
 
-# The SM clock readers of this process, by UUID: NVML is initialised once per process, and a
-# GPU it cannot read is asked once (None).
-_SM_READERS: dict[str, Callable[[], float | None] | None] = {}
-
-
 def sm_clock_reader(uuid: str | None) -> Callable[[], float | None] | None:
     """A function that reads the GPU's SM clock now, in Hz (None where a read fails), or None
-    where NVML cannot read this GPU (no library, no driver, no such UUID). Read only."""
+    where NVML cannot read this GPU (no library, no driver, no such UUID). Read only; it
+    initialises NVML (counted by NVML itself, and left open for the process's reads)."""
     if not uuid:
         return None
-    if uuid not in _SM_READERS:
-        _SM_READERS[uuid] = _open_sm_reader(uuid)
-    return _SM_READERS[uuid]
-
-
-def _open_sm_reader(uuid: str) -> Callable[[], float | None] | None:
     nvml = best_effort(load_nvml)
     if nvml is None or best_effort(lambda: nvml.nvmlInit() or True) is None:
         return None

@@ -146,6 +146,9 @@ class Meter:
 
     def __init__(self, clock: Clock = time.perf_counter) -> None:
         self.clock = clock
+        # the SM clock readers opened so far, by GPU UUID (None: NVML cannot read it), so that
+        # NVML is opened once per GPU for the probe, not once per measurement
+        self._sm_readers: dict[str, Callable[[], float | None] | None] = {}
 
     def timer_for(self, device: str) -> Timer:
         return cuda_timer(device) if device.startswith("cuda") else wall_timer(self.clock)
@@ -268,11 +271,13 @@ class Meter:
         on the CPU and where NVML cannot read the GPU of this UUID (torch's, from the run's
         facts). Between timed samples it says at what clock each ran: a card held at its power
         limit runs its matmuls at a fraction of its maximum clock."""
-        if not device.startswith("cuda"):
+        if not device.startswith("cuda") or not uuid:
             return None
-        from benchbench.machine.nvml import sm_clock_reader
+        if uuid not in self._sm_readers:
+            from benchbench.machine.nvml import sm_clock_reader
 
-        return sm_clock_reader(uuid)
+            self._sm_readers[uuid] = sm_clock_reader(uuid)
+        return self._sm_readers[uuid]
 
     def peak_memory(self, device: str) -> float | None:
         """Bytes the caching allocator handed out at most since the last reset; None on the

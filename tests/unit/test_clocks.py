@@ -161,21 +161,21 @@ def test_a_zero_time_sample_drops_its_clock_with_it():
 
 # --- NVML ----------------------------------------------------------------------------------------
 
-def test_nvml_reads_the_sm_clock_in_hz_once_initialised_per_process(monkeypatch):
+def test_nvml_reads_the_sm_clock_in_hz_opened_once_per_gpu_for_the_probe(monkeypatch):
     fake = fake_nvml.FakeNvml()  # GPU 0 at 1,980 MHz, GPU 1 idle at 345
     monkeypatch.setattr(nvml, "load_nvml", lambda: fake)
-    monkeypatch.setattr(nvml, "_SM_READERS", {})
-    read = nvml.sm_clock_reader("66666666-2222-3333-4444-555555555555")  # torch's bare UUID
+    meter = Meter()
+    read = meter.sm_clock_reader("cuda:1", "66666666-2222-3333-4444-555555555555")  # torch's
     assert read() == 345e6
-    assert nvml.sm_clock_reader("66666666-2222-3333-4444-555555555555") is read
-    assert fake.looked_up.count("nvmlInit") == 1  # NVML opened once for the process
-    assert nvml.sm_clock_reader("GPU-00000000-0000-0000-0000-000000000000") is None
-    assert nvml.sm_clock_reader(None) is None
+    assert meter.sm_clock_reader("cuda:1", "66666666-2222-3333-4444-555555555555") is read
+    assert fake.looked_up.count("nvmlInit") == 1  # NVML opened once for the probe's meter
+    assert meter.sm_clock_reader("cuda:0", "GPU-00000000-0000-0000-0000-000000000000") is None
+    assert meter.sm_clock_reader("cuda:0", None) is None
+    assert meter.sm_clock_reader("cpu", "66666666-2222-3333-4444-555555555555") is None
 
 
 def test_no_nvml_means_no_clock_and_no_error(monkeypatch):
     failing = fake_nvml.FakeNvml(fail_init=fake_nvml.NVMLError("Driver Not Loaded"))
     monkeypatch.setattr(nvml, "load_nvml", lambda: failing)
-    monkeypatch.setattr(nvml, "_SM_READERS", {})
     assert nvml.sm_clock_reader("11111111-2222-3333-4444-555555555555") is None
-    assert Meter().sm_clock_reader("cpu", "11111111-2222-3333-4444-555555555555") is None
+    assert Meter().sm_clock_reader("cuda:0", "11111111-2222-3333-4444-555555555555") is None
