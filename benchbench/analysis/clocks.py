@@ -51,12 +51,12 @@ class AtClock:
 
 def at_clock(run: RunResult, m: Measurement) -> AtClock | None:
     """The clock facts of a GPU's arithmetic whose samples carry their SM clock, or None."""
-    pairs = _pairs([m])
-    if len(pairs) < MIN_CLOCKED or device_of(m) is None:
+    pairs, device = _pairs([m]), device_of(m)
+    if len(pairs) < MIN_CLOCKED or device is None:
         return None
     per = [v / c * 1e9 for v, c in pairs]
     hz = [c for _, c in pairs]
-    record = gpu_for(run.environment, device_of(m) or "")
+    record = gpu_for(run.environment, device)
     top = (record or {}).get("sm_clock_max")
     return AtClock(median(hz), min(hz), max(hz),
                    float(top) if isinstance(top, (int, float)) and top > 0 else None,
