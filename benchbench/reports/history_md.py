@@ -192,6 +192,26 @@ def step_causes(s: Series, x: Shift) -> str:
     return causes_text(s.causes[s.shifts.index(x)], (s.run_at(x.at - 1), s.run_at(x.at)))
 
 
+def steps_causes(regs: list[Series]) -> str:
+    """What changed around the steps of the regressed series, in the order of their runs, the
+    steps where nothing recorded changed named once: 'driver 550 → 560 between runs 10 and 11;
+    nothing recorded changed between runs 6 and 7, 12 and 13, and 18 and 19'; '' where the
+    gates hold no step."""
+    found: dict[tuple[int, int], set[str]] = {}
+    for s in regs:
+        for x in (s.gate.steps if s.gate else []):
+            runs = (s.run_at(x.at - 1), s.run_at(x.at))
+            texts = found.setdefault(runs, set())
+            texts.update(change_text(c) for c in s.causes[s.shifts.index(x)])
+    told = [f"{'; '.join(sorted(texts))} between runs {a} and {b}"
+            for (a, b), texts in sorted(found.items()) if texts]
+    quiet = [f"{a} and {b}" for (a, b), texts in sorted(found.items()) if not texts]
+    if quiet:
+        told.append("nothing recorded changed between runs " + (
+            quiet[0] if len(quiet) == 1 else ", ".join(quiet[:-1]) + ", and " + quiet[-1]))
+    return "; ".join(told)
+
+
 def _header(h: History) -> list[str]:
     first, last = h.runs[0], h.runs[-1]
     basis = last.identity.basis
@@ -225,9 +245,9 @@ def _summary(h: History) -> list[str]:
         out += [f"**{len(regs)} series regressed** (exit 3):", ""]
         out += [f"- {gates_text(h, group)}" for group in grouped(regs, lambda s: s,
                                                                  gate_signature)]
-        causes = {step_causes(s, x) for s in regs for x in (s.gate.steps if s.gate else [])}
+        causes = steps_causes(regs)
         if causes:
-            out += ["", "What changed around their steps: " + "; ".join(sorted(causes)) + "."]
+            out += ["", f"What changed around their steps: {causes}."]
     unheld = h.unheld
     if not regs:
         out.append("**No series regressed** (exit 0): " + (

@@ -454,6 +454,26 @@ def test_a_small_drop_at_a_driver_update_is_tested_at_the_update(tmp_path):
     assert all(s.shifts == [] for s in history.build([str(tmp_path / "b" / "r*")]).series)
 
 
+def test_the_summary_names_what_changed_at_each_step_in_run_order_the_quiet_ones_once(
+        tmp_path, capsys):
+    """Four −6% steps at runs 7, 13, 19 and 25 (the 10th step's run sorts before the 7th's as a
+    string), a driver update at the third: one clause for it, one for the three where nothing
+    recorded changed, in the order of their runs."""
+    rng = random.Random(4)
+    for i in range(30):
+        d = tmp_path / f"r{i:03d}"
+        d.mkdir()
+        env = environment(driver="550.54.15" if i < 18 else "560.28.03")
+        results.save(cpu_run(day(i), base=0.94 ** (i // 6) * math.exp(rng.gauss(0, 0.003)),
+                             rounds=(0.999, 1.001), env=env), d / "results.json")
+    assert cli.main(["history", str(tmp_path / "r*")]) == 3
+    said = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("What changed around their steps")]
+    assert said == ["What changed around their steps: driver 550.54.15 → 560.28.03 between "
+                    "runs 18 and 19; nothing recorded changed between runs 6 and 7, 12 and 13, "
+                    "and 24 and 25."]
+
+
 def test_runs_are_ordered_by_start_time_not_by_name(tmp_path):
     save_runs(tmp_path, n=12, drop_at=6, name="b", start=0)
     # the same machine's older runs under names that sort last
