@@ -9,6 +9,7 @@ from typing import Any
 from benchbench.analysis.change_points import change_pct
 from benchbench.analysis.outliers import MIN_GROUP, TINY_PCT
 from benchbench.compare.fleet import Entity, Fleet, Measure
+from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
 from benchbench.reports.fleet_plots import entity_label
@@ -58,16 +59,48 @@ def outlier_text(f: Fleet, m: Measure, e: Entity) -> str:
     Gen4 x8 (capable Gen5 x16) where the median node (node03) has Gen5 x16'"""
     if e.change:
         return _change_text(f, m, e)
-    median = "its node's median GPU" if e.within_node else "the group median"
+    median, told = _held(f, e)
     head = f"{entity_label(f, e)}: {m.name} {pct(e.score.deviation_pct)} vs {median} " \
            f"({z_text(e)})"
+    return "; ".join([head, *told])
+
+
+def _held(f: Fleet, e: Entity) -> tuple[str, list[str]]:
+    """(what a node's or a GPU's level is held against, its evidence against the entity
+    closest to that: what its run records that the other's does not)."""
+    median = "its node's median GPU" if e.within_node else "the group median"
     if e.against is None:
-        return head
+        return median, []
     ref = (f"its node's median GPU ({entity_label(f, e.against)})" if e.within_node
            else f"the median node ({entity_label(f, e.against)})")
-    told = [evidence_text(x, ref) for x in e.evidence]
-    return "; ".join([head, *told] if told else
-                     [head, f"its run records nothing that {ref} does not"])
+    return median, ([evidence_text(x, ref) for x in e.evidence]
+                    or [f"its run records nothing that {ref} does not"])
+
+
+def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
+    """outlier_text of each, a node's (or a GPU's) measurements that are held against the same
+    and show the same evidence in one line: 'node05: matmul peak bf16 −16.2% (z = −6.8) and
+    matmul peak fp16 −16.2% (z = −6.8) vs the group median; its run records nothing that the
+    median node (node09) does not'. The nodes furthest off first, each node's lines together;
+    a change since an earlier run keeps a line of its own."""
+    lines: dict[tuple[str, Any], list[tuple[Measure, Entity]]] = {}
+    for k, (m, e) in enumerate(pairs):
+        same = k if e.change else (_held(f, e)[0], tuple(_held(f, e)[1]))
+        lines.setdefault((entity_label(f, e), same), []).append((m, e))
+    worst: dict[int, float] = {}
+    for _, e in pairs:
+        worst[e.node] = max(worst.get(e.node, 0.0), abs(e.score.deviation_pct))
+    out = []
+    for (who, _), members in sorted(lines.items(), key=lambda x: (
+            -worst[x[1][0][1].node], x[1][0][1].node)):
+        m, e = members[0]
+        if len(members) == 1:
+            out.append(outlier_text(f, m, e))
+            continue
+        median, told = _held(f, e)
+        what = [f"{m.name} {pct(e.score.deviation_pct)} ({z_text(e)})" for m, e in members]
+        out.append("; ".join([f"{who}: {names.listed(what)} vs {median}", *told]))
+    return out
 
 
 def _header(f: Fleet) -> list[str]:
@@ -101,15 +134,15 @@ def _summary(f: Fleet) -> list[str]:
     low = f.low
     out = ["## Summary", ""]
     if low:
-        out += [f"**{len(low)} outlier(s) below their group** (exit 3):", ""]
-        out += [f"- {outlier_text(f, m, e)}" for m, e in low]
+        out += [f"**{len(low)} outlier(s) below their group{f.on_nodes(low)}** (exit 3):", ""]
+        out += [f"- {line}" for line in outlier_lines(f, low)]
     else:
         out.append("**No outlier below its group** (exit 0).")
     high = [(m, e) for m in f.measures for e in m.outliers if not e.score.low]
     if high:
         out += ["", f"{len(high)} outlier(s) above their group (faster: not a failure, but not "
                     "like the others):", ""]
-        out += [f"- {outlier_text(f, m, e)}" for m, e in high]
+        out += [f"- {line}" for line in outlier_lines(f, high)]
     return out + [""]
 
 

@@ -38,7 +38,8 @@ def fleet(f: Fleet, markdown_text: str, plots: dict[str, bytes],
     low = f.low
     banner = page.outcome(
         bool(low), f"benchbench fleet · {len(f.nodes)} nodes · {len(f.groups)} group(s)",
-        f"{len(low)} outlier(s) below their group" if low else "No outlier below its group",
+        f"{len(low)} outlier(s) below their group{f.on_nodes(low)}" if low else
+        "No outlier below its group",
         [f"exit {3 if low else 0}: a node (or GPU) on the slower side of its group's median, "
          f"{esc(OUTLIER_RULE)}."]
         + ([f"With the nodes' earlier runs ({esc(f.earlier_from)}), also a node whose change "

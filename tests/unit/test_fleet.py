@@ -207,6 +207,41 @@ def test_the_planted_outlier_is_found_with_its_evidence(tmp_path):
                    "resnet50 amp_bf16 224px": {("node17", None)}}
 
 
+def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_the_same(
+        tmp_path):
+    """The fleet of the test above: six outliers on two nodes, in three lines. node05's GPU is
+    slow in bf16 and fp16 with the same evidence, one line; node17's measurements share a line
+    where they are held against the same median node with the same evidence. The nodes
+    furthest off first, each node's lines together, and every outlier in one line of its
+    node."""
+    healthy_fleet(tmp_path, node17={"factor": 0.85, "pcie": {g: (4, 8) for g in range(8)},
+                                    "sm_clock": dict.fromkeys(range(8), 1.41e9)},
+                  node05={"per_gpu": {3: 0.8}, "records": {3: {"remapped_rows": {
+                      "correctable": 0, "uncorrectable": 2, "pending": True,
+                      "failure": False}}}})
+    f = fleet.build([str(tmp_path / "*")])
+    assert len(f.low) == 6
+    md = fleet_md.render(f)
+    assert "**6 outlier(s) below their group on 2 nodes** (exit 3):" in md
+    lines = fleet_md.outlier_lines(f, f.low)
+    # node17's links make its copies 60% slow: it is furthest off, its lines first
+    assert [line.split(":")[0] for line in lines] == ["node17", "node17", "node05 cuda"]
+    assert lines[0].startswith("node17: matmul peak bf16 −15.0% (z = −4.7) and matmul peak "
+                               "fp16 −15.0% (z = −4.7) vs the group median; PCIe link under "
+                               "load Gen4 x8 (capable Gen5 x16) where the median node (node")
+    assert "SM clock under load 1.41 GHz" in lines[0] and "SM clock" not in lines[1]
+    assert lines[2].startswith("node05 cuda:3: matmul peak bf16 −19.8% (z = −")
+    assert " and matmul peak fp16 −19.8% (z = −" in lines[2]
+    assert (" vs its node's median GPU; remapped rows 2 uncorrectable, pending where its node's "
+            "median GPU (node05 cuda:") in lines[2]
+    for m, e in f.low:
+        who = "node05 cuda:3" if e.within_node else "node17"
+        assert sum(line.startswith(who + ":") and m.name in line for line in lines) == 1
+    # one outlier alone reads as outlier_text does
+    m, e = f.low[-1]
+    assert fleet_md.outlier_lines(f, [(m, e)]) == [fleet_md.outlier_text(f, m, e)]
+
+
 def test_nodes_compare_only_within_their_hardware_group(tmp_path):
     healthy_fleet(tmp_path, n=5)
     save(tmp_path, "h200a", gpu_node("h200a", name="NVIDIA H200", factor=1.6))
@@ -288,8 +323,8 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
     code, md, err = run_cli(capsys, "fleet", bad / "*", "--out", out, "--junit", xml)
     assert code == 3, err
-    assert err.endswith(" s: 1 outlier(s) below their group, exit 3\n"), err
-    assert "**1 outlier(s) below their group** (exit 3)" in md
+    assert err.endswith(" s: 1 outlier(s) below their group on 1 node, exit 3\n"), err
+    assert "**1 outlier(s) below their group on 1 node** (exit 3)" in md
     assert ("n4: storage seq1m −49.8% vs the group median (z = −" in md
             and "kernel 6.9.0 where the median node" in md)
     assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "fleet.html", "fleet.md"]
@@ -595,7 +630,7 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     code, md, err = run_cli(capsys, "fleet", now / "*", "--before", then / "*", "--out", out,
                             "--junit", xml)
     assert code == 3, err
-    assert "**3 outlier(s) below their group** (exit 3)" in md
+    assert "**3 outlier(s) below their group on 1 node** (exit 3)" in md
     assert "its run records nothing that its earlier run does not" in md
     html = (out / "fleet.html").read_text()
     assert html.count('<figure id="fig-') == 8  # four measurements, and their changes
