@@ -66,12 +66,16 @@ Otava found more than either judging again, on N fresh series, all three judged:
 series moves by three series or so on chance alone (a cell found in 37% of 300 series was
 found in 23% of its 30).
 `--alpha A`: history's --alpha, for the cost of finding more steps in false change points
-(the default, 0.001, is history's).
+(the default, 0.001, is history's). The summary gives each detector's point on that trade-off
+per history length (its false change points per series on pure noise, the mean of the noise
+cells, and its share of the planted single steps, nothing recorded), so runs at several A with
+`--against` trace benchbench's curve through Otava's point.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -86,6 +90,7 @@ from multiprocessing import Pool
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate
 from benchbench.compare.history import index_points
+from benchbench.engine.progress import task_progress
 
 NEAR = 3  # runs: a change point this close to a planted step found it
 PLANTED = {"staircase": "−15.1%", "drift": "−10% at the last run"}
@@ -252,6 +257,12 @@ def measure(count: int, mix: str, otava_py: str | None, against: dict[str, Tally
     return out
 
 
+def cells_done(bar: Callable[[int, int], None], total: int) -> Callable[[str], None]:
+    """progress(name) for measure() and recheck(): each cell done moves the bar on by one."""
+    done = itertools.count(1)
+    return lambda name: bar(next(done), total)
+
+
 def earlier(path: str | None, mix: str) -> dict[str, Tally]:
     """Otava's tallies per cell from an earlier --json (the last of each cell's tallies)."""
     if path is None:
@@ -306,6 +317,29 @@ def short_of(x: Tally, otava: Tally | None) -> bool:
             and x.found / x.planted < otava.found / otava.planted)
 
 
+def operating_points(results: dict[str, Tallies]) -> list[str]:
+    """Per history length, each detector's point on the trade-off: its false change points per
+    series on pure noise (the mean over the noise cells) and the share of every planted single
+    step it finds, nothing recorded; Otava's beside where its tallies are. Run again at other
+    --alpha values, the lines trace benchbench's curve through Otava's point."""
+    lines = []
+    for n in LENGTHS:
+        noise = [v for k, v in results.items() if k.startswith(f"noise n={n} ")]
+        steps = [v for k, v in results.items() if k.startswith("step") and f" n={n} " in k]
+        if not noise or not steps:
+            continue
+        said = []
+        for which, who in ((0, "benchbench"), (2, "Otava")):
+            if any(v[which] is None for v in noise + steps):
+                continue
+            false = statistics.mean(v[which].false / v[which].series for v in noise)
+            found = sum(v[which].found for v in steps) / sum(v[which].planted for v in steps)
+            said.append(f"{who} {false:.4f} false change points per series, {found:.1%} of "
+                        "the steps found")
+        lines.append(f"n = {n}, nothing recorded: " + "; ".join(said))
+    return lines
+
+
 def summary(results: dict[str, Tallies]) -> list[str]:
     def worst(prefix: str, which: int) -> float:
         return max(v[which].false / v[which].series for k, v in results.items()
@@ -322,6 +356,7 @@ def summary(results: dict[str, Tallies]) -> list[str]:
             lines.append(f"{judged}: step cells where benchbench finds at least Otava's share: "
                          f"{len(steps) - len(behind)} of {len(steps)}" + "".join(
                              f"\n  {k}: {x:.0%} against {y:.0%}" for k, x, y in behind))
+    lines += operating_points(results)
     for family in ("staircase", "drift"):
         for which, judged in ((0, "nothing recorded"), (1, "recorded")):
             cells = [(k, v[which]) for k, v in results.items() if k.startswith(family)
@@ -619,23 +654,24 @@ def main() -> int:
             print(f"{count} {counted} per cell, {time.perf_counter() - started:.0f} s")
             return 0
     dump = {}
-    def progress(name: str) -> None:
-        print(f"\r{name:<40}", end="", file=sys.stderr, flush=True)
-
+    cells = len(families())
     for mix in (("run", "rounds") if a.mix == "both" else (a.mix,)):
-        res = measure(a.series, mix, a.otava, earlier(a.against, mix), progress)
+        # a bar on a terminal; nothing in a log, where the tables say what was measured
+        with task_progress(f"the {mix} mix's {cells} cells") as bar:
+            res = measure(a.series, mix, a.otava, earlier(a.against, mix), cells_done(bar, cells))
         # Each mix's table and tallies as soon as they are measured (6.5 min a mix at 30
         # series on a 2-core VM): the recheck after them, minutes more, must not cost them.
         dump[mix] = {k: [vars(x) if x else None for x in v] for k, v in res.items()}
         if a.json:
             with open(a.json, "w") as fh:
                 json.dump(dump, fh)
-        print(file=sys.stderr)
         print("\n".join(report(res, mix) + [""] + summary(res) + [""]), flush=True)
         if a.recheck and a.otava:
-            print("\n".join(recheck(res, mix, a.recheck, a.otava, progress) + [""]),
-                  flush=True)
-    print(file=sys.stderr)
+            behind = sum(k.startswith("step") and (short_of(x, b) or short_of(r, b))
+                         for k, (x, r, b) in res.items())
+            with task_progress(f"the {behind} cells where Otava found more, again") as bar:
+                lines = recheck(res, mix, a.recheck, a.otava, cells_done(bar, behind))
+            print("\n".join(lines + [""]), flush=True)
     print(f"{a.series} series per cell, alpha {a.alpha:g}, "
           f"{time.perf_counter() - started:.0f} s")
     return 0

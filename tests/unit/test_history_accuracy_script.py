@@ -129,3 +129,26 @@ def test_the_machines_mode_gates_whole_histories_of_three_series(script):
     assert script.machine_cell(("drift n=12 cv=1", drift, 0.5, 6)) == (6, 6, 6)
     noise = script.Planted("noise", 12, 1, ())
     assert script.machine_cell(("noise n=12 cv=1", noise, 0.5, 6)) == (0, 0, 0)
+
+
+def test_each_length_states_both_detectors_points_on_the_trade_off(script):
+    """False change points per series: the mean over the noise cells of that length; steps
+    found: over every planted single step of that length; Otava's only where it was judged."""
+    T = script.Tally
+    results = {
+        "noise n=12 cv=1": (T(series=300, false=3), T(series=300), T(series=300, false=9)),
+        "noise n=12 cv=3": (T(series=300, false=0), T(series=300), T(series=300, false=3)),
+        "step -10% middle n=12 cv=3": (T(series=30, planted=30, found=18), T(series=30),
+                                       T(series=30, planted=30, found=28)),
+        "step -3% early n=12 cv=3": (T(series=30, planted=30, found=2), T(series=30),
+                                     T(series=30, planted=30, found=4)),
+        "two steps n=12 cv=3": (T(series=30, planted=60, found=0), T(series=30), None),
+        "noise n=30 cv=1": (T(series=300, false=1), T(series=300), None),
+        "step -10% middle n=30 cv=3": (T(series=30, planted=30, found=27), T(series=30), None),
+    }
+    assert script.operating_points(results) == [
+        "n = 12, nothing recorded: benchbench 0.0050 false change points per series, 33.3% "
+        "of the steps found; Otava 0.0200 false change points per series, 53.3% of the steps "
+        "found",
+        "n = 30, nothing recorded: benchbench 0.0033 false change points per series, 90.0% "
+        "of the steps found"]
