@@ -44,26 +44,31 @@ def _cell(row: Row, label: str) -> str:
 
 
 def _header(comp: Comparison) -> list[str]:
-    base = comp.baseline
     out = [f"# benchbench compare: {' vs '.join(s.label for s in comp.sides)}", ""]
     for s in comp.sides:
         role = "baseline" if s.baseline else "compared"
         runs = ", ".join(f"`{p}`" for p in s.sources)
         pooled = f", {len(s.runs)} runs pooled" if len(s.runs) > 1 else ""
         out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}")
-    out += ["", f"Regression rule: a measurement regressed when it is worse than the baseline "
-                f"({base.label}) by more than {comp.threshold_pct:g}% in the direction of better "
-                "and by more than this machine's run-to-run noise explains. Its values are one "
-                "per round (each a fresh process, minutes apart) of every run; the samples "
-                "inside one process share its state and are not compared. With several runs a "
-                f"side: a two-sided t-test at α = {comp.alpha:g} on the logarithms of the "
-                "values. With one run a side: every value beyond every value of the other side "
-                "by more than the threshold and the widest spread between rounds in its family "
-                "(the probe's metric across its keys), and the family's median change beyond "
-                "them too. With no second value in the family the noise is unknown and the "
-                "change inconclusive. A probe that measured in every baseline run and was "
-                "skipped or failed in a run of another side is a regression of that probe.", ""]
-    return out
+    return out + [""]
+
+
+def _rule(comp: Comparison) -> list[str]:
+    """How the summary was decided: after the summary and the conditions, so that the verdict
+    comes first."""
+    return ["## The rule", "",
+            f"A measurement regressed when it is worse than the baseline ({comp.baseline.label}) "
+            f"by more than {comp.threshold_pct:g}% in the direction of better and by more than "
+            "this machine's run-to-run noise explains. Its values are one per round (each a "
+            "fresh process, minutes apart) of every run; the samples inside one process share "
+            "its state and are not compared. With several runs a side: a two-sided t-test at "
+            f"α = {comp.alpha:g} on the logarithms of the values. With one run a side: every "
+            "value beyond every value of the other side by more than the threshold and the "
+            "widest spread between rounds in its family (the probe's metric across its keys), "
+            "and the family's median change beyond them too. With no second value in the "
+            "family the noise is unknown and the change inconclusive. A probe that measured in "
+            "every baseline run and was skipped or failed in a run of another side is a "
+            "regression of that probe.", ""]
 
 
 def _summary(comp: Comparison) -> list[str]:
@@ -277,7 +282,7 @@ def _partial(comp: Comparison) -> list[str]:
 
 
 def render(comp: Comparison) -> str:
-    lines = (_header(comp) + compare_conditions.section(comp) + _summary(comp)
+    lines = (_header(comp) + _summary(comp) + compare_conditions.section(comp) + _rule(comp)
              + _decisions(comp) + _headline(comp)
              + _verdicts(comp) + compare_references.section(comp) + _environment(comp)
              + compare_cost_md.section(comp) + _undecided(comp)

@@ -106,8 +106,14 @@ def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
 def _header(f: Fleet) -> list[str]:
     return [f"# benchbench fleet: {len(f.nodes)} nodes", "",
             f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
-            "count and CPU model). Rule: each headline figure is held against the rest of its "
-            "group. The node farthest from the others' mean is taken out and held against "
+            "count and CPU model).", ""]
+
+
+def _rule(f: Fleet) -> list[str]:
+    """How the summary above was decided: after it, so that the verdict comes first."""
+    return ["## The rule", "",
+            "Each headline figure is held against the rest of its group. The node farthest "
+            "from the others' mean is taken out and held against "
             "them, their mean and standard deviation (with the noise of their runs' rounds "
             f"where the nodes scatter no more than that): it is an outlier {OUTLIER_RULE}. "
             "Then the next, up to a fifth of the group; those taken out up to the last outlier "
@@ -213,7 +219,7 @@ def _nodes(f: Fleet) -> list[str]:
 
 
 def render(f: Fleet) -> str:
-    lines = _header(f) + _summary(f) + _groups(f) + _measures(f) + _since(f) + _nodes(f)
+    lines = _header(f) + _summary(f) + _rule(f) + _groups(f) + _measures(f) + _since(f) + _nodes(f)
     if f.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in f.notes] + [""]
     return "\n".join(lines).rstrip() + "\n"

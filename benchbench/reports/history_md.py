@@ -215,27 +215,31 @@ def steps_causes(regs: list[Series]) -> str:
 def _header(h: History) -> list[str]:
     first, last = h.runs[0], h.runs[-1]
     basis = last.identity.basis
+    return [f"# benchbench history: {h.machine}", "",
+            f"{len(h.runs)} runs of **{h.machine}** (identified by its {basis}), from "
+            f"{first.started_at[:10]} to {last.started_at[:10]}, oldest first.", ""]
+
+
+def _rule(h: History) -> list[str]:
+    """How the summary above was decided: after it, so that the verdict comes first."""
     reference = (f"run {h.baseline}'s segment (--baseline)" if h.baseline else
                  "the best segment" + (f" of the last {h.window} runs" if h.window else ""))
-    out = [f"# benchbench history: {h.machine}", "",
-           f"{len(h.runs)} runs of **{h.machine}** (identified by its {basis}), from "
-           f"{first.started_at[:10]} to {last.started_at[:10]}, oldest first.", "",
-           "Rule: each run counts once, as the geometric mean of its values per round. A run "
-           f"more than {OUTLIER_Z:g} run-to-run noises off the level its neighbours on both "
-           "sides agree on is an outlier run, left out of the levels. Change points: binary "
-           "segmentation and PELT propose, and each is kept when the best split of the "
-           "segments either side of it, paid for having been chosen (the maximum-t test), "
-           f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
-           "a kernel), the record gave the place: a step there is tested by Student's t at "
-           f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
-           "A series regressed when its latest level (the latest "
-           "segment's level; where that segment drifts, or the runs since the reference drift "
-           "across change points, where the drift has taken it; or the "
-           f"latest run alone when it is an outlier run) is worse than {reference} by more than "
-           f"{h.threshold_pct:g}% and the difference holds at p ≤ {h.alpha:g} (one step at a "
-           "recorded change, at its level). The method and its measured accuracy: "
-           "docs/history-method.md.", ""]
-    return out
+    return ["## The rule", "",
+            "Each run counts once, as the geometric mean of its values per round. A run "
+            f"more than {OUTLIER_Z:g} run-to-run noises off the level its neighbours on both "
+            "sides agree on is an outlier run, left out of the levels. Change points: binary "
+            "segmentation and PELT propose, and each is kept when the best split of the "
+            "segments either side of it, paid for having been chosen (the maximum-t test), "
+            f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
+            "a kernel), the record gave the place: a step there is tested by Student's t at "
+            f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
+            "A series regressed when its latest level (the latest "
+            "segment's level; where that segment drifts, or the runs since the reference drift "
+            "across change points, where the drift has taken it; or the "
+            f"latest run alone when it is an outlier run) is worse than {reference} by more than "
+            f"{h.threshold_pct:g}% and the difference holds at p ≤ {h.alpha:g} (one step at a "
+            "recorded change, at its level). The method and its measured accuracy: "
+            "docs/history-method.md.", ""]
 
 
 def _summary(h: History) -> list[str]:
@@ -447,7 +451,7 @@ def _runs(h: History) -> list[str]:
 
 
 def render(h: History) -> str:
-    lines = (_header(h) + _summary(h) + _change_points(h) + _outlier_runs(h) + _series(h)
+    lines = (_header(h) + _summary(h) + _rule(h) + _change_points(h) + _outlier_runs(h) + _series(h)
              + _changes(h) + _runs(h))
     if h.set_apart:
         lines += ["## Set apart", "", "Runs not of this machine, left out of every series:",

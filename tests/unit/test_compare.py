@@ -250,6 +250,11 @@ def test_runs_with_different_probes_align_what_matches():
     text = compare_md.render(comp)
     assert "## Only in some runs" in text and "| storage | read_bandwidth |" in text
     assert "| resnet50 | ok | skipped (no time) |" in text
+    # the verdict first, then what it was judged under and by which rule
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads[:3] == ["## Summary", "## Conditions", "## The rule"]
+    assert "A measurement regressed when it is worse than the baseline" in text.split(
+        "## The rule")[1].split("## ")[0]
 
 
 def test_incidental_key_fields_are_ignored_and_noted():

@@ -242,6 +242,15 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
     assert fleet_md.outlier_lines(f, [(m, e)]) == [fleet_md.outlier_text(f, m, e)]
 
 
+def test_the_fleets_summary_comes_first_and_the_rule_after_it(tmp_path):
+    healthy_fleet(tmp_path, n=8, node03={"times": 0.8})
+    md = fleet_md.render(fleet.build([str(tmp_path / "*")]))
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    assert heads[:3] == ["## Summary", "## The rule", "## Groups"]
+    assert md.split("## Summary")[0].count("\n") <= 5
+    assert fleet_md.OUTLIER_RULE in md.split("## The rule")[1].split("## ")[0]
+
+
 def test_nodes_compare_only_within_their_hardware_group(tmp_path):
     healthy_fleet(tmp_path, n=5)
     save(tmp_path, "h200a", gpu_node("h200a", name="NVIDIA H200", factor=1.6))

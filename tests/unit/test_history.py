@@ -474,6 +474,16 @@ def test_the_summary_names_what_changed_at_each_step_in_run_order_the_quiet_ones
                     "and 24 and 25."]
 
 
+def test_the_summary_comes_first_and_the_rule_after_it(tmp_path):
+    """What a reader wants first is the verdict; the rule that decided it follows."""
+    save_runs(tmp_path, env_of=drivers)
+    md = history_md.render(history.build([str(tmp_path / "r*")]))
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    assert heads[:3] == ["## Summary", "## The rule", "## Change points"]
+    assert md.split("## Summary")[0].count("\n") <= 5  # the title and the runs' span alone
+    assert "Each run counts once" in md.split("## The rule")[1].split("## ")[0]
+
+
 def test_runs_are_ordered_by_start_time_not_by_name(tmp_path):
     save_runs(tmp_path, n=12, drop_at=6, name="b", start=0)
     # the same machine's older runs under names that sort last
