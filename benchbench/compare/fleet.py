@@ -136,12 +136,6 @@ class Fleet:
     def low(self) -> list[tuple[Measure, Entity]]:
         return [(m, e) for m in self.measures for e in m.low]
 
-    def on_nodes(self, pairs: list[tuple[Measure, Entity]]) -> str:
-        """' on 2 nodes' (or ' on 1 node'): how many nodes these outliers fall on, themselves,
-        a GPU of theirs or their change."""
-        n = len({e.node for _, e in pairs})
-        return f" on {n} node{'s' if n != 1 else ''}"
-
 
 def hardware(env: dict[str, Any]) -> str:
     gpus = env_value(env, "GPUs")

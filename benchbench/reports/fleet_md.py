@@ -77,6 +77,13 @@ def _held(f: Fleet, e: Entity) -> tuple[str, list[str]]:
                     or [f"its run records nothing that {ref} does not"])
 
 
+def on_nodes(pairs: list[tuple[Measure, Entity]]) -> str:
+    """' on 2 nodes' (or ' on 1 node'): how many nodes these outliers fall on, themselves, a
+    GPU of theirs or their change."""
+    n = len({e.node for _, e in pairs})
+    return f" on {n} node{'s' if n != 1 else ''}"
+
+
 def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
     """outlier_text of each, a node's (or a GPU's) measurements that are held against the same
     and show the same evidence in one line: 'node05: matmul peak bf16 −16.2% (z = −6.8) and
@@ -84,22 +91,22 @@ def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
     median node (node09) does not'. The nodes furthest off first, each node's lines together;
     a change since an earlier run keeps a line of its own."""
     lines: dict[tuple[str, Any], list[tuple[Measure, Entity]]] = {}
+    worst: dict[int, float] = {}  # by node: its largest deviation among these
     for k, (m, e) in enumerate(pairs):
-        same = k if e.change else (_held(f, e)[0], tuple(_held(f, e)[1]))
+        median, told = _held(f, e)
+        same = k if e.change else (median, tuple(told))
         lines.setdefault((entity_label(f, e), same), []).append((m, e))
-    worst: dict[int, float] = {}
-    for _, e in pairs:
         worst[e.node] = max(worst.get(e.node, 0.0), abs(e.score.deviation_pct))
     out = []
-    for (who, _), members in sorted(lines.items(), key=lambda x: (
-            -worst[x[1][0][1].node], x[1][0][1].node)):
+    for members in sorted(lines.values(), key=lambda g: (-worst[g[0][1].node], g[0][1].node)):
         m, e = members[0]
         if len(members) == 1:
             out.append(outlier_text(f, m, e))
             continue
         median, told = _held(f, e)
-        what = [f"{m.name} {pct(e.score.deviation_pct)} ({z_text(e)})" for m, e in members]
-        out.append("; ".join([f"{who}: {names.listed(what)} vs {median}", *told]))
+        what = [f"{x.name} {pct(y.score.deviation_pct)} ({z_text(y)})" for x, y in members]
+        out.append("; ".join([f"{entity_label(f, e)}: {names.listed(what)} vs {median}",
+                              *told]))
     return out
 
 
@@ -140,7 +147,7 @@ def _summary(f: Fleet) -> list[str]:
     low = f.low
     out = ["## Summary", ""]
     if low:
-        out += [f"**{len(low)} outlier(s) below their group{f.on_nodes(low)}** (exit 3):", ""]
+        out += [f"**{len(low)} outlier(s) below their group{on_nodes(low)}** (exit 3):", ""]
         out += [f"- {line}" for line in outlier_lines(f, low)]
     else:
         out.append("**No outlier below its group** (exit 0).")
