@@ -166,6 +166,20 @@ def _groups(f: Fleet) -> list[str]:
     return ["## Groups", ""] + fmt.table(["hardware", "nodes", "which", "scored"], rows)
 
 
+def _table(header: list[str], rows: list[list[str]], hardware: int, one: bool) -> list[str]:
+    """A table whose column `hardware` names each row's hardware group: left out where the
+    fleet has `one`, since every row would repeat what the Groups section says."""
+    if not one:
+        return fmt.table(header, rows)
+    return fmt.table(header[:hardware] + header[hardware + 1:],
+                     [r[:hardware] + r[hardware + 1:] for r in rows])
+
+
+def _one_scored(f: Fleet) -> bool:
+    """Every measurement is of one hardware group (the others, if any, too small to score)."""
+    return len({m.group for m in f.measures}) == 1
+
+
 def _measures(f: Fleet) -> list[str]:
     rows = [[m.name, m.group, str(len(m.entities)), value(m.median, m.unit),
              noise_text(m.sigma_pct) + (" (with its rounds)" if m.pooled else ""),
@@ -179,8 +193,8 @@ def _measures(f: Fleet) -> list[str]:
             "(they all read the same: copies of one run, not a measured spread). Sees: the "
             "smallest deviation from their mean this fleet's spread lets the rule call; a "
             "node further off is an outlier. Each measurement is plotted in fleet.html.", ""] + \
-        fmt.table(["measurement", "group", "nodes", "median", "spread", "sees", "worst node",
-                   "outliers"], rows)
+        _table(["measurement", "group", "nodes", "median", "spread", "sees", "worst node",
+                "outliers"], rows, 1, _one_scored(f))
 
 
 def _since(f: Fleet) -> list[str]:
@@ -207,9 +221,9 @@ def _since(f: Fleet) -> list[str]:
             "group's, + better (a change of the whole group is no node's fault: `benchbench "
             "history` judges a machine over time). Spread: the standard deviation of the "
             "changes of the nodes that are no outliers, in percent. Sees: the smallest "
-            "deviation from their mean change the rule can call.", ""] + fmt.table(
+            "deviation from their mean change the rule can call.", ""] + _table(
         ["measurement", "group", "nodes", "median change", "spread", "sees", "worst node",
-         "outliers"], rows)
+         "outliers"], rows, 1, _one_scored(f))
 
 
 def _nodes(f: Fleet) -> list[str]:
@@ -222,7 +236,7 @@ def _nodes(f: Fleet) -> list[str]:
         for row, n in zip(rows, f.nodes, strict=True):
             row.append(f"{n.earlier.run.started_at[:10]} `{n.earlier.source}`" if n.earlier
                        else "—")
-    return ["## Nodes", ""] + fmt.table(head, rows)
+    return ["## Nodes", ""] + _table(head, rows, 3, len(f.groups) == 1)
 
 
 def render(f: Fleet) -> str:

@@ -260,7 +260,22 @@ def test_nodes_compare_only_within_their_hardware_group(tmp_path):
                                                         "Platinum 8480+"]
     assert f.low == [] and {m.group for m in f.measures} == {
         f"8× {H100} · Intel Xeon Platinum 8480+"}
-    assert "no: fewer than 3 nodes" in fleet_md.render(f)
+    md = fleet_md.render(f)
+    assert "no: fewer than 3 nodes" in md
+    # the nodes are of two kinds, each named; the measurements of one, which Groups names
+    assert "| node | run | source | hardware | identified by |" in md
+    assert "| measurement | nodes | median | spread | sees | worst node | outliers |" in md
+    one = tmp_path / "one"
+    one.mkdir()
+    healthy_fleet(one, n=5)
+    md = fleet_md.render(fleet.build([str(one / "*")]))
+    assert "| node | run | source | identified by |" in md and "H100" not in md.split(
+        "## Nodes")[1]
+    # a third H200: two groups scored, each measurement's row says which
+    save(tmp_path, "h200c", gpu_node("h200c", name="NVIDIA H200", factor=1.6))
+    md = fleet_md.render(fleet.build([str(tmp_path / "*")]))
+    assert "| measurement | group | nodes | median | spread | sees | worst node | outliers |" \
+        in md
 
 
 def test_two_runs_of_one_machine_at_one_time_are_refused_unless_accepted(tmp_path):
