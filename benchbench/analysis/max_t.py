@@ -194,6 +194,38 @@ def p_max(t: float, m: int, df: int) -> float:
     return min(bound, float((1 + len(null) - np.searchsorted(null, x)) / (len(null) + 1)))
 
 
+def smallest_step(m: int, sigma: float, alpha: float, given: bool = False) -> float | None:
+    """The least step in the middle of m runs of noise sigma (log units) whose t reaches the
+    test's bar: at it, noise takes the t above the bar or below it about equally, so such a step
+    is found about half the time, and a larger one more often. The bar is the maximum t's at
+    alpha over every place the split could be, or Student's t at alpha where the place was
+    given (a recorded change). In log units; None below two levels of MIN_SIDE runs, or with
+    sigma not above 0. On the runs' own spread (m − 2 degrees of freedom): rounds that agree
+    with it can only lower the bar."""
+    if m < 2 * MIN_SIDE or not sigma > 0:
+        return None
+    a = m // 2
+    return _bar(m, alpha, given) * sigma * math.sqrt(1 / a + 1 / (m - a))
+
+
+@functools.cache
+def _bar(m: int, alpha: float, given: bool) -> float:
+    """The t a split of m runs must reach at alpha: Student's where its place was given, else
+    the maximum t's (p_max, solved by bisection); the same for every series of m runs."""
+    df = m - 2
+    if given:
+        from scipy.stats import t as student
+
+        return float(student.isf(alpha / 2, df))
+    low, high = 0.0, 1.0
+    while p_max(high, m, df) > alpha:
+        low, high = high, high * 2
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (mid, high) if p_max(mid, m, df) > alpha else (low, mid)
+    return high
+
+
 def _z_of(t: float, df: int) -> float:
     """The normal value with the tail of Student's t at df degrees of freedom."""
     from scipy.stats import norm

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from benchbench.analysis import change_points as cp
-from benchbench.analysis import history_gate
+from benchbench.analysis import history_gate, max_t
 from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import EXPLAINING, env_value
 from benchbench.compare.sides import CompareError, load, paths_of, results_file
@@ -74,6 +74,10 @@ class Series:
     told: dict[int, tuple[int, list[evidence.Evidence]]] = field(default_factory=dict)
     # the run-to-run noise, as a CV in percent; None (unknown) with fewer than MIN_RUNS runs
     noise_pct: float | None = None
+    # the least slowdown in the middle of these runs that its test calls about half the time,
+    # in percent: (found blind, at a recorded change); None where the noise is unknown or 0,
+    # or the runs are too few for two levels (max_t.smallest_step)
+    sees_pct: tuple[float, float] | None = None
     gate: history_gate.Gate | None = None  # the latest level against the reference
     baseline_missing: bool = False  # --baseline names a run this series has no point of
     # the machine's index alone: the series it is made of, each with its share (composite)
@@ -198,6 +202,7 @@ def _analyse(s: Series, causes: Callable[[int, int], list[EnvChange]], threshold
     # series of one or two runs has no measured noise, which is unknown, not ±0%.
     usable = [p for p in s.points if p and min(p) > 0]
     s.noise_pct = cp.noise_pct(s.points) if len(usable) >= cp.MIN_RUNS else None
+    s.sees_pct = _sees(len(usable), s.noise_pct, alpha)
     s.causes = [causes(s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
     s.clock_moves = [_clock_move(s, i) for i in range(len(s.shifts))]
     point = s.runs.index(baseline) if baseline in s.runs else None
@@ -205,6 +210,19 @@ def _analyse(s: Series, causes: Callable[[int, int], list[EnvChange]], threshold
     if len(usable) == len(s.points):
         s.gate = history_gate.judge(s.points, found, s.higher_is_better, threshold_pct, alpha,
                                     point, window)
+
+
+def _sees(m: int, noise_pct: float | None, alpha: float) -> tuple[float, float] | None:
+    """Series.sees_pct of m runs at this noise: the smallest slowdown in their middle that the
+    blind test, and the test at a recorded change, call about half the time."""
+    if not noise_pct:
+        return None
+    sigma = math.log1p(noise_pct / 100)
+    steps = (max_t.smallest_step(m, sigma, alpha),
+             max_t.smallest_step(m, sigma, cp.at_change(alpha), given=True))
+    if steps[0] is None or steps[1] is None:
+        return None
+    return -math.expm1(-steps[0]) * 100, -math.expm1(-steps[1]) * 100
 
 
 def _clock_move(s: Series, i: int

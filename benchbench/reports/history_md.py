@@ -372,11 +372,16 @@ def _state(s: Series, threshold_pct: float) -> tuple[str, int | None]:
             else ("one", None))
 
 
+def _sees(pct: float) -> str:
+    """'−10.1%': a slowdown of that much."""
+    return f"−{pct:.1f}%"
+
+
 def _series(h: History) -> list[str]:
     rows = []
     for group in grouped(h.series, lambda s: s, lambda s: (
             len(s.runs), tuple(s.run_at(x.at) for x in s.shifts), s.noise_pct is None,
-            bool(s.segments), _state(s, h.threshold_pct))):
+            s.sees_pct is None, bool(s.segments), _state(s, h.threshold_pct))):
         s, unit = group[0], group[0].unit
         kind, since = _state(s, h.threshold_pct)
         change = span([m.gate.change_pct for m in group if m.gate], pct)
@@ -390,6 +395,9 @@ def _series(h: History) -> list[str]:
                      if s.segments else "—",
                      noise_text(None) if s.noise_pct is None else
                      span([m.noise_pct or 0.0 for m in group], noise_text),
+                     "—" if s.sees_pct is None else
+                     span([m.sees_pct[0] for m in group if m.sees_pct], _sees) + " / "
+                     + span([m.sees_pct[1] for m in group if m.sees_pct], _sees),
                      f"{len(s.shifts)} each" if len(group) > 1 and s.shifts else
                      str(len(s.shifts)), state])
     whole = next((s for s in h.series if s.probe == "all"), None)
@@ -406,11 +414,15 @@ def _series(h: History) -> list[str]:
                + " or ".join(str(k) for k in gpus) + " GPUs; these series are "
                "plotted where they have change points." if gpus else "")
     return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs); "
-            f"unknown for a series of fewer than {MIN_RUNS} runs. Each figure is plotted "
+            f"unknown for a series of fewer than {MIN_RUNS} runs. Sees: the smallest slowdown "
+            "in the middle of these runs that this noise lets a change point be found for "
+            "about half the time, where nothing recorded changed / where a change was "
+            "recorded there (a driver, a kernel); a larger one is found more often, and more "
+            "runs see smaller ones. Each figure is plotted "
             "in history.html (another GPU's where it changed otherwise than the first's)."
             + index + against, ""] + fmt.table(
-        ["series", "runs", "latest run", "latest segment's level", "noise", "change points",
-         "latest level"], rows)
+        ["series", "runs", "latest run", "latest segment's level", "noise", "sees",
+         "change points", "latest level"], rows)
 
 
 def shares_text(whole: Series) -> str:
@@ -465,8 +477,9 @@ def render(h: History) -> str:
 
 def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
     """One row per run and series: the run's figure and rounds, its segment and level, the
-    series' noise (empty: unknown), and, on the first run of a segment, the change point's
-    change and p."""
+    series' noise (empty: unknown) and the least slowdown it sees (Series.sees_pct: blind, and
+    at a recorded change), and, on the first run of a segment, the change point's change and
+    p."""
     keys: dict[str, None] = {}
     out = []
     for s in h.series:
@@ -486,6 +499,8 @@ def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
                         "unit": s.unit, "value": v,
                         "rounds": len(rounds), "segment": s.segments.index(seg) + 1,
                         "segment_level": seg.level, "noise_pct": s.noise_pct,
+                        "sees_pct": s.sees_pct[0] if s.sees_pct else None,
+                        "sees_recorded_pct": s.sees_pct[1] if s.sees_pct else None,
                         "change_point": shift is not None,
                         "change_pct": shift.change_pct if shift else None,
                         "p_value": shift.p_value if shift else None,
@@ -493,8 +508,9 @@ def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
                         "outlier_run": i in odd,
                         "regression": shift is not None and shift is began})
     lead = ["run", "started_at", "source", "label", "series", "probe", "metric"]
-    tail = ["unit", "value", "rounds", "segment", "segment_level", "noise_pct", "change_point",
-            "change_pct", "p_value", "p_held_at", "outlier_run", "regression"]
+    tail = ["unit", "value", "rounds", "segment", "segment_level", "noise_pct", "sees_pct",
+            "sees_recorded_pct", "change_point", "change_pct", "p_value", "p_held_at",
+            "outlier_run", "regression"]
     return lead + [f"key.{k}" for k in keys] + tail, out
 
 
