@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from benchbench.analysis import clocks
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
 from benchbench.analysis.history_gate import Gate
+from benchbench.analysis.max_t import MIN_SIDE
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
 from benchbench.compare.history import EnvChange, History, Series
@@ -271,7 +272,24 @@ def _summary(h: History) -> list[str]:
         said.append(f"{len(odd)} outlier run(s) ({runs_text(odd)}), off in "
                     f"{sum(len(s.outliers) for s in h.series)} series")
     out += ["", "; ".join(said) + "."]
-    return out + [""]
+    return out + _blind_to(h) + [""]
+
+
+def _blind_to(h: History) -> list[str]:
+    """A line where no series could see a slowdown of the threshold (Series.sees_pct): 'no
+    series regressed' must not read as 'no slowdown'."""
+    seen = [(s.sees_pct, s) for s in h.series if s.sees_pct is not None]
+    if not seen:
+        return ["", f"{len(h.runs)} runs are too few for a change point: each level is at "
+                f"least {MIN_SIDE} runs."] if len(h.runs) < 2 * MIN_SIDE else []
+    (blind, recorded), best = min(seen, key=lambda x: x[0][0])
+    if blind <= h.threshold_pct:
+        return []
+    return ["", f"These {len(h.runs)} runs are too few or too noisy to see a "
+            f"{h.threshold_pct:g}% slowdown where nothing recorded changed: the most sensitive "
+            f"series, {best.name}, finds a slowdown of {_sees(blind)} in their middle about "
+            f"half the time ({_sees(recorded)} where a change was recorded there, such as a "
+            "driver update); more runs see smaller ones (the Series table gives each series')."]
 
 
 def recorded_text(s: Series, at: int) -> str:

@@ -521,6 +521,35 @@ def test_each_series_says_the_smallest_step_its_noise_lets_it_see(tmp_path, caps
     assert all(x.noise_pct is not None and x.sees_pct is None for x in few)
 
 
+def test_the_summary_says_when_the_runs_cannot_see_a_slowdown_of_the_threshold(tmp_path):
+    """'No series regressed' must not read as 'no slowdown': six runs at 3% noise see −27% at
+    best, and the summary says so; 24 runs at 2% see under 5% and say nothing more; three runs
+    are too few for any change point."""
+    for n, noise, said in ((6, 0.03, "These 6 runs are too few or too noisy to see a 5% "
+                                      "slowdown where nothing recorded changed: the most "
+                                      "sensitive series, "),
+                           (24, 0.02, None),
+                           (3, 0.03, "3 runs are too few for a change point: each level is at "
+                                     "least 2 runs.")):
+        root = tmp_path / str(n)
+        root.mkdir()
+        rng = random.Random(n)
+        for i in range(n):
+            d = root / f"r{i:03d}"
+            d.mkdir()
+            results.save(cpu_run(day(i), base=math.exp(rng.gauss(0, noise)),
+                                 rounds=(0.99, 1.01)), d / "results.json")
+        h = history.build([str(root / "r*")])
+        summary = history_md.render(h).split("## The rule")[0]
+        if said is None:
+            assert "too few" not in summary
+            continue
+        assert said in summary
+        if n == 6:
+            least = min(s.sees_pct[0] for s in h.series if s.sees_pct)
+            assert least > 5 and f"finds a slowdown of −{least:.1f}% in their middle" in summary
+
+
 def test_the_summary_comes_first_and_the_rule_after_it(tmp_path):
     """What a reader wants first is the verdict; the rule that decided it follows."""
     save_runs(tmp_path, env_of=drivers)
