@@ -98,15 +98,14 @@ def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
         lines.setdefault((entity_label(f, e), same), []).append((m, e))
         worst[e.node] = max(worst.get(e.node, 0.0), abs(e.score.deviation_pct))
     out = []
-    for members in sorted(lines.values(), key=lambda g: (-worst[g[0][1].node], g[0][1].node)):
-        m, e = members[0]
-        if len(members) == 1:
-            out.append(outlier_text(f, m, e))
+    for (who, same), members in sorted(lines.items(), key=lambda kv: (
+            -worst[kv[1][0][1].node], kv[1][0][1].node)):
+        if len(members) == 1:  # a change's line is always one (its key is its place)
+            out.append(outlier_text(f, *members[0]))
             continue
-        median, told = _held(f, e)
-        what = [f"{x.name} {pct(y.score.deviation_pct)} ({z_text(y)})" for x, y in members]
-        out.append("; ".join([f"{entity_label(f, e)}: {names.listed(what)} vs {median}",
-                              *told]))
+        median, told = same
+        what = [f"{m.name} {pct(e.score.deviation_pct)} ({z_text(e)})" for m, e in members]
+        out.append("; ".join([f"{who}: {names.listed(what)} vs {median}", *told]))
     return out
 
 

@@ -188,9 +188,15 @@ def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
     return text
 
 
+def _around(s: Series, i: int) -> tuple[list[EnvChange], tuple[int, int]]:
+    """What changed in the environment at s's shift i, and the runs either side of it."""
+    x = s.shifts[i]
+    return s.causes[i], (s.run_at(x.at - 1), s.run_at(x.at))
+
+
 def step_causes(s: Series, x: Shift) -> str:
     """What changed in the environment between the runs either side of one of s's shifts."""
-    return causes_text(s.causes[s.shifts.index(x)], (s.run_at(x.at - 1), s.run_at(x.at)))
+    return causes_text(*_around(s, s.shifts.index(x)))
 
 
 def steps_causes(regs: list[Series]) -> str:
@@ -201,9 +207,8 @@ def steps_causes(regs: list[Series]) -> str:
     found: dict[tuple[int, int], set[str]] = {}
     for s in regs:
         for x in (s.gate.steps if s.gate else []):
-            runs = (s.run_at(x.at - 1), s.run_at(x.at))
-            texts = found.setdefault(runs, set())
-            texts.update(change_text(c) for c in s.causes[s.shifts.index(x)])
+            causes, runs = _around(s, s.shifts.index(x))
+            found.setdefault(runs, set()).update(change_text(c) for c in causes)
     told = [f"{'; '.join(sorted(texts))} between runs {a} and {b}"
             for (a, b), texts in sorted(found.items()) if texts]
     quiet = [f"{a} and {b}" for (a, b), texts in sorted(found.items()) if not texts]
@@ -326,8 +331,7 @@ def _outlier_runs(h: History) -> list[str]:
 
 
 def _cause(s: Series, i: int) -> str:
-    x = s.shifts[i]
-    return causes_text(s.causes[i], (s.run_at(x.at - 1), s.run_at(x.at)))
+    return causes_text(*_around(s, i))
 
 
 def clock_text(group: list[tuple[Series, int]]) -> str:
