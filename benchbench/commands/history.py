@@ -21,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
     from benchbench.compare import history
     from benchbench.compare.sides import CompareError
     from benchbench.engine.progress import task_progress
-    from benchbench.reports import history_md, history_plots, junit, ops_html
+    from benchbench.reports import history_csv, history_md, history_plots, junit, ops_html
 
     started = time.perf_counter()
     check_number("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     publish(where, "history", history_md.render(h),
             figures=lambda notes, progress: history_plots.make(h, notes, progress),
             html=lambda md, plots, notes: ops_html.history(h, md, plots, notes),
-            csv=lambda: history_md.csv_text(h),
+            csv=lambda: history_csv.csv_text(h),
             junit=lambda: junit.document("benchbench history", junit.history_cases(h)))
     code = EXIT_REGRESSION if h.regressions else EXIT_OK
     whose = "" if args.runs else f" (no RUN given: those in {RUNS}/, where run writes them)"

@@ -13,7 +13,7 @@ from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
 from benchbench.reports.fleet_plots import entity_label
-from benchbench.reports.history_md import evidence_text, noise_text, pct, value
+from benchbench.reports.history_text import evidence_text, noise_text, pct, value
 
 # The outlier rule (analysis/outliers.py) in words, as fleet.md's header and fleet.html's
 # banner state it.

@@ -1,221 +1,39 @@
-"""Render a machine's History as Markdown (printed, and history.md) and as history.csv: the
-change points with what changed in the environment around them, the series, the environment's
-changes and the runs."""
+"""Render a machine's History as Markdown (printed, and history.md): the verdict, the change
+points with what changed in the environment around them, the outlier runs, the series, the
+environment's changes and the runs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
-
-from benchbench.analysis import clocks
-from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, Shift, at_change
-from benchbench.analysis.history_gate import Gate
+from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, OutlierRun, at_change
 from benchbench.analysis.max_t import MIN_SIDE
-from benchbench.compare.environment import ENV_BYTES
-from benchbench.compare.evidence import Evidence
-from benchbench.compare.history import EnvChange, History, Series
-from benchbench.compare.series import without_device
+from benchbench.compare.history import History, Series
 from benchbench.core import names
 from benchbench.core import units as fmt
-from benchbench.reports.csv import table_text
+from benchbench.reports.history_text import (
+    around,
+    causes_text,
+    clock_text,
+    each_p_text,
+    env_text,
+    evidence_text,
+    gate_signature,
+    gates_text,
+    group_name,
+    grouped,
+    noise_text,
+    pct,
+    runs_text,
+    shift_p_text,
+    span,
+    steps_causes,
+    value,
+    value_span,
+)
 
 FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
 SHARES_NAMED = 3  # the index's heaviest figures named beside it
-T = TypeVar("T")
-
-
-def value(v: float, unit: str) -> str:
-    return fmt.value(v, "images/s" if unit == "samples/s" else unit)
-
-
-def pct(x: float) -> str:
-    return f"{x:+.1f}%".replace("-", "−")
-
-
-def noise_text(pct: float | None) -> str:
-    """'±2.1%', or 'unknown' where too few runs (or nodes) measured a spread."""
-    return "unknown" if pct is None else f"±{pct:.1f}%"
-
-
-def fact(v: Any, unit: str | None) -> str:
-    if v is None:
-        return "—"
-    if unit and isinstance(v, (int, float)):
-        return fmt.value(v, unit)
-    return str(v)
-
-
-def evidence_text(e: Evidence, reference: str) -> str:
-    if e.name == "flagged":
-        return f"flagged: {e.mine}"
-    return f"{e.name} {fact(e.mine, e.unit)} where {reference} has {fact(e.theirs, e.unit)}"
-
-
-def p_text(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
-
-
-def each_p_text(worst: float, held_at: float | None) -> str:
-    """The p of several series' alike: 'p < 0.001 each', 'p ≤ 0.004', and, where each was tested
-    at its recorded change, against what."""
-    return (("p < 0.001 each" if worst < 0.001 else f"p ≤ {worst:.2g}")
-            + (f", each tested at its recorded change against {held_at:.2g}"
-               if held_at is not None else ""))
-
-
-def shift_p_text(x: Shift) -> str:
-    """A change point's p, and where it was tested at its recorded change alone, that."""
-    return p_text(x.p_value) + (f", tested at its recorded change against {x.held_at:.2g}"
-                                if x.given else "")
-
-
-def env_text(name: str, v: Any) -> str:
-    if v is None or v == "":
-        return "—"
-    if name in ENV_BYTES and isinstance(v, (int, float)):
-        return fmt.iec(v)
-    return str(v)
-
-
-def change_text(c: EnvChange) -> str:
-    return f"{c.field} {env_text(c.field, c.before)} → {env_text(c.field, c.after)}"
-
-
-def causes_text(causes: list[EnvChange], runs: tuple[int, int]) -> str:
-    between = f"between runs {runs[0]} and {runs[1]}"
-    if not causes:
-        return f"nothing recorded changed {between}"
-    return "; ".join(change_text(c) for c in causes) + f" {between}"
-
-
-def grouped(items: list[T], series_of: Callable[[T], Series],
-            signature: Callable[[T], Hashable]) -> list[list[T]]:
-    """The items, those of one figure on several devices that agree on `signature` together, in
-    the order they first come: what eight GPUs show alike is one line, not eight."""
-    out: dict[Hashable, list[T]] = {}
-    for x in items:
-        out.setdefault((without_device(series_of(x).key), signature(x)), []).append(x)
-    return list(out.values())
-
-
-def group_name(members: list[Series]) -> str:
-    """'matmul peak bf16 (cuda:0–7)': the figure and the devices that show it alike; one series
-    by its own name."""
-    first = members[0]
-    if len(members) == 1:
-        return first.name
-    device = dict(first.key[2]).get("device")
-    return (first.name.removesuffix(f" ({device})") + " ("
-            + names.devices([str(dict(m.key[2]).get("device")) for m in members]) + ")")
-
-
-def span(values: list[float], text: Callable[[float], str]) -> str:
-    """'−6.1% to −5.9%': the least and the most, or one value where both read alike."""
-    low, high = text(min(values)), text(max(values))
-    return low if low == high else f"{low} to {high}"
-
-
-def value_span(values: list[float], unit: str) -> str:
-    """'781 TFLOP/s to 785 TFLOP/s', or one value."""
-    return span(values, lambda v: value(v, unit))
-
-
-def runs_text(numbers: list[int], first: int = 6) -> str:
-    """'run 8', 'runs 8, 15 and 21', 'runs 3, 8, 12, 15, 20, 25 and 5 more'."""
-    words = [str(n) for n in numbers[:first]]
-    if len(numbers) > first:
-        words.append(f"{len(numbers) - first} more")
-    return ("run " if len(numbers) == 1 else "runs ") + names.listed(words)
-
-
-def shift_text(h: History, s: Series, i: int) -> str:
-    """'run 7 (2026-11-14): resnet50 amp_bf16 224px −6.1% (p < 0.001); driver 550.54 →
-    560.28 between runs 6 and 7'"""
-    x: Shift = s.shifts[i]
-    run = s.run_at(x.at)
-    before = s.run_at(x.at - 1)
-    return (f"run {run} ({h.run(run).started_at[:10]}): {s.name} {pct(x.change_pct)} "
-            f"({shift_p_text(x)}); {causes_text(s.causes[i], (before, run))}")
-
-
-def gate_text(h: History, s: Series, causes: bool = False) -> str:
-    """'resnet50 fp32 64px −15.2%: the latest segment (runs 81–100) against the best segment
-    (runs 1–20) (p < 0.001), in 4 steps: run 21 (2026-10-21) −4.1%, …'"""
-    return gates_text(h, [s], causes)
-
-
-def gate_signature(s: Series) -> Hashable:
-    """What gates_text says of a series but its name and figures: the series that share it
-    read as one line."""
-    g = s.gate
-    if g is None:
-        return None
-    return (g.latest_what, g.reference_what, g.across,
-            tuple((s.run_at(x.at), x.given) for x in g.steps), _held(g))
-
-
-def _held(g: Gate) -> bool:
-    """The gate's p is its one step's, tested at its recorded change."""
-    return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
-
-
-def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
-    """gate_text for one figure on several devices whose gates share gate_signature:
-    'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)'."""
-    s, g = members[0], members[0].gate
-    if g is None:
-        return f"{group_name(members)}: no level to judge"
-    gates = [m.gate for m in members if m.gate is not None]
-    if len(members) == 1:
-        p = shift_p_text(g.steps[0]) if _held(g) else p_text(g.p_value)
-    else:
-        p = each_p_text(max(x.p_value for x in gates),
-                        max(x.steps[0].held_at for x in gates) if _held(g) else None)
-    if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
-        p += f", not ≤ {g.held_at:.2g}"
-    head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "
-            f"{g.latest_what} against {g.reference_what} ({p})")
-    if not g.steps:
-        return head
-    steps = [f"run {s.run_at(x.at)} ({h.run(s.run_at(x.at)).started_at[:10]})"
-             + (f" {span([y.steps[k].change_pct for y in gates], pct)}"
-                if len(g.steps) > 1 else "") for k, x in enumerate(g.steps)]
-    text = (f"{head}; change points cut the drift at {', '.join(steps)}" if g.across else
-            f"{head}, since {steps[0]}" if len(steps) == 1 else
-            f"{head}, in {len(steps)} steps: {', '.join(steps)}")
-    if causes:
-        text += "".join(f"; {step_causes(s, x)}" for x in g.steps)
-    return text
-
-
-def _around(s: Series, i: int) -> tuple[list[EnvChange], tuple[int, int]]:
-    """What changed in the environment at s's shift i, and the runs either side of it."""
-    x = s.shifts[i]
-    return s.causes[i], (s.run_at(x.at - 1), s.run_at(x.at))
-
-
-def step_causes(s: Series, x: Shift) -> str:
-    """What changed in the environment between the runs either side of one of s's shifts."""
-    return causes_text(*_around(s, s.shifts.index(x)))
-
-
-def steps_causes(regs: list[Series]) -> str:
-    """What changed around the steps of the regressed series, in the order of their runs, the
-    steps where nothing recorded changed named once: 'driver 550 → 560 between runs 10 and 11;
-    nothing recorded changed between runs 6 and 7, 12 and 13, and 18 and 19'; '' where the
-    gates hold no step."""
-    found: dict[tuple[int, int], set[str]] = {}
-    for s in regs:
-        for x in (s.gate.steps if s.gate else []):
-            causes, runs = _around(s, s.shifts.index(x))
-            found.setdefault(runs, set()).update(change_text(c) for c in causes)
-    told = [f"{'; '.join(sorted(texts))} between runs {a} and {b}"
-            for (a, b), texts in sorted(found.items()) if texts]
-    quiet = [f"{a} and {b}" for (a, b), texts in sorted(found.items()) if not texts]
-    if quiet:
-        told.append("nothing recorded changed between runs " + (
-            quiet[0] if len(quiet) == 1 else ", ".join(quiet[:-1]) + ", and " + quiet[-1]))
-    return "; ".join(told)
+NIGHT_UNITS = 3  # an outlier run's row gives its values in up to this many units
+OFF_IN_NAMED = 4  # the figures an outlier run's row names before "and N more figures"
 
 
 def _header(h: History) -> list[str]:
@@ -308,51 +126,65 @@ def recorded_text(s: Series, at: int) -> str:
 
 
 def _outlier_runs(h: History) -> list[str]:
+    """A row per bad night: the figures one run left alike (the same sign, the same record)
+    share it, as one figure on several GPUs shares a line elsewhere; one run off in all eight
+    series is one row, not eight."""
     found = [(s, o) for s in h.series for o in s.outliers]
-    rows = []
+    nights: dict[tuple[int, bool, bool, str], list[list[tuple[Series, OutlierRun]]]] = {}
     for group in grouped(found, lambda x: x[0], lambda x: (
             x[0].run_at(x[1].at), x[1].latest, x[1].change_pct < 0,
             recorded_text(x[0], x[1].at))):
         s, o = group[0]
-        run, unit = s.run_at(o.at), s.unit
-        rows.append([group_name([m for m, _ in group]), str(run) + (" (latest)" if o.latest
-                                                                      else ""),
-                     h.run(run).started_at[:10],
-                     value_span([x.value for _, x in group], unit),
-                     value_span([x.level for _, x in group], unit),
-                     span([x.change_pct for _, x in group], pct), recorded_text(s, o.at)])
+        nights.setdefault((s.run_at(o.at), o.latest, o.change_pct < 0, recorded_text(s, o.at)),
+                          []).append(group)
+    rows = []
+    for (run, latest, _, told), groups in sorted(nights.items(), key=lambda kv: kv[0][0]):
+        members = [x for group in groups for x in group]
+        rows.append([str(run) + (" (latest)" if latest else ""), h.run(run).started_at[:10],
+                     _off_in(h, groups), span([o.change_pct for _, o in members], pct),
+                     _night_values(members), told])
     if not rows:
         return []
     return ["## Outlier runs", "", "Single runs far off a level their neighbours agree on: a "
             "bad night, not a new level. They are left out of the levels; the latest run "
-            "still counts for the exit code.", ""] + fmt.table(
-        ["series", "run", "date", "its value", "the level around it", "off",
+            "still counts for the exit code. The figures one run left alike share a row.",
+            ""] + fmt.table(
+        ["run", "date", "off in", "off", "its value against the level around it",
          "what its own run recorded"], rows)
 
 
+def _night_values(members: list[tuple[Series, OutlierRun]]) -> str:
+    """'152 GFLOP/s to 303 GFLOP/s against 200 GFLOP/s to 399 GFLOP/s; 30.3 images/s against
+    39.9 images/s': the values against their levels, a clause per unit up to NIGHT_UNITS; past
+    that, the machine's index where the night moved it, else where each series' value is."""
+    by_unit: dict[str, list[OutlierRun]] = {}
+    for s, o in members:
+        by_unit.setdefault(s.unit, []).append(o)
+    index = [(s, o) for s, o in members if s.weights]
+    if len(by_unit) > NIGHT_UNITS:
+        if not index:
+            return "each series' in history.csv"
+        (s, o), = index
+        return f"{s.name}: {value(o.value, s.unit)} against {value(o.level, s.unit)}"
+    return "; ".join(value_span([o.value for o in runs], unit) + " against "
+                     + value_span([o.level for o in runs], unit)
+                     for unit, runs in by_unit.items())
+
+
+def _off_in(h: History, groups: list[list[tuple[Series, OutlierRun]]]) -> str:
+    """'all 8 series', or the figures by name: 'matmul peak bf16 (cuda:0–7) and resnet50
+    amp_bf16 224px'; past OFF_IN_NAMED, how many more."""
+    count = sum(len(group) for group in groups)
+    if count == len(h.series) > 1:
+        return f"all {count} series"
+    words = [group_name([s for s, _ in group]) for group in groups[:OFF_IN_NAMED]]
+    if len(groups) > OFF_IN_NAMED:
+        words.append(f"{len(groups) - OFF_IN_NAMED} more figures")
+    return names.listed(words)
+
+
 def _cause(s: Series, i: int) -> str:
-    return causes_text(*_around(s, i))
-
-
-def clock_text(group: list[tuple[Series, int]]) -> str:
-    """The SM clock's move at a group's shift (one series, or one figure on several GPUs that
-    moved alike): 'SM clock 1,755 → 1,485 MHz (−15.4%) while the samples ran, per GHz of it
-    +0.0%: the clock moved, not the work per cycle'; for several, the spans, and the
-    conclusion where every member draws it; '—' where no member read its clock."""
-    moves = [(s, s.shifts[i], m) for s, i in group
-             if i < len(s.clock_moves) and (m := s.clock_moves[i]) is not None]
-    if not moves:
-        return "—"
-    if len(group) == 1:
-        _, x, (before, after) = moves[0]
-        return clocks.moved(before, after, x.change_pct)
-    moved = [clocks.shifts(b, a) for _, _, (b, a) in moves]
-    text = "SM clock " + span([c for c, _ in moved], clocks.signed) + " while the samples ran"
-    which = {clocks.carried(c, g, x.change_pct) for (c, g), (_, x, _) in zip(moved, moves,
-                                                                              strict=True)}
-    text += ", per GHz of it " + span([g for _, g in moved], clocks.signed)
-    one = which.pop() if len(which) == 1 else None
-    return text + (f": {one}" if one and len(moves) == len(group) else "")
+    return causes_text(*around(s, i))
 
 
 def _change_points(h: History) -> list[str]:
@@ -495,46 +327,3 @@ def render(h: History) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# --- history.csv ------------------------------------------------------------------------------
-
-def csv_rows(h: History) -> tuple[list[str], list[dict[str, Any]]]:
-    """One row per run and series: the run's figure and rounds, its segment and level, the
-    series' noise (empty: unknown) and the least slowdown it sees (Series.sees_pct: blind, and
-    at a recorded change), and, on the first run of a segment, the change point's change and
-    p."""
-    keys: dict[str, None] = {}
-    out = []
-    for s in h.series:
-        fields = dict(s.key[2])
-        keys.update(dict.fromkeys(fields))
-        starts = {x.at: x for x in s.shifts}
-        odd = {o.at for o in s.outliers}
-        reg = s.regression
-        began = reg.steps[-1] if reg is not None and reg.steps else None
-        for i, (number, rounds, v) in enumerate(zip(s.runs, s.points, s.values, strict=True)):
-            seg = next(g for g in s.segments if g.start <= i < g.stop)
-            shift = starts.get(i)
-            run = h.run(number)
-            out.append({"run": number, "started_at": run.started_at, "source": run.source,
-                        "label": run.label, "series": s.name, "probe": s.probe,
-                        "metric": s.metric, **{f"key.{k}": v for k, v in fields.items()},
-                        "unit": s.unit, "value": v,
-                        "rounds": len(rounds), "segment": s.segments.index(seg) + 1,
-                        "segment_level": seg.level, "noise_pct": s.noise_pct,
-                        "sees_pct": s.sees_pct[0] if s.sees_pct else None,
-                        "sees_recorded_pct": s.sees_pct[1] if s.sees_pct else None,
-                        "change_point": shift is not None,
-                        "change_pct": shift.change_pct if shift else None,
-                        "p_value": shift.p_value if shift else None,
-                        "p_held_at": shift.held_at if shift else None,
-                        "outlier_run": i in odd,
-                        "regression": shift is not None and shift is began})
-    lead = ["run", "started_at", "source", "label", "series", "probe", "metric"]
-    tail = ["unit", "value", "rounds", "segment", "segment_level", "noise_pct", "sees_pct",
-            "sees_recorded_pct", "change_point", "change_pct", "p_value", "p_held_at",
-            "outlier_run", "regression"]
-    return lead + [f"key.{k}" for k in keys] + tail, out
-
-
-def csv_text(h: History) -> str:
-    return table_text(*csv_rows(h))

@@ -17,7 +17,7 @@ from benchbench.compare.comparison import Comparison
 from benchbench.compare.fleet import Fleet
 from benchbench.compare.history import History
 from benchbench.reports.fleet_md import median_change, outlier_text
-from benchbench.reports.history_md import gate_text, pct, shift_text, value
+from benchbench.reports.history_text import gate_text, pct, shift_text, value
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from benchbench.analysis import outliers
 from benchbench.compare import fleet, series
 from benchbench.compare.sides import CompareError
 from benchbench.core import results
-from benchbench.reports import fleet_md, history_md, ops_html
+from benchbench.reports import fleet_md, history_text, ops_html
 
 
 def save(root, name, run):
@@ -438,9 +438,10 @@ def test_a_slow_nodes_samples_say_whether_its_clock_or_its_work_per_cycle_fell(t
 
 
 def test_evidence_reads_each_fact_in_its_unit():
-    assert history_md.fact(0.031, "ratio") == "3.1%"
-    assert history_md.fact(1.41e9, "Hz") == "1.41 GHz" and history_md.fact(700.0, "W") == "700 W"
-    assert history_md.fact("Gen5 x16", None) == "Gen5 x16" and history_md.fact(None, "W") == "—"
+    assert history_text.fact(0.031, "ratio") == "3.1%"
+    fact = history_text.fact
+    assert fact(1.41e9, "Hz") == "1.41 GHz" and fact(700.0, "W") == "700 W"
+    assert fact("Gen5 x16", None) == "Gen5 x16" and fact(None, "W") == "—"
 
 
 def test_fleet_html_states_the_rule_fleet_md_does(tmp_path):

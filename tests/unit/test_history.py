@@ -18,7 +18,7 @@ from benchbench.compare import history
 from benchbench.compare.series import without_device
 from benchbench.compare.sides import CompareError
 from benchbench.core import names, results
-from benchbench.reports import history_md, history_plots, ops_html
+from benchbench.reports import history_csv, history_md, history_plots, history_text, ops_html
 
 
 def series(n, steps=(), run_cv=0.0, round_cv=0.0, rounds=3, seed=0):
@@ -373,7 +373,7 @@ def test_the_report_says_change_points_cut_the_drift(tmp_path):
         results.save(cpu_run(day(i), base=run[0] / 100, rounds=tuple(v / run[0] for v in run)),
                      d / "results.json")
     h = history.build([str(tmp_path / "r*")])
-    text = history_md.gate_text(h, named(h, "matmul peak fp32"))
+    text = history_text.gate_text(h, named(h, "matmul peak fp32"))
     assert text.startswith("matmul peak fp32 −1")
     assert ": the drift since run 1 at its last run (−0." in text
     assert text.endswith("a run) against the drift's start (run 1) (p < 0.001); change points "
@@ -422,10 +422,13 @@ def day(i):
     return f"2026-{10 + i // 28:02d}-{i % 28 + 1:02d}T02:00:00+00:00"
 
 
-def save_runs(root, n=24, drop_at=12, factor=0.85, env_of=None, name="r", seed=3, start=0):
+def save_runs(root, n=24, drop_at=12, factor=0.85, env_of=None, name="r", seed=3, start=0,
+              nights=None):
+    """`nights`: {run index: factor}, single runs that every figure measured off."""
     rng = random.Random(seed)
     for i in range(n):
-        base = (factor if i >= drop_at else 1.0) * math.exp(rng.gauss(0, 0.02))
+        base = ((factor if i >= drop_at else 1.0) * (nights or {}).get(i, 1.0)
+                * math.exp(rng.gauss(0, 0.02)))
         rounds = tuple(math.exp(rng.gauss(0, 0.01)) for _ in range(2))
         env = env_of(i) if env_of else environment()
         d = root / f"{name}{i:03d}"
@@ -454,7 +457,7 @@ def test_the_drop_is_attributed_to_the_driver_between_the_runs_around_it(tmp_pat
         assert (cause.field, cause.before, cause.after) == ("driver", "550.54.15", "560.28.03")
         assert cause.runs == (12, 13)
     assert [(c.field, c.runs) for c in h.changes] == [("driver", (12, 13)), ("kernel", (18, 19))]
-    text = history_md.shift_text(h, named(h, "matmul peak fp32"), 0)
+    text = history_text.shift_text(h, named(h, "matmul peak fp32"), 0)
     assert text.startswith("run 13 (2026-10-13): matmul peak fp32 −")
     assert text.endswith("(p < 0.001); driver 550.54.15 → 560.28.03 between runs 12 and 13")
 
@@ -471,10 +474,10 @@ def test_a_small_drop_at_a_driver_update_is_tested_at_the_update(tmp_path):
         (x,) = s.shifts
         assert s.run_at(x.at) == 7 and x.given and x.held_at == 10 * h.alpha
         assert s.regression is not None and s.regression.held_at == x.held_at
-    text = history_md.shift_text(h, named(h, "matmul peak fp32"), 0)
+    text = history_text.shift_text(h, named(h, "matmul peak fp32"), 0)
     assert text.endswith("(p = 0.0033, tested at its recorded change against 0.01); driver "
                          "550.54.15 → 560.28.03 between runs 6 and 7")
-    assert {r["p_held_at"] for r in history_md.csv_rows(h)[1] if r["change_point"]} == {0.01}
+    assert {r["p_held_at"] for r in history_csv.csv_rows(h)[1] if r["change_point"]} == {0.01}
     assert all(s.shifts == [] for s in history.build([str(tmp_path / "b" / "r*")]).series)
 
 
@@ -498,6 +501,22 @@ def test_the_summary_names_what_changed_at_each_step_in_run_order_the_quiet_ones
                     "and 24 and 25."]
 
 
+def test_a_bad_night_in_every_series_is_one_outlier_row_that_the_index_measures(tmp_path):
+    """Run 11 of 20 is 24% slow in all seven figures: one row, 'all 8 series' with the index,
+    its value the index's, not eight rows saying the same."""
+    save_runs(tmp_path, n=20, drop_at=99, nights={10: 0.76})
+    h = history.build([str(tmp_path / "*")])
+    assert all([s.run_at(o.at) for o in s.outliers] == [11] for s in h.series)
+    odd = history_md.render(h).split("## Outlier runs")[1].split("## ")[0]
+    rows = [x.split(" | ") for x in odd.splitlines() if x.startswith("| ")][1:]
+    assert len(rows) == 1 and rows[0][:3] == ["| 11", "2026-10-11", "all 8 series"], odd
+    assert re.fullmatch(r"−2\d\.\d%( to −2\d\.\d%)?", rows[0][3]) and re.fullmatch(
+        r"all 7 headline figures \(weighted\): 7\d\.\d% against \d+\.\d%", rows[0][4]), rows
+    # a night that leaves one figure alone is a row of that figure with its own values
+    one = history_md._off_in(h, [[(h.series[3], h.series[3].outliers[0])]])
+    assert one == h.series[3].name
+
+
 def test_each_series_says_the_smallest_step_its_noise_lets_it_see(tmp_path, capsys):
     """The Series table's "sees": blind / at a recorded change, from the series' own noise
     and runs; three runs, too few for two levels, see nothing."""
@@ -511,7 +530,7 @@ def test_each_series_says_the_smallest_step_its_noise_lets_it_see(tmp_path, caps
     assert s.sees_pct[1] < s.sees_pct[0] < 3 * s.noise_pct
     md = history_md.render(h)
     assert "| noise | sees | change points |" in md
-    rows = {r["series"]: r for r in history_md.csv_rows(h)[1]}
+    rows = {r["series"]: r for r in history_csv.csv_rows(h)[1]}
     assert (rows[s.name]["sees_pct"], rows[s.name]["sees_recorded_pct"]) == s.sees_pct
     assert f"| −{s.sees_pct[0]:.1f}% / −{s.sees_pct[1]:.1f}% |" in md
     three = tmp_path / "three"  # a noise, but too few runs for two levels of two
@@ -683,12 +702,17 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     assert ("17 change point(s) in 50 series, at runs 9 and 12; 4 outlier run(s) (runs 5, 9, "
             "10 and 11), off in 23 series") in summary, summary
     odd = text.split("## Outlier runs")[1].split("## ")[0]
-    rows = [x for x in odd.splitlines() if x.startswith("| ") and "| 5 |" in x]
-    # one row a figure: every GPU's bad night alike, each figure's values as their range
-    assert [x.split(" | ")[0] for x in rows] == [
-        "| matmul peak bf16 (cuda:0–7)", "| matmul peak fp16 (cuda:0–7)",
-        "| resnet50 amp_bf16 224px"], odd
-    assert " TFLOP/s to " in rows[0] and "% to −" in rows[0], rows[0]
+    rows = [x.split(" | ") for x in odd.splitlines() if x.startswith("| 5 |")]
+    # one row for the bad night: the figures it left alike named once, every GPU's as their
+    # range, and the values in each unit against their levels
+    assert len(rows) == 1 and rows[0][2] == ("matmul peak bf16 (cuda:0–7), matmul peak fp16 "
+                                             "(cuda:0–7) and resnet50 amp_bf16 224px"), odd
+    assert "% to −" in rows[0][3] and re.fullmatch(
+        r"[\d.]+ TFLOP/s to [\d.]+ TFLOP/s against [\d.]+ TFLOP/s to [\d.]+ TFLOP/s; "
+        r"[\d.]+ kimages/s against [\d.]+ kimages/s", rows[0][4]), rows[0]
+    # cuda:7's runs 9-11 ahead of the others: a row each, after run 5's
+    assert [x.split(" | ")[0] for x in odd.splitlines() if x.startswith("| ")][1:] == [
+        "| 5", "| 9", "| 10", "| 11"], odd
     table = text.split("## Series")[1].split("## ")[0]
     assert "| matmul peak bf16 (cuda:0–6) | 14 |" in table and "| 1 each |" in table
     assert "| host-device h2d pinned (cuda:0–7) | 14 |" in table
@@ -1013,11 +1037,11 @@ def test_several_gpus_whose_clocks_fell_alike_read_as_one_span():
         return s
 
     group = [(gpu(0, 1.485e9), 0), (gpu(1, 1.49e9), 0)]
-    assert history_md.clock_text(group) == ("SM clock −15.4% to −15.1% while the samples ran, "
+    assert history_text.clock_text(group) == ("SM clock −15.4% to −15.1% while the samples ran, "
                                             "per GHz of it +0.0%: the clock moved, not the work "
                                             "per cycle")
     group[1][0].clock_moves = [None]
-    assert history_md.clock_text(group) == ("SM clock −15.4% while the samples ran, per GHz of "
+    assert history_text.clock_text(group) == ("SM clock −15.4% while the samples ran, per GHz of "
                                             "it +0.0%")
     group[0][0].clock_moves = [None]
-    assert history_md.clock_text(group) == "—"
+    assert history_text.clock_text(group) == "—"

@@ -1,0 +1,235 @@
+"""The phrases history's reports share (history.md, the JUnit cases, fleet's lines): values
+and changes, p values, what changed in the environment, a change point and a gate in one line,
+and one figure on several devices named once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from benchbench.analysis import clocks
+from benchbench.analysis.change_points import Shift
+from benchbench.analysis.history_gate import Gate
+from benchbench.compare.environment import ENV_BYTES
+from benchbench.compare.evidence import Evidence
+from benchbench.compare.history import EnvChange, History, Series
+from benchbench.compare.series import without_device
+from benchbench.core import names
+from benchbench.core import units as fmt
+
+T = TypeVar("T")
+
+
+def value(v: float, unit: str) -> str:
+    return fmt.value(v, "images/s" if unit == "samples/s" else unit)
+
+
+def pct(x: float) -> str:
+    return f"{x:+.1f}%".replace("-", "−")
+
+
+def noise_text(pct: float | None) -> str:
+    """'±2.1%', or 'unknown' where too few runs (or nodes) measured a spread."""
+    return "unknown" if pct is None else f"±{pct:.1f}%"
+
+
+def fact(v: Any, unit: str | None) -> str:
+    if v is None:
+        return "—"
+    if unit and isinstance(v, (int, float)):
+        return fmt.value(v, unit)
+    return str(v)
+
+
+def evidence_text(e: Evidence, reference: str) -> str:
+    if e.name == "flagged":
+        return f"flagged: {e.mine}"
+    return f"{e.name} {fact(e.mine, e.unit)} where {reference} has {fact(e.theirs, e.unit)}"
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def each_p_text(worst: float, held_at: float | None) -> str:
+    """The p of several series' alike: 'p < 0.001 each', 'p ≤ 0.004', and, where each was tested
+    at its recorded change, against what."""
+    return (("p < 0.001 each" if worst < 0.001 else f"p ≤ {worst:.2g}")
+            + (f", each tested at its recorded change against {held_at:.2g}"
+               if held_at is not None else ""))
+
+
+def shift_p_text(x: Shift) -> str:
+    """A change point's p, and where it was tested at its recorded change alone, that."""
+    return p_text(x.p_value) + (f", tested at its recorded change against {x.held_at:.2g}"
+                                if x.given else "")
+
+
+def env_text(name: str, v: Any) -> str:
+    if v is None or v == "":
+        return "—"
+    if name in ENV_BYTES and isinstance(v, (int, float)):
+        return fmt.iec(v)
+    return str(v)
+
+
+def change_text(c: EnvChange) -> str:
+    return f"{c.field} {env_text(c.field, c.before)} → {env_text(c.field, c.after)}"
+
+
+def causes_text(causes: list[EnvChange], runs: tuple[int, int]) -> str:
+    between = f"between runs {runs[0]} and {runs[1]}"
+    if not causes:
+        return f"nothing recorded changed {between}"
+    return "; ".join(change_text(c) for c in causes) + f" {between}"
+
+
+def grouped(items: list[T], series_of: Callable[[T], Series],
+            signature: Callable[[T], Hashable]) -> list[list[T]]:
+    """The items, those of one figure on several devices that agree on `signature` together, in
+    the order they first come: what eight GPUs show alike is one line, not eight."""
+    out: dict[Hashable, list[T]] = {}
+    for x in items:
+        out.setdefault((without_device(series_of(x).key), signature(x)), []).append(x)
+    return list(out.values())
+
+
+def group_name(members: list[Series]) -> str:
+    """'matmul peak bf16 (cuda:0–7)': the figure and the devices that show it alike; one series
+    by its own name."""
+    first = members[0]
+    if len(members) == 1:
+        return first.name
+    device = dict(first.key[2]).get("device")
+    return (first.name.removesuffix(f" ({device})") + " ("
+            + names.devices([str(dict(m.key[2]).get("device")) for m in members]) + ")")
+
+
+def span(values: list[float], text: Callable[[float], str]) -> str:
+    """'−6.1% to −5.9%': the least and the most, or one value where both read alike."""
+    low, high = text(min(values)), text(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
+def value_span(values: list[float], unit: str) -> str:
+    """'781 TFLOP/s to 785 TFLOP/s', or one value."""
+    return span(values, lambda v: value(v, unit))
+
+
+def runs_text(numbers: list[int], first: int = 6) -> str:
+    """'run 8', 'runs 8, 15 and 21', 'runs 3, 8, 12, 15, 20, 25 and 5 more'."""
+    words = [str(n) for n in numbers[:first]]
+    if len(numbers) > first:
+        words.append(f"{len(numbers) - first} more")
+    return ("run " if len(numbers) == 1 else "runs ") + names.listed(words)
+
+
+def shift_text(h: History, s: Series, i: int) -> str:
+    """'run 7 (2026-11-14): resnet50 amp_bf16 224px −6.1% (p < 0.001); driver 550.54 →
+    560.28 between runs 6 and 7'"""
+    x: Shift = s.shifts[i]
+    run = s.run_at(x.at)
+    before = s.run_at(x.at - 1)
+    return (f"run {run} ({h.run(run).started_at[:10]}): {s.name} {pct(x.change_pct)} "
+            f"({shift_p_text(x)}); {causes_text(s.causes[i], (before, run))}")
+
+
+def gate_text(h: History, s: Series, causes: bool = False) -> str:
+    """'resnet50 fp32 64px −15.2%: the latest segment (runs 81–100) against the best segment
+    (runs 1–20) (p < 0.001), in 4 steps: run 21 (2026-10-21) −4.1%, …'"""
+    return gates_text(h, [s], causes)
+
+
+def gate_signature(s: Series) -> Hashable:
+    """What gates_text says of a series but its name and figures: the series that share it
+    read as one line."""
+    g = s.gate
+    if g is None:
+        return None
+    return (g.latest_what, g.reference_what, g.across,
+            tuple((s.run_at(x.at), x.given) for x in g.steps), _held(g))
+
+
+def _held(g: Gate) -> bool:
+    """The gate's p is its one step's, tested at its recorded change."""
+    return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
+
+
+def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
+    """gate_text for one figure on several devices whose gates share gate_signature:
+    'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)'."""
+    s, g = members[0], members[0].gate
+    if g is None:
+        return f"{group_name(members)}: no level to judge"
+    gates = [m.gate for m in members if m.gate is not None]
+    if len(members) == 1:
+        p = shift_p_text(g.steps[0]) if _held(g) else p_text(g.p_value)
+    else:
+        p = each_p_text(max(x.p_value for x in gates),
+                        max(x.steps[0].held_at for x in gates) if _held(g) else None)
+    if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
+        p += f", not ≤ {g.held_at:.2g}"
+    head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "
+            f"{g.latest_what} against {g.reference_what} ({p})")
+    if not g.steps:
+        return head
+    steps = [f"run {s.run_at(x.at)} ({h.run(s.run_at(x.at)).started_at[:10]})"
+             + (f" {span([y.steps[k].change_pct for y in gates], pct)}"
+                if len(g.steps) > 1 else "") for k, x in enumerate(g.steps)]
+    text = (f"{head}; change points cut the drift at {', '.join(steps)}" if g.across else
+            f"{head}, since {steps[0]}" if len(steps) == 1 else
+            f"{head}, in {len(steps)} steps: {', '.join(steps)}")
+    if causes:
+        text += "".join(f"; {step_causes(s, x)}" for x in g.steps)
+    return text
+
+
+def around(s: Series, i: int) -> tuple[list[EnvChange], tuple[int, int]]:
+    """What changed in the environment at s's shift i, and the runs either side of it."""
+    x = s.shifts[i]
+    return s.causes[i], (s.run_at(x.at - 1), s.run_at(x.at))
+
+
+def step_causes(s: Series, x: Shift) -> str:
+    """What changed in the environment between the runs either side of one of s's shifts."""
+    return causes_text(*around(s, s.shifts.index(x)))
+
+
+def steps_causes(regs: list[Series]) -> str:
+    """What changed around the steps of the regressed series, in the order of their runs, the
+    steps where nothing recorded changed named once: 'driver 550 → 560 between runs 10 and 11;
+    nothing recorded changed between runs 6 and 7, 12 and 13, and 18 and 19'; '' where the
+    gates hold no step."""
+    found: dict[tuple[int, int], set[str]] = {}
+    for s in regs:
+        for x in (s.gate.steps if s.gate else []):
+            causes, runs = around(s, s.shifts.index(x))
+            found.setdefault(runs, set()).update(change_text(c) for c in causes)
+    told = [f"{'; '.join(sorted(texts))} between runs {a} and {b}"
+            for (a, b), texts in sorted(found.items()) if texts]
+    quiet = [f"{a} and {b}" for (a, b), texts in sorted(found.items()) if not texts]
+    if quiet:
+        told.append("nothing recorded changed between runs " + (
+            quiet[0] if len(quiet) == 1 else ", ".join(quiet[:-1]) + ", and " + quiet[-1]))
+    return "; ".join(told)
+
+
+def clock_text(group: list[tuple[Series, int]]) -> str:
+    """The SM clock's move at a group's shift (one series, or one figure on several GPUs that
+    moved alike): 'SM clock 1,755 → 1,485 MHz (−15.4%) while the samples ran, per GHz of it
+    +0.0%: the clock moved, not the work per cycle'; for several, the spans, and the
+    conclusion where every member draws it; '—' where no member read its clock."""
+    moves = [(s, s.shifts[i], m) for s, i in group
+             if i < len(s.clock_moves) and (m := s.clock_moves[i]) is not None]
+    if not moves:
+        return "—"
+    if len(group) == 1:
+        _, x, (before, after) = moves[0]
+        return clocks.moved(before, after, x.change_pct)
+    moved = [clocks.shifts(b, a) for _, _, (b, a) in moves]
+    text = "SM clock " + span([c for c, _ in moved], clocks.signed) + " while the samples ran"
+    which = {clocks.carried(c, g, x.change_pct) for (c, g), (_, x, _) in zip(moved, moves,
+                                                                              strict=True)}
+    text += ", per GHz of it " + span([g for _, g in moved], clocks.signed)
+    one = which.pop() if len(which) == 1 else None
+    return text + (f": {one}" if one and len(moves) == len(group) else "")
