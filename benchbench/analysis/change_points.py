@@ -34,6 +34,10 @@ history borrows their degrees of freedom when the runs scatter no more than that
    changes, which share AT_CHANGE × `alpha`). Each joins the cuts in turn, the strongest
    first, where no cut lies a run from it, and the merge runs again. A run there is an outlier
    run only when the runs after it say the change moved nothing.
+5. The newest runs: whether the latest two runs are a new level is the question CI asks after
+   every run, so that place too is given, not chosen: Student's t there, at `alpha`, joins
+   the cuts, and the merge runs again (as the latest run alone is held by its prediction test
+   at `alpha`, analysis/history_gate.py).
 The default `alpha` is Otava's 0.001, but here it is paid for the choices, so pure noise
 rarely shows a change point at all; scripts/history_accuracy.py measures it beside Otava
 (docs/history-method.md).
@@ -63,6 +67,8 @@ NEIGHBOURS = 5  # runs each side that an outlier run is held against
 WEAK = 10  # Otava's first pass: candidates at 10 α, for the merge to test at α
 PELT_PENALTY = 2.0  # BIC's 2 σ² ln n per cut: candidates only, the merge decides
 AT_CHANGE = 10  # a series' recorded changes share 10 α, each tested at its own place
+RECORDED = "its recorded change"  # Shift.given: the record gave the place
+NEWEST = "the newest two runs' place"  # Shift.given: the question CI asks gave it
 
 
 def at_change(alpha: float) -> float:
@@ -82,9 +88,11 @@ class Shift:
     p_value: float
     runs: tuple[int, int]  # points in the segments before and after (outlier runs left out)
     # the level its p was held to: alpha, or its share of AT_CHANGE × alpha where it lies at a
-    # recorded change and was tested there alone (`given`: the place given, not chosen)
+    # recorded change and was tested there alone
     held_at: float = DEFAULT_ALPHA
-    given: bool = False
+    # where its place was given, not chosen, and Student's t there alone held it: RECORDED or
+    # NEWEST; "" where the maximum t over the places it was chosen among held it
+    given: str = ""
 
 
 @dataclass(frozen=True)
@@ -242,27 +250,30 @@ def _add_recorded(y: list[float], cuts: list[int], extra: set[int], rounds: max_
 
 
 def _merge(y: list[float], cuts: list[int], rounds: max_t.Rounds, alpha: float,
-           recorded: Collection[int] = (), each: float = 0.0, stretches: bool = True
-           ) -> tuple[list[int], list[tuple[float, float, bool]]]:
+           places: dict[int, tuple[float, str]] | None = None, stretches: bool = True
+           ) -> tuple[list[int], list[tuple[float, float, str]]]:
     """Otava's merge: drop the weakest cut (its p against the level it is held to) above that
     level, and test its neighbours again on the merged segments, until every cut holds. A cut
-    at a `recorded` change may be held at `each` (its share of at_change) instead. `stretches`:
+    at one of the given `places` (a recorded change, the newest runs' place) may be held by
+    Student's t there alone, at the place's level and under its name, instead. `stretches`:
     whether a cut pays for the stretch it tests having been chosen among the series' (False
-    once a cut held paying for it: see detect). Each cut's (p, level, whether its place was
-    given)."""
+    once a cut held paying for it: see detect). Each cut's (p, level, the name of the place
+    that gave it, or "" where chosen)."""
+    given_at = places or {}
 
-    def test(i: int) -> tuple[float, float, bool]:
+    def test(i: int) -> tuple[float, float, str]:
         lo, hi = ([0, *cuts, len(y)][j] for j in (i, i + 2))
         split = max_t.split_at(y[lo:hi], cuts[i] - lo, rounds)
         # the segments either side were chosen among about len(y)/their length such
         # stretches: Bonferroni over them (none for a step in a series that has only it)
         times = len(y) / (hi - lo) if stretches else 1.0
-        chosen = (min(1.0, split.p * times), alpha, False)
-        if cuts[i] not in recorded or chosen[0] <= alpha:
+        chosen = (min(1.0, split.p * times), alpha, "")
+        if cuts[i] not in given_at or chosen[0] <= alpha:
             return chosen
-        # at a recorded change the place was given, not chosen: Student's t alone, at the
-        # change's share of AT_CHANGE α, where the test of a chosen place does not hold it
-        given = (max_t.p_given(split.t, split.df), each, True)
+        # at a given place the place was not chosen: Student's t alone, at that place's
+        # level, where the test of a chosen place does not hold it
+        level, what = given_at[cuts[i]]
+        given = (max_t.p_given(split.t, split.df), level, what)
         return min(chosen, given, key=lambda x: x[0] / x[1])
 
     tests = [test(i) for i in range(len(cuts))]
@@ -309,11 +320,30 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     # be tested at its place; a series' recorded changes share AT_CHANGE α
     recorded = {j for j in (bisect.bisect_left(kept, c) for c in changes)
                 if max_t.MIN_SIDE <= j <= len(y) - max_t.MIN_SIDE}
+    places: dict[int, tuple[float, str]] = {}
     if recorded:
         each = at_change(alpha) / len(recorded)
+        places = {r: (each, RECORDED) for r in recorded}
         extra = {r for r in recorded if all(abs(r - c) >= max_t.MIN_SIDE for c in cuts)}
         cuts = _add_recorded(y, cuts, extra, rounds, each)
-        cuts, tests = _merge(y, cuts, rounds, alpha, recorded, each, stretches=not held)
+        cuts, tests = _merge(y, cuts, rounds, alpha, places, stretches=not held)
+    # then the newest runs' place: whether the latest MIN_SIDE runs are a new level is the
+    # question CI asks after every run, so that place is given by the question, not chosen
+    # among every run, and Student's t there is its test at alpha, as the latest run alone is
+    # held by its prediction test at alpha (analysis/history_gate.py). It joins the cuts, and
+    # the merge runs again; where it does not hold, nothing changes. A cut that held only
+    # because its later segment took in the newest runs' step may go in that merge, as the
+    # merge drops any cut that stops holding (keeping such cuts lost 2 steps and kept 2 false
+    # change points in the accuracy script's run mix). It costs pure noise at most alpha in
+    # false change points per series (docs/history-method.md, step 5).
+    newest = len(y) - max_t.MIN_SIDE
+    if (last is None and newest >= max_t.MIN_SIDE and newest not in places
+            and all(abs(newest - c) >= max_t.MIN_SIDE for c in cuts)):
+        places[newest] = (alpha, NEWEST)
+        trial, trial_tests = _merge(y, sorted([*cuts, newest]), rounds, alpha, places,
+                                    stretches=not held)
+        if newest in trial:
+            cuts, tests = trial, trial_tests
     edges = [0, *cuts, len(y)]
     groups = [kept[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     starts = [0] + [g[0] for g in groups[1:]]

@@ -57,6 +57,8 @@ def _rule(h: History) -> list[str]:
             f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
             "a kernel), the record gave the place: a step there is tested by Student's t at "
             f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
+            "Whether the newest two runs are a new level is the question asked after every "
+            f"run, so their place is given too, and tested there alone at {h.alpha:g}. "
             "A series regressed when its latest level (the latest "
             "segment's level; where that segment drifts, or the runs since the reference drift "
             "across change points, where the drift has taken it; or the "
@@ -198,7 +200,7 @@ def _change_points(h: History) -> list[str]:
         run, unit = s.run_at(x.at), s.unit
         worst = max(shifts, key=lambda y: y.p_value)
         p = shift_p_text(worst) if len(group) == 1 else each_p_text(
-            worst.p_value, worst.held_at if worst.given else None)
+            worst.p_value, worst.held_at if worst.given else None, worst.given)
         rows.append([group_name([m for m, _ in group]), str(run), h.run(run).started_at[:10],
                      value_span([y.before for y in shifts], unit),
                      value_span([y.after for y in shifts], unit),

@@ -51,17 +51,19 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
-def each_p_text(worst: float, held_at: float | None) -> str:
+def each_p_text(worst: float, held_at: float | None, given: str = "") -> str:
     """The p of several series' alike: 'p < 0.001 each', 'p ≤ 0.004', and, where each was tested
-    at its recorded change, against what."""
+    at a given place alone (Shift.given: its recorded change, the newest runs'), against
+    what."""
     return (("p < 0.001 each" if worst < 0.001 else f"p ≤ {worst:.2g}")
-            + (f", each tested at its recorded change against {held_at:.2g}"
-               if held_at is not None else ""))
+            + (f", each tested at {given} against {held_at:.2g}"
+               if held_at is not None and given else ""))
 
 
 def shift_p_text(x: Shift) -> str:
-    """A change point's p, and where it was tested at its recorded change alone, that."""
-    return p_text(x.p_value) + (f", tested at its recorded change against {x.held_at:.2g}"
+    """A change point's p, and where it was tested at a given place alone (its recorded change,
+    the newest runs'), that."""
+    return p_text(x.p_value) + (f", tested at {x.given} against {x.held_at:.2g}"
                                 if x.given else "")
 
 
@@ -151,7 +153,8 @@ def gate_signature(s: Series) -> Hashable:
 
 
 def _held(g: Gate) -> bool:
-    """The gate's p is its one step's, tested at its recorded change."""
+    """The gate's p is its one step's, tested at a given place (its recorded change, the
+    newest runs')."""
     return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
 
 
@@ -166,7 +169,8 @@ def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
         p = shift_p_text(g.steps[0]) if _held(g) else p_text(g.p_value)
     else:
         p = each_p_text(max(x.p_value for x in gates),
-                        max(x.steps[0].held_at for x in gates) if _held(g) else None)
+                        max(x.steps[0].held_at for x in gates) if _held(g) else None,
+                        g.steps[0].given if _held(g) else "")
     if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
         p += f", not ≤ {g.held_at:.2g}"
     head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "

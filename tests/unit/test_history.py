@@ -241,6 +241,41 @@ def test_a_step_at_a_recorded_change_is_tested_there_alone():
     assert not gate(pts).regressed  # nothing recorded: nothing to hold it
 
 
+def test_the_newest_two_runs_are_tested_at_their_place_alone():
+    """−5% in the last two of 12 runs at 1% noise: the best split of 12 runs finds about two
+    in three; whether the newest runs are a new level is the question asked after every run,
+    so their place is given, and Student's t there at alpha finds nearly all."""
+    found = newest = 0
+    for seed in range(60):
+        pts = series(12, steps=((10, 0.95),), run_cv=0.01, round_cv=0.0025, seed=700 + seed)
+        shifts = cp.find(pts)
+        found += any(abs(x.at - 10) <= 1 for x in shifts)
+        newest += any(x.at == 10 and x.given == cp.NEWEST for x in shifts)
+    assert found >= 52 and newest >= 8, (found, newest)  # measured: 57 and 12 (before: 45)
+    pts = next(p for p in (series(12, steps=((10, 0.95),), run_cv=0.01, round_cv=0.0025,
+                                  seed=700 + seed) for seed in range(60))
+               if [x.given for x in cp.find(p)] == [cp.NEWEST])
+    (x,) = cp.find(pts)
+    assert x.at == 10 and x.held_at == cp.DEFAULT_ALPHA and x.p_value <= x.held_at
+    assert history_text.shift_p_text(x).endswith(
+        ", tested at the newest two runs' place against 0.001")
+    g = history_gate.judge(pts, cp.detect(pts), True, 3.0, cp.DEFAULT_ALPHA)
+    assert g.regressed and g.steps == [x] and g.p_value == x.p_value
+    # where a change was recorded at that place, the record's test holds it, at its level
+    (y,) = cp.find(pts, changes=[10])
+    assert y.given == cp.RECORDED and y.held_at == cp.at_change(cp.DEFAULT_ALPHA)
+
+
+def test_the_newest_runs_place_costs_pure_noise_about_alpha():
+    """Its test is Student's t at a place given before the data: on pure noise it holds in
+    about alpha of series. At 0.05, to count them: 16 of 400 series of 12 runs at 3% noise
+    (binomial: 20 at most, less where a chosen cut lies there); at the default, none of 400."""
+    def newest(alpha):
+        return sum(x.given == cp.NEWEST for seed in range(400) for x in cp.find(
+            series(12, run_cv=0.03, round_cv=0.0075, seed=5000 + seed), alpha=alpha))
+    assert 8 <= newest(0.05) <= 32 and newest(cp.DEFAULT_ALPHA) <= 2
+
+
 def test_a_recorded_change_that_moved_nothing_is_rarely_a_change_point():
     """At 10 α, about one series in a hundred; the recorded changes of a series share it."""
     idle = sum(bool(cp.find(series(12, run_cv=0.03, round_cv=0.0075, seed=400 + s),
