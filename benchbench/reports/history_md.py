@@ -10,14 +10,14 @@ from benchbench.compare.history import History, Series
 from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.reports.history_text import (
+    alike,
     around,
     causes_text,
     clock_text,
     each_p_text,
     env_text,
     evidence_text,
-    gate_signature,
-    gates_text,
+    figures_text,
     group_name,
     grouped,
     noise_text,
@@ -33,7 +33,6 @@ from benchbench.reports.history_text import (
 FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
 SHARES_NAMED = 3  # the index's heaviest figures named beside it
 NIGHT_UNITS = 3  # an outlier run's row gives its values in up to this many units
-OFF_IN_NAMED = 4  # the figures an outlier run's row names before "and N more figures"
 
 
 def _header(h: History) -> list[str]:
@@ -73,8 +72,7 @@ def _summary(h: History) -> list[str]:
     out = ["## Summary", ""]
     if regs:
         out += [f"**{len(regs)} series regressed** (exit 3):", ""]
-        out += [f"- {gates_text(h, group)}" for group in grouped(regs, lambda s: s,
-                                                                 gate_signature)]
+        out += [f"- {line}" for line in alike(h, regs)]
         causes = steps_causes(regs)
         if causes:
             out += ["", f"What changed around their steps: {causes}."]
@@ -87,8 +85,7 @@ def _summary(h: History) -> list[str]:
     if unheld:
         out += ["", f"Worse than the reference by more than {h.threshold_pct:g}%, but the "
                 "test did not hold (more runs will tell):", ""]
-        out += [f"- {gates_text(h, group)}" for group in grouped(unheld, lambda s: s,
-                                                                 gate_signature)]
+        out += [f"- {line}" for line in alike(h, unheld)]
     at = sorted({s.run_at(x.at) for s in h.series for x in s.shifts})
     odd = sorted({s.run_at(o.at) for s in h.series for o in s.outliers})
     said = [f"{sum(len(s.shifts) for s in h.series)} change point(s) in {len(h.series)} "
@@ -143,7 +140,8 @@ def _outlier_runs(h: History) -> list[str]:
     for (run, latest, _, told), groups in sorted(nights.items(), key=lambda kv: kv[0][0]):
         members = [x for group in groups for x in group]
         rows.append([str(run) + (" (latest)" if latest else ""), h.run(run).started_at[:10],
-                     _off_in(h, groups), span([o.change_pct for _, o in members], pct),
+                     figures_text(h, [[x for x, _ in g] for g in groups]),
+                     span([o.change_pct for _, o in members], pct),
                      _night_values(members), told])
     if not rows:
         return []
@@ -171,18 +169,6 @@ def _night_values(members: list[tuple[Series, OutlierRun]]) -> str:
     return "; ".join(value_span([o.value for o in runs], unit) + " against "
                      + value_span([o.level for o in runs], unit)
                      for unit, runs in by_unit.items())
-
-
-def _off_in(h: History, groups: list[list[tuple[Series, OutlierRun]]]) -> str:
-    """'all 8 series', or the figures by name: 'matmul peak bf16 (cuda:0–7) and resnet50
-    amp_bf16 224px'; past OFF_IN_NAMED, how many more."""
-    count = sum(len(group) for group in groups)
-    if count == len(h.series) > 1:
-        return f"all {count} series"
-    words = [group_name([s for s, _ in group]) for group in groups[:OFF_IN_NAMED]]
-    if len(groups) > OFF_IN_NAMED:
-        words.append(f"{len(groups) - OFF_IN_NAMED} more figures")
-    return names.listed(words)
 
 
 def _cause(s: Series, i: int) -> str:

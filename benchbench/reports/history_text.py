@@ -18,6 +18,7 @@ from benchbench.core import names
 from benchbench.core import units as fmt
 
 T = TypeVar("T")
+FIGURES_NAMED = 4  # the figures one line names before "and N more figures"
 
 
 def value(v: float, unit: str) -> str:
@@ -107,6 +108,30 @@ def group_name(members: list[Series]) -> str:
             + names.devices([str(dict(m.key[2]).get("device")) for m in members]) + ")")
 
 
+def figures_text(h: History, groups: list[list[Series]]) -> str:
+    """'all 8 series', or the figures by name, each on its devices: 'matmul peak bf16
+    (cuda:0–7) and resnet50 amp_bf16 224px'; past FIGURES_NAMED, how many more."""
+    count = sum(len(group) for group in groups)
+    if count == len(h.series) > 1:
+        return f"all {count} series"
+    words = [group_name(group) for group in groups[:FIGURES_NAMED]]
+    if len(groups) > FIGURES_NAMED:
+        words.append(f"{len(groups) - FIGURES_NAMED} more figures")
+    return names.listed(words)
+
+
+def alike(h: History, series: list[Series]) -> list[str]:
+    """A line per gate that several series share (gate_signature): one figure on several
+    devices, and several figures that moved alike (a driver that cost every figure), each
+    named once: a bad driver is one line, not one per figure."""
+    lines: dict[Hashable, list[list[Series]]] = {}
+    for group in grouped(series, lambda s: s, gate_signature):
+        lines.setdefault(gate_signature(group[0]), []).append(group)
+    return [gates_text(h, [s for group in groups for s in group],
+                       figures=groups if len(groups) > 1 else None)
+            for groups in lines.values()]
+
+
 def span(values: list[float], text: Callable[[float], str]) -> str:
     """'−6.1% to −5.9%': the least and the most, or one value where both read alike."""
     low, high = text(min(values)), text(max(values))
@@ -158,12 +183,15 @@ def _held(g: Gate) -> bool:
     return bool(len(g.steps) == 1 and g.steps[0].given and g.p_value == g.steps[0].p_value)
 
 
-def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
+def gates_text(h: History, members: list[Series], causes: bool = False,
+               figures: list[list[Series]] | None = None) -> str:
     """gate_text for one figure on several devices whose gates share gate_signature:
-    'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)'."""
+    'matmul peak bf16 (cuda:0–7) −6.1% to −5.9%: … (p < 0.001 each), since run 15 (…)';
+    for several figures alike, `figures` (each on its devices, as grouped) names them."""
     s, g = members[0], members[0].gate
+    name = figures_text(h, figures) if figures else group_name(members)
     if g is None:
-        return f"{group_name(members)}: no level to judge"
+        return f"{name}: no level to judge"
     gates = [m.gate for m in members if m.gate is not None]
     if len(members) == 1:
         p = shift_p_text(g.steps[0]) if _held(g) else p_text(g.p_value)
@@ -173,7 +201,7 @@ def gates_text(h: History, members: list[Series], causes: bool = False) -> str:
                         g.steps[0].given if _held(g) else "")
     if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
         p += f", not ≤ {g.held_at:.2g}"
-    head = (f"{group_name(members)} {span([x.change_pct for x in gates], pct)}: "
+    head = (f"{name} {span([x.change_pct for x in gates], pct)}: "
             f"{g.latest_what} against {g.reference_what} ({p})")
     if not g.steps:
         return head

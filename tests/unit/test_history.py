@@ -548,8 +548,11 @@ def test_a_bad_night_in_every_series_is_one_outlier_row_that_the_index_measures(
     assert re.fullmatch(r"−2\d\.\d%( to −2\d\.\d%)?", rows[0][3]) and re.fullmatch(
         r"all 7 headline figures \(weighted\): 7\d\.\d% against \d+\.\d%", rows[0][4]), rows
     # a night that leaves one figure alone is a row of that figure with its own values
-    one = history_md._off_in(h, [[(h.series[3], h.series[3].outliers[0])]])
+    one = history_text.figures_text(h, [[h.series[3]]])
     assert one == h.series[3].name
+    six = history_text.figures_text(h, [[s] for s in h.series[1:7]])
+    assert six == ", ".join(s.name for s in h.series[1:4]) + f", {h.series[4].name} and 2 " \
+        "more figures", six
 
 
 def test_each_series_says_the_smallest_step_its_noise_lets_it_see(tmp_path, capsys):
@@ -726,12 +729,14 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     text = history_md.render(h)
     summary = text.split("## Summary")[1].split("## ")[0]
     lines = [x for x in summary.splitlines() if x.startswith("- ")]
-    # bf16 and fp16 on cuda:0–6 from run 9, cuda:7 from run 12, and ResNet50 (cuda:0)
-    assert len(h.regressions) == 17 and len(lines) == 5, summary
-    assert lines[0].startswith("- matmul peak bf16 (cuda:0–6) −1") and "(p < 0.001 each)" in \
+    # bf16 and fp16 on cuda:0–6 and ResNet50 (cuda:0) from run 9, alike: one line; cuda:7's
+    # bf16 and fp16 from run 12, another
+    assert len(h.regressions) == 17 and len(lines) == 2, summary
+    assert lines[0].startswith("- matmul peak bf16 (cuda:0–6), matmul peak fp16 (cuda:0–6) and "
+                               "resnet50 amp_bf16 224px −1") and "(p < 0.001 each)" in \
         lines[0] and "since run 9 (" in lines[0], lines[0]
-    assert any(x.startswith("- matmul peak bf16 (cuda:7) −") and "since run 12 (" in x
-               for x in lines), summary
+    assert lines[1].startswith("- matmul peak bf16 (cuda:7) and matmul peak fp16 (cuda:7) −") \
+        and "since run 12 (" in lines[1], summary
     # run 5 is off in every figure but the copies; cuda:7 stayed 11% ahead of the others
     # for runs 9-11 (the outliers of its bf16 and fp16 against the other GPUs)
     assert ("17 change point(s) in 50 series, at runs 9 and 12; 4 outlier run(s) (runs 5, 9, "
@@ -809,11 +814,10 @@ def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, caps
     code, md, err = run_cli(capsys, "history", runs / "*", "--out", out, "--junit", xml)
     assert code == 3, err
     assert err.endswith(" s: 8 series regressed, exit 3\n"), err  # where a CI log ends
-    # the seven figures of the runs, and all of them at once
+    # the seven figures of the runs and all of them at once, alike: one line, not eight
     assert "**8 series regressed** (exit 3)" in md
-    assert "- all 7 headline figures (weighted) −15." in md
-    assert ("matmul peak fp32 −15.8%: the latest segment (runs 13–24) against the best "
-            "segment (runs 1–12) (p < 0.001), since run 13 (2026-10-13)") in md
+    assert ("\n- all 8 series −15.8%: the latest segment (runs 13–24) against the best "
+            "segment (runs 1–12) (p < 0.001 each), since run 13 (2026-10-13)\n") in md
     assert "driver 550.54.15 → 560.28.03 between runs 12 and 13" in md
     assert sorted(p.name for p in out.iterdir()) == ["history.csv", "history.html",
                                                      "history.md"]
@@ -860,9 +864,8 @@ def test_a_level_beyond_the_threshold_whose_test_did_not_hold_is_named_not_hidde
     summary = md.split("## Summary")[1].split("## Change points")[0]
     assert code == 0 and "every latest level is within" not in summary
     assert "but the test did not hold (more runs will tell)" in summary
-    assert ("- matmul peak fp32 −10.0%: the latest run alone (run 6) against the latest "
-            "segment (runs 1–5)") in summary
-    assert "(p = 0.0077, not ≤ 0.001)" in summary
+    assert ("- matmul peak fp32 and matmul peak bf16 −10.0%: the latest run alone (run 6) "
+            "against the latest segment (runs 1–5) (p ≤ 0.0077, not ≤ 0.001)") in summary
     assert "| −10.0% against its reference, not held |" in md
     html = ops_html.history(history.build([str(tmp_path / "r*")]), md, {})
     assert "exit 0: no latest level worse than the best segment by more than 5%" in html
