@@ -547,7 +547,7 @@ def test_a_bad_night_in_every_series_is_one_outlier_row_that_the_index_measures(
     assert len(rows) == 1 and rows[0][:3] == ["| 11", "2026-10-11", "all 8 series"], odd
     assert re.fullmatch(r"−2\d\.\d%( to −2\d\.\d%)?", rows[0][3]) and re.fullmatch(
         r"all 7 headline figures \(weighted\): 7\d\.\d% against \d+\.\d%", rows[0][4]), rows
-    # a night that leaves one figure alone is a row of that figure with its own values
+    # a row of one figure names it; of many, four and how many more
     one = history_text.figures_text(h, [[h.series[3]]])
     assert one == h.series[3].name
     six = history_text.figures_text(h, [[s] for s in h.series[1:7]])
