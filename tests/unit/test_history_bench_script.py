@@ -1,0 +1,39 @@
+"""scripts/history_bench.py writes about 80 MB a thousand runs to a temporary folder: it must
+remove it when it ends, also on Ctrl-C, and keep it only where --keep names a folder."""
+
+import importlib.util
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("history_bench",
+                                                  ROOT / "scripts" / "history_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runs_it_writes_are_removed_and_kept_only_where_asked(tmp_path, monkeypatch):
+    bench = _script()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    bench.scale(8, None)
+    assert list(scratch.iterdir()) == []
+    kept = tmp_path / "kept"
+    bench.scale(8, kept)
+    assert len(list((kept / "runs").iterdir())) == 8
+
+    def interrupted(n, root):  # Ctrl-C while it writes
+        (root / "runs").mkdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "_scale", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bench.scale(8, None)
+    assert list(scratch.iterdir()) == []
