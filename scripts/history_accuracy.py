@@ -370,6 +370,13 @@ def summary(results: dict[str, Tallies]) -> list[str]:
     return lines
 
 
+def to_recheck(results: dict[str, Tallies]) -> list[str]:
+    """The step cells where benchbench found fewer than Otava, with nothing recorded or with
+    the step's change recorded: those recheck() measures again."""
+    return [name for name, (a, r, b) in results.items()
+            if name.startswith("step") and (short_of(a, b) or short_of(r, b))]
+
+
 def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str,
             progress: Callable[[str], None]) -> list[str]:
     """The step cells where benchbench found fewer than Otava (with nothing recorded, or with
@@ -377,10 +384,9 @@ def recheck(results: dict[str, Tallies], mix: str, count: int, otava_py: str,
     judged: a cell of 30 series moves by three series or so on chance alone."""
     planted = dict(families())
     lines, behind = [], [0, 0]
-    for name, (a, r, b) in results.items():
+    for name in to_recheck(results):
+        a, r, b = results[name]
         short = [short_of(x, b) for x in (a, r)]
-        if not (name.startswith("step") and any(short)):
-            continue
         p = planted[name]
         rng = random.Random(f"{name} {mix} again")
         blind, ours, theirs = judged(p, [draw(p, mix, rng) for _ in range(count)], otava_py)
@@ -667,8 +673,7 @@ def main() -> int:
                 json.dump(dump, fh)
         print("\n".join(report(res, mix) + [""] + summary(res) + [""]), flush=True)
         if a.recheck and a.otava:
-            behind = sum(k.startswith("step") and (short_of(x, b) or short_of(r, b))
-                         for k, (x, r, b) in res.items())
+            behind = len(to_recheck(res))
             with task_progress(f"the {behind} cells where Otava found more, again") as bar:
                 lines = recheck(res, mix, a.recheck, a.otava, cells_done(bar, behind))
             print("\n".join(lines + [""]), flush=True)

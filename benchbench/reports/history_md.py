@@ -128,14 +128,14 @@ def _outlier_runs(h: History) -> list[str]:
     """A row per bad night: the figures one run left alike (the same sign, the same record)
     share it, as one figure on several GPUs shares a line elsewhere; one run off in all eight
     series is one row, not eight."""
+    def night(x: tuple[Series, OutlierRun]) -> tuple[int, bool, bool, str]:
+        s, o = x
+        return s.run_at(o.at), o.latest, o.change_pct < 0, recorded_text(s, o.at)
+
     found = [(s, o) for s in h.series for o in s.outliers]
     nights: dict[tuple[int, bool, bool, str], list[list[tuple[Series, OutlierRun]]]] = {}
-    for group in grouped(found, lambda x: x[0], lambda x: (
-            x[0].run_at(x[1].at), x[1].latest, x[1].change_pct < 0,
-            recorded_text(x[0], x[1].at))):
-        s, o = group[0]
-        nights.setdefault((s.run_at(o.at), o.latest, o.change_pct < 0, recorded_text(s, o.at)),
-                          []).append(group)
+    for group in grouped(found, lambda x: x[0], night):
+        nights.setdefault(night(group[0]), []).append(group)
     rows = []
     for (run, latest, _, told), groups in sorted(nights.items(), key=lambda kv: kv[0][0]):
         members = [x for group in groups for x in group]
@@ -186,7 +186,7 @@ def _change_points(h: History) -> list[str]:
         run, unit = s.run_at(x.at), s.unit
         worst = max(shifts, key=lambda y: y.p_value)
         p = shift_p_text(worst) if len(group) == 1 else each_p_text(
-            worst.p_value, worst.held_at if worst.given else None, worst.given)
+            worst.p_value, worst.given, worst.held_at)
         rows.append([group_name([m for m, _ in group]), str(run), h.run(run).started_at[:10],
                      value_span([y.before for y in shifts], unit),
                      value_span([y.after for y in shifts], unit),

@@ -52,13 +52,12 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
-def each_p_text(worst: float, held_at: float | None, given: str = "") -> str:
+def each_p_text(worst: float, given: str = "", held_at: float = 0.0) -> str:
     """The p of several series' alike: 'p < 0.001 each', 'p ≤ 0.004', and, where each was tested
     at a given place alone (Shift.given: its recorded change, the newest runs'), against
     what."""
     return (("p < 0.001 each" if worst < 0.001 else f"p ≤ {worst:.2g}")
-            + (f", each tested at {given} against {held_at:.2g}"
-               if held_at is not None and given else ""))
+            + (f", each tested at {given} against {held_at:.2g}" if given else ""))
 
 
 def shift_p_text(x: Shift) -> str:
@@ -197,8 +196,8 @@ def gates_text(h: History, members: list[Series], causes: bool = False,
         p = shift_p_text(g.steps[0]) if _held(g) else p_text(g.p_value)
     else:
         p = each_p_text(max(x.p_value for x in gates),
-                        max(x.steps[0].held_at for x in gates) if _held(g) else None,
-                        g.steps[0].given if _held(g) else "")
+                        *((g.steps[0].given, max(x.steps[0].held_at for x in gates))
+                          if _held(g) else ()))
     if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
         p += f", not ≤ {g.held_at:.2g}"
     head = (f"{name} {span([x.change_pct for x in gates], pct)}: "
