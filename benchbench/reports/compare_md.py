@@ -278,7 +278,27 @@ def _partial(comp: Comparison) -> list[str]:
             [r.probe, r.metric, ", ".join(f"{k}={fmt.key_value(k, v)}" for k, v in
                                           r.key.items()),
              ", ".join(lab for lab in labels if lab in r.cells)] for r in comp.partial])
+        out += _lacking(comp)
     return out
+
+
+def _lacking(comp: Comparison) -> list[str]:
+    """Where a run's probe finished but lacks some of the measurements above, what that probe
+    said of its run (a size the budget did not pay for, a part it skipped): the reason the row
+    is one-sided, in the run's own words. Probes whose status differs are in the table above."""
+    rows = []
+    for name in dict.fromkeys(r.probe for r in comp.partial):
+        for s in comp.sides:
+            if all(s.label in r.cells for r in comp.partial if r.probe == name):
+                continue
+            said = sorted({p.reason for r in s.runs for p in r.probes
+                           if p.name == name and p.status == "ok" and p.reason})
+            if said:
+                rows.append([name, s.label, " / ".join(said)])
+    if not rows:
+        return []
+    return ["Where a run lacks some of them, what its probe said:", ""] + fmt.table(
+        ["probe", "run", "its probe's note"], rows)
 
 
 def render(comp: Comparison) -> str:

@@ -257,6 +257,21 @@ def test_runs_with_different_probes_align_what_matches():
         "## The rule")[1].split("## ")[0]
 
 
+def test_a_measurement_one_run_lacks_is_shown_with_what_that_runs_probe_said():
+    a, b = make_run("a"), make_run("b")
+    (mb,) = [p for p in b.probes if p.name == "matmul"]
+    mb.measurements = [x for x in mb.measurements if x.key.get("size") != 512]
+    mb.reason = "fp32 n=512 skipped, because one call would take ~0.2 s, beyond its budget"
+    (ma,) = [p for p in a.probes if p.name == "matmul"]
+    ma.reason = "a's own note, not shown: a has every matmul measurement"
+    text = compare_md.render(build(a, b))
+    part = text.split("## Only in some runs")[1]
+    assert "| matmul | flops | device=cpu, dtype=fp32, size=512 | a |" in part
+    assert "what its probe said" in part
+    assert "| matmul | b | fp32 n=512 skipped, because one call would take ~0.2 s" in part
+    assert "a's own note" not in part
+
+
 def test_incidental_key_fields_are_ignored_and_noted():
     def pipe(loader, workers, size, engine):
         key = {"device": "cpu", "precision": "fp32", "image_size": 224, "batch_size": 16,

@@ -114,6 +114,18 @@ def test_human_formatting():
     assert fmt.value(0.42, "ratio") == "42.0%"
 
 
+def test_a_key_shows_a_measured_float_short_and_whole_numbers_as_they_are():
+    # a rate the inference server's search found is part of its latency's key
+    assert fmt.key_value("rate", 32.928172898271896) == "32.93"
+    assert fmt.key_value("rate", 8042.123456) == "8042"
+    assert fmt.key_value("latency_bound_s", 0.13) == "0.13"
+    assert fmt.key_value("lr", 1.5e-07) == "1.5e-07"
+    assert fmt.key_value("batch_size", 64) == "64"
+    assert fmt.key_value("scale", 2.0) == "2.0"
+    assert fmt.key_value("size_bytes", 256 << 20) == "256 MiB"
+    assert fmt.key_value("precision", "bf16") == "bf16"
+
+
 def test_why_nvml_is_unavailable_is_said_once():
     """A CPU run's report gave "NVML Shared Library Not Found" three times: the GPUs row, the
     doctor's no-GPU line and the energy section. The row says it; the others point to it."""
