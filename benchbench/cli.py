@@ -170,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     h = _runs_verb(
         sub, "history", "history.md, history.html and history.csv",
-        "one test case per series, a regressed latest segment failing its case",
+        "one test case per series, a series that regressed failing its case",
         help="one machine's runs in order: change points per headline figure and what changed "
-             "around them (exit 3: the latest segment regressed)",
+             "around them (exit 3: the latest level is worse than the best, or --baseline's, "
+             "by more than --threshold)",
         description="The runs of one machine (paths, run folders, folders of them such as "
                     "runs/, or quoted globs), ordered by "
                     "start time. Each headline figure becomes a series, and all of them "
