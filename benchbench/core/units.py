@@ -66,7 +66,7 @@ def percent(x: float) -> str:
 def key_value(name: str, v: Any) -> str:
     """A key's value as a table, label or legend shows it: byte counts in binary units, and a
     measured float (a rate a search found, 32.928172898271896 requests/s) to four significant
-    digits, whole above 1,000; results.json and the CSV keep it exact."""
+    digits, whole from 1,000 up; results.json and the CSV keep it exact."""
     if (name.endswith("size_bytes") or name == "bs") and isinstance(v, (int, float)):
         return iec(v)  # byte counts in keys: buffer sizes, block sizes
     if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
