@@ -16,7 +16,7 @@ from synthetic_runs import H100, cpu_run, environment, gpu_node
 
 from benchbench import cli
 from benchbench.analysis import outliers
-from benchbench.compare import fleet, series
+from benchbench.compare import fleet, fleet_nodes, series
 from benchbench.compare.sides import CompareError
 from benchbench.core import results
 from benchbench.reports import fleet_md, history_text, ops_html
@@ -634,8 +634,8 @@ def test_an_archive_keeps_the_measurements_of_each_nodes_latest_two_runs_alone(t
     october.mkdir()
     healthy_fleet(october, n=4, started="2026-10-01T02:00:00+00:00")
     runs = [str(october / "*"), str(then / "*"), str(now / "*")]
-    monkeypatch.setattr(fleet, "LIGHTEN_EVERY", 5)
-    made = fleet._nodes(fleet.paths_of(runs), whole=2)
+    monkeypatch.setattr(fleet_nodes, "LIGHTEN_EVERY", 5)
+    made = fleet_nodes.read_nodes(fleet.paths_of(runs), whole=2)
     assert len(made) == 68
     assert {n.source for n in made if not n.run.probes} == {
         str(october / f"node0{i}") for i in range(4)}
