@@ -90,8 +90,9 @@ def expand(arg: str) -> list[str]:
     """The paths an argument names: itself when it exists, else its glob matches, sorted. A
     folder without a results.json of its own is a folder of runs (`runs/`, where `run` writes
     them): the run folders directly inside it (results.runs_inside), its other files left out. A
-    glob skips folders without a results.json (a compare --out folder among the runs, say):
-    the report lists every run it used."""
+    glob skips folders without a results.json (a compare --out folder among the runs, say) and
+    files not named .json (the JUnit XML or a report beside the runs): the report lists every
+    run it used. A .json it matches must be a run."""
     if os.path.isdir(arg) and not os.path.isfile(os.path.join(arg, "results.json")):
         try:
             found = [str(p) for p in results.runs_inside(arg)]
@@ -104,7 +105,8 @@ def expand(arg: str) -> list[str]:
     if os.path.exists(arg) or not (GLOB_CHARS & set(arg)):
         return [arg]
     found = [p for p in sorted(glob.glob(arg))
-             if not os.path.isdir(p) or os.path.isfile(os.path.join(p, "results.json"))]
+             if os.path.isfile(os.path.join(p, "results.json"))
+             or (os.path.isfile(p) and p.lower().endswith(".json"))]
     if not found:
         raise CompareError(f"{arg}: matches no results.json or run folder")
     return found

@@ -383,9 +383,17 @@ def test_baseline_runs_are_pooled(tmp_path, capsys):
     news = [save(tmp_path, f"new{i}", make_run("new", factor=0.8, n=3)) for i in (1, 2)]
     (tmp_path / "base-compare").mkdir()  # a folder without a run, which the glob skips
     (tmp_path / "base-compare" / "compare.md").write_text("# an earlier comparison\n")
+    (tmp_path / "base.xml").write_text("<testsuites/>")  # history --junit's beside the runs
     code, out, _ = run_cli(capsys, "compare", str(tmp_path / "base*"), str(tmp_path / "new?"))
     assert code == 3 and "new** (compared, 2 runs pooled)" in out
     assert "| 6 / 6 |" in out and len(news) == 2  # values a side: 2 runs x 3 rounds each
+    # a glob that matches no run but other files names what it looked for
+    code, _, err = run_cli(capsys, "compare", bases[0], str(tmp_path / "base.*"))
+    assert code == 2 and "base.*: matches no results.json or run folder" in err
+    # and a .json it matches must be a run
+    (tmp_path / "new3.json").write_text("{")
+    code, _, err = run_cli(capsys, "compare", bases[0], str(tmp_path / "new*"))
+    assert code == 2 and "new3.json: corrupt JSON" in err
     # a folder of run folders is the side its runs pool into, as its quoted glob 'DIR/*' is
     (tmp_path / "nights").mkdir()
     for i in (1, 2):
