@@ -16,6 +16,7 @@ from benchbench.compare.environment import env_value
 from benchbench.compare.history import started
 from benchbench.compare.sides import CompareError, load
 from benchbench.core import results
+from benchbench.core.names import first_of
 from benchbench.core.results import RunResult
 
 LIGHTEN_EVERY = 64  # runs read between two _lighten passes
@@ -142,12 +143,6 @@ def latest_of_each(made: list[Node], allow_same: bool, notes: list[str]
     return kept, older
 
 
-def _listed(items: list[str], first: int = 6) -> str:
-    """'a, b, c and 4 more': the first items, and how many are left out."""
-    left = len(items) - first
-    return ", ".join(items[:first]) + (f" and {left} more" if left > 0 else "")
-
-
 def apart(nodes: list[Node]) -> str | None:
     """A note naming the nodes run more than APART_DAYS before the fleet's latest (held against
     the others as they were then: a driver the rest got since can make them look slow); None
@@ -162,7 +157,7 @@ def apart(nodes: list[Node]) -> str | None:
     old = sorted((t, label) for t, label in when if (latest - t).days > APART_DAYS)
     if not old:
         return None
-    shown = _listed([f"{label} ({t.date()})" for t, label in old])
+    shown = first_of([f"{label} ({t.date()})" for t, label in old])
     return (f"{len(old)} of {len(nodes)} nodes ran more than {APART_DAYS} days before the "
             f"fleet's latest run ({latest.date()}): {shown}; each is held against the others "
             "as it was then, and what changed on the others since (a driver, a kernel) can "
@@ -205,7 +200,7 @@ def match_earlier(nodes: list[Node], before: list[Node], older: list[Node], note
     if alone and any(n.earlier for n in nodes):
         where = ("" if before and older else " among --before" if before else
                  " among the runs given")
-        shown = _listed(alone)
+        shown = first_of(alone)
         notes.append(f"{len(alone)} of {len(nodes)} nodes have no earlier run of the same "
                      f"hardware{where} ({shown}): held against their group only")
     if changed:
@@ -214,4 +209,4 @@ def match_earlier(nodes: list[Node], before: list[Node], older: list[Node], note
     spare = [e.source for k, e in enumerate(earlier) if k >= len(older) and k not in used]
     if spare:
         notes.append(f"{len(spare)} run(s) given with --before are of no node of this fleet: "
-                     + _listed([f"`{x}`" for x in spare], 3))
+                     + first_of([f"`{x}`" for x in spare], 3))

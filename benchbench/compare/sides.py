@@ -29,6 +29,7 @@ from typing import Any
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare.environment import hardware_id
 from benchbench.core import results
+from benchbench.core.names import first_of
 from benchbench.core.results import Measurement, RunResult
 
 # Key fields that do not make two measurements different measurements, per probe ("*": any).
@@ -104,12 +105,24 @@ def expand(arg: str) -> list[str]:
         return found
     if os.path.exists(arg) or not (GLOB_CHARS & set(arg)):
         return [arg]
-    found = [p for p in sorted(glob.glob(arg))
-             if os.path.isfile(os.path.join(p, "results.json"))
+    matched = sorted(glob.glob(arg))
+    found = [p for p in matched if os.path.isfile(os.path.join(p, "results.json"))
              or (os.path.isfile(p) and p.lower().endswith(".json"))]
     if not found:
-        raise CompareError(f"{arg}: matches no results.json or run folder")
+        holders = [p for p in matched if os.path.isdir(p) and _holds_runs(p)]
+        hint = (f" ({first_of(holders, 3)} hold{'s' if len(holders) == 1 else ''} run folders: "
+                "give the folder itself, or a glob of the run folders inside it)"
+                if holders else "")
+        raise CompareError(f"{arg}: matches no results.json or run folder{hint}")
     return found
+
+
+def _holds_runs(folder: str) -> bool:
+    try:
+        return bool(results.runs_inside(folder))
+    except OSError:
+        return False
+
 
 
 def load(path: str) -> RunResult:

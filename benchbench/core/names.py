@@ -37,6 +37,12 @@ def listed(words: list[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
+def first_of(items: list[str], first: int = 6) -> str:
+    """'a, b, c and 4 more': the first items of a long list, and how many are left out."""
+    left = len(items) - first
+    return ", ".join(items[:first]) + (f" and {left} more" if left > 0 else "")
+
+
 def devices(names: list[str]) -> str:
     """'cuda:0–7', 'cuda:0–3, 5', 'cpu, cuda:0': devices as few words name them, consecutive
     GPUs as a range."""

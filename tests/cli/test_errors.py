@@ -169,6 +169,12 @@ class World:
             for n in ("a.jpg", "b.jpg"):
                 (r / "loose" / n).write_bytes(b"\xff\xd8\xff\xe0 not much of a JPEG")
             return r / "loose"
+        if name == "NIGHTLY":  # history --keep's layout: runs/ one level down, its JUnit beside
+            (r / "nightly" / "runs" / "run-0001").mkdir(parents=True)
+            (r / "nightly" / "runs" / "run-0001" / "results.json").write_text(
+                FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+            (r / "nightly" / "history.xml").write_text("<testsuites/>\n")
+            return r / "nightly"
         if name == "NOIMAGES":  # class folders, but no image in them
             for cls in ("cat", "dog"):
                 (r / "noimages" / cls).mkdir(parents=True)
@@ -222,7 +228,7 @@ class World:
 
 
 PLACEHOLDERS = [*TEXT_FILES, "OUT", "MISSING", "EMPTY", "USED", "FILE", "BINARY", "CONFIG",
-                "LOOSE", "NOIMAGES", "UNREADABLE", "BLOCKDEV", "FULLFS", "ROFS"]
+                "LOOSE", "NIGHTLY", "NOIMAGES", "UNREADABLE", "BLOCKDEV", "FULLFS", "ROFS"]
 PLACEHOLDER = re.compile(r"\b(" + "|".join(sorted(PLACEHOLDERS, key=len, reverse=True)) + r")\b")
 
 
