@@ -10,6 +10,7 @@ given. Measured on this machine.
     python scripts/history_accuracy.py --pooling 1000
     python scripts/history_accuracy.py --latest 3000
     python scripts/history_accuracy.py --gate 200
+    python scripts/history_accuracy.py --alone 100
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -65,6 +66,11 @@ earlier run's --json instead of running it again. `--recheck N` measures each st
 Otava found more than either judging again, on N fresh series, all three judged: a cell of 30
 series moves by three series or so on chance alone (a cell found in 37% of 300 series was
 found in 23% of its 30).
+`--alone N`: whether the method loses anything the test at its heart would find: each single
+step and each pure noise cell, N series a cell, both mixes, judged by `history` (nothing
+recorded) and by the maximum-t test alone (max_t.best_split over the whole series at alpha,
+one split, no candidates, merge or outlier runs); steps found by each, and series of pure
+noise with any change point.
 `--alpha A`: history's --alpha, for the cost of finding more steps in false change points
 (the default, 0.001, is history's). The summary gives each detector's point on that trade-off
 per history length (its false change points per series on pure noise, the mean of the noise
@@ -88,7 +94,7 @@ from dataclasses import dataclass
 from multiprocessing import Pool
 
 from benchbench.analysis import change_points as cp
-from benchbench.analysis import history_gate
+from benchbench.analysis import history_gate, max_t
 from benchbench.compare.history import index_points
 from benchbench.engine.progress import task_progress
 
@@ -550,6 +556,57 @@ def pooling(count: int) -> list[str]:
     return lines
 
 
+def alone_cell(args: tuple[str, Planted, str, int]) -> tuple[int, int]:
+    """(series where `history` finds the planted step, where the maximum-t test alone does) of
+    one --alone cell; on pure noise, the series with any change point."""
+    name, planted, mix, count = args
+    rng = random.Random(f"{name} {mix} alone")
+    at = planted.steps[0][0] if planted.steps else None
+    ours = alone = 0
+    for _ in range(count):
+        pts = draw(planted, mix, rng)
+        cuts = benchbench(pts, [])[0]
+        split = max_t.best_split(cp.run_logs(pts), cp.rounds_noise(pts))
+        held = split is not None and split.p <= ALPHA[0]
+        if at is None:
+            ours, alone = ours + bool(cuts), alone + held
+        else:
+            ours += any(abs(c - at) <= NEAR for c in cuts)
+            alone += held and split is not None and abs(split.at - at) <= NEAR
+    return ours, alone
+
+
+def alone(count: int) -> list[str]:
+    """`history` against the maximum-t test alone (alone_cell), by history length and mix, and
+    the cells where the test alone found the most more."""
+    cells = [(name, p, mix, count * (NOISE_TIMES if p.family == "noise" else 1))
+             for name, p in families() if p.family in ("step", "noise")
+             for mix in ("run", "rounds")]
+    with Pool() as pool:
+        out = pool.map(alone_cell, cells)
+    lines = ["## history against the maximum-t test alone (--alone)", "",
+             "| runs | mix | steps found: history / the test alone | pure noise, series with a "
+             "change point: history / the test alone |", "|---|---|---|---|"]
+    for n in LENGTHS:
+        for mix in ("run", "rounds"):
+            mine = [(c, o) for c, o in zip(cells, out, strict=True)
+                    if c[1].n == n and c[2] == mix]
+            steps = [o for c, o in mine if c[1].family == "step"]
+            noise = [(o, c[3]) for c, o in mine if c[1].family == "noise"]
+            planted = count * len(steps)
+            lines.append(
+                f"| {n} | {mix} | {counted(sum(a for a, _ in steps), planted)} / "
+                f"{counted(sum(b for _, b in steps), planted)} | "
+                f"{sum(a for (a, _), _ in noise)} / {sum(b for (_, b), _ in noise)} of "
+                f"{sum(k for _, k in noise)} |")
+    worst = sorted(((o[1] - o[0], c[0], c[2], o) for c, o in zip(cells, out, strict=True)
+                    if c[1].family == "step"), key=lambda w: -w[0])[:5]
+    lines += ["", f"the cells where the test alone found the most more (of {count}):"]
+    lines += [f"  {name} ({mix} mix): {o[0]} / {o[1]}" for _, name, mix, o in worst]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 GPU_NODE_CELLS = [(n, own, day) for n in (12, 30) for own in (1, 3) for day in (0, 3)]
 HEALTHY_TIMES = 4  # healthy nodes get four times the histories: their exits are rare
 
@@ -644,6 +701,9 @@ def main() -> int:
     ap.add_argument("--gate", type=int, metavar="N",
                     help="only the gate on drifts and staircases, N histories per cell "
                          "(pure noise 3 N)")
+    ap.add_argument("--alone", type=int, metavar="N",
+                    help="only history against the maximum-t test alone, N series per step "
+                         "cell (pure noise 10 N)")
     a = ap.parse_args()
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
@@ -653,6 +713,7 @@ def main() -> int:
     for count, mode, counted in ((a.latest, latest, "series of noise"),
                                  (a.pooling, pooling, "series"),
                                  (a.gate, gate, "histories"),
+                                 (a.alone, alone, "series"),
                                  (a.gpu_nodes, gpu_nodes, "histories"),
                                  (a.machines, machines, "histories")):
         if count:

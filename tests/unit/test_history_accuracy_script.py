@@ -152,3 +152,17 @@ def test_each_length_states_both_detectors_points_on_the_trade_off(script):
         "found",
         "n = 30, nothing recorded: benchbench 0.0033 false change points per series, 90.0% "
         "of the steps found"]
+
+
+def test_the_alone_mode_holds_history_against_the_test_at_its_heart(script):
+    """--alone judges each series by history and by the maximum-t test alone: a −20% step in
+    the middle of 12 runs at 1% noise is found by both in each of six series; pure noise shows
+    neither a change point; the cell is judged on its own seeds, the same each time."""
+    cells = dict(script.families())
+    step = "step -20% middle n=12 cv=1"
+    assert script.alone_cell((step, cells[step], "run", 6)) == (6, 6)
+    noise = "noise n=12 cv=1"
+    assert script.alone_cell((noise, cells[noise], "rounds", 6)) == (0, 0)
+    small = "step -3% early n=12 cv=3"  # a step the size of the noise, early: seldom found
+    once = script.alone_cell((small, cells[small], "run", 6))
+    assert once == script.alone_cell((small, cells[small], "run", 6)) and max(once) < 6
