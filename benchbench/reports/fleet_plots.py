@@ -55,9 +55,10 @@ def make(f: Fleet, problems: list[str] | None = None,
     return draw(figures(f), problems, progress)
 
 
-def _note(ax: Any, text: str, at: tuple[float, float], right_half: bool, below: bool) -> None:
-    """An outlier's name by its point, on the side towards the middle: never off the edge."""
-    ax.annotate(text, at, textcoords="offset points", fontsize=6.5, color=OUTLIER,
+def _note(ax: Any, text: str, at: tuple[float, float], right_half: bool, below: bool,
+          color: str = OUTLIER) -> None:
+    """A point's name by it, on the side towards the middle: never off the edge."""
+    ax.annotate(text, at, textcoords="offset points", fontsize=6.5, color=color,
                 xytext=(-4 if right_half else 4, -9 if below else 4),
                 ha="right" if right_half else "left")
 
@@ -66,7 +67,9 @@ def _ranked(f: Fleet, title: str, points: list[tuple[Entity, float]], center: fl
             bar: float, median: float, gpus: list[tuple[Entity, float]],
             from_zero: bool) -> Any:
     """The nodes sorted by their value, the band within `bar` of `center`, the median, the
-    outliers marked and named (and each GPU odd within its node, at its node's place)."""
+    outliers marked and named (and each GPU odd within its node, at its node's place); the
+    first node named too where it is no outlier, so the slowest has a name on the plot as it
+    has in the table."""
     ranked = sorted(points, key=lambda p: p[1])
     fig = figure(7.6, 2.8)
     ax = fig.add_subplot()
@@ -84,6 +87,8 @@ def _ranked(f: Fleet, title: str, points: list[tuple[Entity, float]], center: fl
                 color=OUTLIER, label="outlier", zorder=3)
         for x, e, y in odd:
             _note(ax, entity_label(f, e), (x, y), x > middle, below=False)
+    if calm and calm[0][0] == 1:
+        _note(ax, entity_label(f, ranked[0][0]), calm[0], False, below=True, color=MEDIAN)
     rank = {e.node: x for x, (e, _) in zip(xs, ranked, strict=True)}
     inside = [(e, y) for e, y in gpus if e.score.outlier and e.node in rank]
     if inside:

@@ -672,3 +672,20 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
                                     for c in failed)
     assert all("; 32 against their earlier runs, the median change +" in c.system_out
                for c in cases)
+
+
+def test_each_plot_names_its_slowest_node_and_its_outliers(tmp_path):
+    """The plot ranks the nodes slowest first: the slowest has a name on it, as in the table's
+    worst node, where it is no outlier; outliers are named in their own colour, and no other
+    node is named."""
+    from benchbench.reports import fleet_plots
+
+    healthy_fleet(tmp_path, n=8, node05={"per_gpu": {3: 0.75}})
+    f = fleet.build([str(tmp_path / "*")])
+    m = next(x for x in f.measures if x.name == "matmul peak bf16")
+    assert not m.worst.score.outlier and [e.device for e in m.gpus if e.score.outlier] == [
+        "cuda:3"]
+    fig = fleet_plots.measure_figure(f, m)
+    named = {t.get_text(): t.get_color() for t in fig.axes[0].texts}
+    assert named == {f.nodes[m.worst.node].label: fleet_plots.MEDIAN,
+                     "node05 cuda:3": fleet_plots.OUTLIER}
