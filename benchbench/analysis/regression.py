@@ -48,6 +48,7 @@ OUTCOMES = (REGRESSED, IMPROVED, WITHIN, NO_CHANGE, INCONCLUSIVE, NOT_TESTED)
 # What to do about an inconclusive metric; the reports print it once above the list.
 INCONCLUSIVE_ADVICE = ("pool several runs per side (`--baseline` repeated, or a quoted glob: "
                        "3 before and 3 after), or run with more `--rounds`")
+NOISE_UNKNOWN = "noise unknown"  # the reason's start where no second value says the noise
 TEST = "t-test on log values (rounds, runs)"
 SPREAD = "beyond the family's spread (one run a side)"
 
@@ -117,13 +118,26 @@ def _evidence(samples: tuple[Sequence[float], Sequence[float]]) -> tuple[float, 
     return stats.cv(b), stats.cv(c)
 
 
+def noise_unknown(d: Decision) -> bool:
+    """Whether a decision is inconclusive because no second value says this machine's noise
+    (one value a side, in the measurement and in its family)."""
+    return d.outcome == INCONCLUSIVE and d.reason.startswith(NOISE_UNKNOWN)
+
+
+def unsteady_sides(cvs: tuple[float, float] | None) -> list[tuple[str, float]]:
+    """(side, CV) for each side whose own run's samples varied by more than NOISY_CV."""
+    if not cvs:
+        return []
+    return [(name, v) for name, v in zip(("baseline", "candidate"), cvs, strict=True)
+            if v > NOISY_CV]
+
+
 def _noisy_note(cvs: tuple[float, float] | None) -> str:
-    if not cvs or max(cvs) <= NOISY_CV:
+    sides = unsteady_sides(cvs)
+    if not sides:
         return ""
-    sides = [name for name, v in zip(("baseline", "candidate"), cvs, strict=True)
-             if v > NOISY_CV]
-    return (f"; the {' and '.join(sides)} run's own samples varied by CV "
-            f"{' and '.join(f'{v:.0%}' for v in cvs if v > NOISY_CV)}: the machine was "
+    return (f"; the {' and '.join(s for s, _ in sides)} run's own samples varied by CV "
+            f"{' and '.join(f'{v:.0%}' for _, v in sides)}: the machine was "
             "unsteady while it ran")
 
 
@@ -182,7 +196,7 @@ def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool,
     df = len(lb) + len(lc) - 2
     if len(lb) < 2 and len(lc) < 2:
         return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
-                        reason="noise unknown: one value a side, so this machine's run-to-run "
+                        reason=f"{NOISE_UNKNOWN}: one value a side, so this machine's run-to-run "
                                "noise for it is not known" + _noisy_note(cvs))
     se = math.sqrt((_ss(lb) + _ss(lc)) / df * (1 / len(lb) + 1 / len(lc)))
     crit = _t_crit(alpha, df)
@@ -245,7 +259,7 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
     known = [n for n in fam.noise if n is not None]
     if not known:
         return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
-                        reason=f"noise unknown: no measurement of {fam.name} has two values "
+                        reason=f"{NOISE_UNKNOWN}: no measurement of {fam.name} has two values "
                                "on a side, so this machine's run-to-run noise for it is not "
                                "known" + _noisy_note(cvs))
     widest = max(known)

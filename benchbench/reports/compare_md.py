@@ -12,6 +12,7 @@ from benchbench.compare.comparison import Comparison
 from benchbench.compare.conditions import UNLIKE_REASON, unlike
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.core import units as fmt
+from benchbench.core.names import listed
 from benchbench.reports import compare_conditions, compare_cost_md, compare_references
 from benchbench.reports.compare_conditions import LEGEND, MARK, UNLIKE
 from benchbench.reports.csv import table_text
@@ -95,6 +96,11 @@ def _summary(comp: Comparison) -> list[str]:
     return out + [""]
 
 
+def _unsteady(d: reg.Decision) -> str:
+    """'baseline CV 13%' for each side whose own samples varied beyond NOISY_CV; '—' else."""
+    return ", ".join(f"{side} CV {v:.0%}" for side, v in reg.unsteady_sides(d.cv)) or "—"
+
+
 def _noise(d: reg.Decision) -> str:
     return "unknown" if d.noise_pct is None else f"±{d.noise_pct:.0f}%"
 
@@ -126,13 +132,26 @@ def _decisions(comp: Comparison) -> list[str]:
 def _undecided(comp: Comparison) -> list[str]:
     out: list[str] = []
     inc = comp.outcomes(reg.INCONCLUSIVE)
+    unknown = [x for x in inc if reg.noise_unknown(x[2])]
+    known = [x for x in inc if not reg.noise_unknown(x[2])]
     if inc:
         out += ["## Inconclusive", "",
                 f"A change this machine's run-to-run noise could explain, or whose noise is "
                 f"unknown, is not called either way: {reg.INCONCLUSIVE_ADVICE}.", ""]
+    if known:
         out += fmt.table(["side", "measurement", "change", "noise", "why"],
                          [[lab, row_name(r), _pct(d), _noise(d), d.reason]
-                          for r, lab, d in inc])
+                          for r, lab, d in known])
+    if unknown:
+        # one reason, said once: a row each would repeat it dozens of times in a quick run
+        probes = list(dict.fromkeys(r.probe for r, _, _ in unknown))
+        out += [f"Noise unknown in {len(unknown)} measurement(s) of {listed(probes)}: no "
+                "measurement of their kind (the probe's metric, across its keys) has two "
+                "values on a side, so nothing says how far this machine's values differ with "
+                "nothing changed. Their changes, and where a run's own samples varied by more "
+                f"than {reg.NOISY_CV:.0%} while it ran:", ""]
+        out += fmt.table(["side", "measurement", "change", "own samples unsteady"],
+                         [[lab, row_name(r), _pct(d), _unsteady(d)] for r, lab, d in unknown])
     skipped = comp.outcomes(reg.NOT_TESTED)
     if skipped:
         why: dict[str, int] = {}

@@ -445,6 +445,31 @@ def test_improvements_and_inconclusive_are_listed_and_keep_exit_0(tmp_path, caps
     assert "values of matmul flops differ by up to" in out and "--rounds" in out
 
 
+
+def test_inconclusive_for_unknown_noise_says_why_once_and_each_rows_unsteadiness(tmp_path,
+                                                                                 capsys):
+    """A probe measured once a run has no second value to say the noise: the reason is said
+    once for all its rows, which keep their change and, where a run's own samples varied by
+    more than 10%, by how much."""
+    def once(label, factor, jitter):
+        run = make_run(label)
+        run.probes.append(ProbeResult(name="storage", status="ok", resource="storage",
+                                      measurements=[
+            Measurement(metric="read_bandwidth", key={"job": job}, value=1e9 * factor,
+                        unit="B/s", statistic="median", higher_is_better=True,
+                        samples=[1e9 * factor * (1 + jitter * d) for d in (-1, 0, 1)])
+            for job in ("seq1m", "rand128k")]))
+        return run
+
+    a = save(tmp_path, "a", once("before", 1.0, 0.01))
+    b = save(tmp_path, "b", once("after", 0.9, 0.2))
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    section = out.split("## Inconclusive")[1].split("\n## ")[0]
+    assert code == 0 and section.count("no measurement of their kind") == 1
+    assert "Noise unknown in 2 measurement(s) of storage:" in section
+    assert "| after | storage read_bandwidth job=seq1m | -10.0% | candidate CV 20% |" in section
+    assert "noise unknown:" not in section  # not once a row
+
 def test_threshold_and_alpha_flags(tmp_path, capsys):
     a = save(tmp_path, "a", make_run("before"))
     b = save(tmp_path, "b", make_run("after", factor=0.9))
