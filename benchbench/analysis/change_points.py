@@ -57,7 +57,7 @@ import statistics
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from benchbench.analysis import max_t
+from benchbench.analysis import max_t, two_cuts
 
 DEFAULT_ALPHA = 0.001
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -344,6 +344,17 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
                                     stretches=not held)
         if newest in trial:
             cuts, tests = trial, trial_tests
+    # then, where fewer than two cuts held, two steps at once (analysis/two_cuts.py): the
+    # one-split tests above see each of two steps in a short history on 2/3 of its runs and
+    # with the other step in their variance; a pair replaces the cut it keeps
+    if len(cuts) < 2:
+        pair = two_cuts.best(y)
+        if (pair and pair.p <= alpha and max(pair.each) <= alpha
+                and set(cuts) <= set(pair.at)):
+            kept_tests = dict(zip(cuts, tests, strict=True))
+            cuts = list(pair.at)
+            tests = [kept_tests.get(c, (e, alpha, "")) for c, e in zip(cuts, pair.each,
+                                                                      strict=True)]
     edges = [0, *cuts, len(y)]
     groups = [kept[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     starts = [0] + [g[0] for g in groups[1:]]

@@ -1,0 +1,64 @@
+"""Two steps in a short history, held at once (analysis/two_cuts.py), on seeded series."""
+
+import math
+import random
+
+from benchbench.analysis import change_points as cp
+from benchbench.analysis import two_cuts
+
+
+def runs(levels, cv, seed, rounds=3):
+    """Runs of `rounds` values around each level, each run's noise shared by its rounds."""
+    rng = random.Random(seed)
+    sd = math.log1p(cv / 100)
+    out = []
+    for level in levels:
+        run = level * math.exp(rng.gauss(0, sd))
+        out.append([run * math.exp(rng.gauss(0, sd / 4)) for _ in range(rounds)])
+    return out
+
+
+def test_two_steps_in_twelve_runs_are_both_found_where_one_split_at_a_time_finds_few(
+        monkeypatch):
+    """Two −10% steps at runs 4 and 8 of 12 in 2% noise: the split of the whole series carries
+    the other step in its variance, and each segment test has 8 runs. Held at once, both."""
+    levels = [100] * 4 + [90] * 4 + [81] * 4
+
+    def pairs() -> list[list[int]]:
+        return [[s.at for s in cp.detect(runs(levels, 2, seed)).shifts] for seed in range(40)]
+
+    found = pairs()
+    assert sum(f == [4, 8] for f in found) >= 25
+    with monkeypatch.context() as m:
+        m.setattr(two_cuts, "best", lambda y: None)
+        assert sum(f == [4, 8] for f in pairs()) <= 8
+    # a pair is held only where its joint test and each cut given the other hold at alpha
+    pts = next(runs(levels, 2, seed) for seed, f in enumerate(found) if f == [4, 8])
+    pair = two_cuts.best(cp.run_logs(pts))
+    assert pair is not None and pair.at == (4, 8)
+    assert pair.p <= cp.DEFAULT_ALPHA and max(pair.each) <= cp.DEFAULT_ALPHA
+
+
+def test_pure_noise_passes_the_joint_test_as_often_as_its_level_says():
+    """The joint test's p is that of the best pair among all of them: on pure noise, p ≤ 0.05
+    in about 5% of series, not in the 40% a p of the chosen pair alone would give."""
+    ps = []
+    for seed in range(600):
+        rng = random.Random(seed)
+        ps.append(two_cuts.best([rng.gauss(0, 1) for _ in range(12)]).p)
+    share = sum(p <= 0.05 for p in ps) / len(ps)
+    assert 0.03 <= share <= 0.075, share
+
+
+def test_one_step_gets_no_second_cut_from_its_noise():
+    """A −20% step in the middle of 12 or 30 runs at 3% noise: one change point, at the step,
+    in each of 40 seeded series, never a pair."""
+    for n in (12, 30):
+        levels = [100] * (n // 2) + [80] * (n - n // 2)
+        for seed in range(40):
+            assert [s.at for s in cp.detect(runs(levels, 3, seed)).shifts] == [n // 2], seed
+
+
+def test_too_short_or_long_a_history_has_no_pair():
+    assert two_cuts.best([0.0] * 5) is None
+    assert two_cuts.best([0.0] * (two_cuts.MAX_RUNS + 1)) is None
