@@ -38,6 +38,10 @@ history borrows their degrees of freedom when the runs scatter no more than that
    every run, so that place too is given, not chosen: Student's t there, at `alpha`, joins
    the cuts, and the merge runs again (as the latest run alone is held by its prediction test
    at `alpha`, analysis/history_gate.py).
+6. Two steps at once: where fewer than two cuts held in at most two_cuts.MAX_RUNS runs, the
+   best segmentation into three levels is tested as one, each cut holding given the other
+   (analysis/two_cuts.py): the one-split tests see each of two steps in a short history on
+   part of its runs and with the other step in their variance.
 The default `alpha` is Otava's 0.001, but here it is paid for the choices, so pure noise
 rarely shows a change point at all; scripts/history_accuracy.py measures it beside Otava
 (docs/history-method.md).

@@ -4,6 +4,7 @@ environment's changes and the runs."""
 
 from __future__ import annotations
 
+from benchbench.analysis import two_cuts
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, OutlierRun, at_change
 from benchbench.analysis.max_t import MIN_SIDE
 from benchbench.compare.history import History, Series
@@ -58,6 +59,9 @@ def _rule(h: History) -> list[str]:
             f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
             "Whether the newest two runs are a new level is the question asked after every "
             f"run, so their place is given too, and tested there alone at {h.alpha:g}. "
+            f"Where fewer than two cuts hold in at most {two_cuts.MAX_RUNS} runs, the best two "
+            "are tested at once (the variance they explain against what pure noise's best "
+            f"pair explains), each also holding at {h.alpha:g} given the other. "
             "A series regressed when its latest level (the latest "
             "segment's level; where that segment drifts, or the runs since the reference drift "
             "across change points, where the drift has taken it; or the "
