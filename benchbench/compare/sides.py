@@ -124,7 +124,6 @@ def _holds_runs(folder: str) -> bool:
         return False
 
 
-
 def load(path: str) -> RunResult:
     try:
         return results.load(path)
