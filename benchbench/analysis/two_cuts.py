@@ -3,8 +3,8 @@
 Binary segmentation tests each cut on the segments either side of it. Two −10% steps in 12
 runs leave 8 runs for each such test (6 degrees of freedom, and a place chosen among 4), and
 the first split of the whole series carries the other step in its variance: in 3% noise
-history found 13% of such steps (scripts/history_accuracy.py's run mix). Held at once, the two
-cuts leave 9 degrees of freedom and lose nothing to the other step.
+history found 17% of such steps (scripts/history_accuracy.py's run mix; 48% since). Held at
+once, the two cuts leave 9 degrees of freedom and lose nothing to the other step.
 
 - The joint test: the best two-cut segmentation (each level at least MIN_SIDE runs) by the
   share of the variance it explains, (SS0 − SS2) / SS2, against the largest share that
