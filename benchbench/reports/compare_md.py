@@ -12,7 +12,7 @@ from benchbench.compare.comparison import Comparison
 from benchbench.compare.conditions import UNLIKE_REASON, unlike
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.core import units as fmt
-from benchbench.core.names import listed
+from benchbench.core.names import listed, probe_name
 from benchbench.reports import compare_conditions, compare_cost_md, compare_references
 from benchbench.reports.compare_conditions import LEGEND, MARK, UNLIKE
 from benchbench.reports.csv import table_text
@@ -144,7 +144,7 @@ def _undecided(comp: Comparison) -> list[str]:
                           for r, lab, d in known])
     if unknown:
         # one reason, said once: a row each would repeat it dozens of times in a quick run
-        probes = list(dict.fromkeys(r.probe for r, _, _ in unknown))
+        probes = [f"{probe_name(p)} (`{p}`)" for p in dict.fromkeys(r.probe for r, _, _ in unknown)]
         out += [f"Noise unknown in {len(unknown)} measurement(s) of {listed(probes)}: no "
                 "measurement of their kind (the probe's metric, across its keys) has two "
                 "values on a side, so nothing says how far this machine's values differ with "

@@ -466,7 +466,7 @@ def test_inconclusive_for_unknown_noise_says_why_once_and_each_rows_unsteadiness
     code, out, _ = run_cli(capsys, "compare", a, b)
     section = out.split("## Inconclusive")[1].split("\n## ")[0]
     assert code == 0 and section.count("no measurement of their kind") == 1
-    assert "Noise unknown in 2 measurement(s) of storage:" in section
+    assert "Noise unknown in 2 measurement(s) of storage reads (`storage`):" in section
     assert "| after | storage read_bandwidth job=seq1m | -10.0% | candidate CV 20% |" in section
     assert "noise unknown:" not in section  # not once a row
 
