@@ -48,7 +48,7 @@ OUTCOMES = (REGRESSED, IMPROVED, WITHIN, NO_CHANGE, INCONCLUSIVE, NOT_TESTED)
 # What to do about an inconclusive metric; the reports print it once above the list.
 INCONCLUSIVE_ADVICE = ("pool several runs per side (`--baseline` repeated, or a quoted glob: "
                        "3 before and 3 after), or run with more `--rounds`")
-NOISE_UNKNOWN = "noise unknown"  # the reason's start where no second value says the noise
+NOISE_UNKNOWN = "noise unknown"  # the reason's start where Decision.noise_known is False
 TEST = "t-test on log values (rounds, runs)"
 SPREAD = "beyond the family's spread (one run a side)"
 
@@ -78,6 +78,7 @@ class Decision:
     noise_pct: float | None = None  # the smallest change this machine's noise lets one call
     units: tuple[int, int] = (0, 0)  # values a side: rounds and runs
     cv: tuple[float, float] | None = None  # each side's raw-sample CV, as evidence
+    noise_known: bool = True  # False: no second value says this machine's noise for it
 
 
 def ratio(base: float, cand: float, higher_is_better: bool) -> float | None:
@@ -121,7 +122,7 @@ def _evidence(samples: tuple[Sequence[float], Sequence[float]]) -> tuple[float, 
 def noise_unknown(d: Decision) -> bool:
     """Whether a decision is inconclusive because no second value says this machine's noise
     (one value a side, in the measurement and in its family)."""
-    return d.outcome == INCONCLUSIVE and d.reason.startswith(NOISE_UNKNOWN)
+    return d.outcome == INCONCLUSIVE and not d.noise_known
 
 
 def unsteady_sides(cvs: tuple[float, float] | None) -> list[tuple[str, float]]:
@@ -195,7 +196,7 @@ def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool,
     lb, lc = _logs(b, higher_is_better), _logs(c, higher_is_better)
     df = len(lb) + len(lc) - 2
     if len(lb) < 2 and len(lc) < 2:
-        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
+        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs, noise_known=False,
                         reason=f"{NOISE_UNKNOWN}: one value a side, so this machine's run-to-run "
                                "noise for it is not known" + _noisy_note(cvs))
     se = math.sqrt((_ss(lb) + _ss(lc)) / df * (1 / len(lb) + 1 / len(lc)))
@@ -258,7 +259,7 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
     its family (see the module's docstring)."""
     known = [n for n in fam.noise if n is not None]
     if not known:
-        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs,
+        return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs, noise_known=False,
                         reason=f"{NOISE_UNKNOWN}: no measurement of {fam.name} has two values "
                                "on a side, so this machine's run-to-run noise for it is not "
                                "known" + _noisy_note(cvs))

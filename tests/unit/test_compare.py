@@ -130,6 +130,7 @@ def test_one_value_a_side_has_no_known_noise_and_is_inconclusive():
     d = regression.decide([100.0], [50.0], True)
     assert d.outcome == regression.INCONCLUSIVE and d.noise_pct is None
     assert d.reason.startswith("noise unknown: no measurement of it has two values on a side")
+    assert not d.noise_known and regression.noise_unknown(d)
     assert d.ratio == pytest.approx(0.5)
 
 
@@ -216,6 +217,8 @@ def test_one_run_a_side_without_a_second_value_anywhere_is_inconclusive():
     f = fam("storage read_bandwidth", [[5e9], [3e9]], [[1e9], [0.5e9]])
     d = regression.decide([5e9], [1e9], True, family=f)
     assert d.outcome == regression.INCONCLUSIVE and d.reason.startswith("noise unknown")
+    assert regression.noise_unknown(d)
+    assert not regression.noise_unknown(regression.decide([5e9, 5.1e9], [1e9, 1.1e9], True))
 
 
 def test_identical_values_are_no_change():
