@@ -5,7 +5,9 @@ Comparing only the latest segment with the one before lets a slow regression thr
 −4% steps are −15% in all, and each passes a 5% threshold alone. So the latest level is held
 against a reference:
 - the best segment of the history (the last `window` runs, when given), or the segment of the
-  run pinned with --baseline;
+  run pinned with --baseline; for a series held against its peers (a GPU against the node's
+  other GPUs), its first segment: a level above it is the peers' slowdown, which their own
+  series show, and the GPU's return to them no regression;
 - the latest level is the latest segment's, or, where its runs drift (a linear trend that
   holds at alpha), where the trend has taken it by the latest run, or the latest run alone
   when it is an outlier run on the worse side (CI must see the latest run being slow, even if
@@ -171,8 +173,10 @@ def _span(seg: Segment) -> str:
 
 def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: bool,
           threshold_pct: float, alpha: float, baseline: int | None = None,
-          window: int | None = None) -> Gate | None:
+          window: int | None = None, from_first: bool = False) -> Gate | None:
     """The gate of a series (found: change_points.detect's); `baseline` a point index;
+    `from_first`: the reference is the first segment (of the window), not the best, for a
+    series held against its peers, where a level above its first is the peers' slowdown;
     None when the series has no level to judge."""
     segs = [s for s in found.segments if s.runs]
     if not segs:
@@ -190,10 +194,10 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         ref = next(s for s in found.segments if s.start <= baseline < s.stop)
         ref_what = f"run {baseline + 1} (--baseline), in the segment of {_span(ref)}"
     else:
-        recent = [s for s in segs if window is None or s.runs[-1] >= n - window]
-        ref = better(recent or [last], key=lambda s: s.level)
-        ref_what = f"the best segment ({_span(ref)})" if len(segs) > 1 else \
-            f"the latest segment ({_span(ref)})"
+        recent = [s for s in segs if window is None or s.runs[-1] >= n - window] or [last]
+        ref = recent[0] if from_first else better(recent, key=lambda s: s.level)
+        ref_what = f"the {'first' if from_first else 'best'} segment ({_span(ref)})" \
+            if len(segs) > 1 else f"the latest segment ({_span(ref)})"
     reference = ref.level
     latest, latest_what, p = last.level, f"the latest segment ({_span(last)})", 1.0
     level = alpha

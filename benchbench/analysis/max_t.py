@@ -59,6 +59,9 @@ class Rounds:
         return self.var / self.per_run if self.df else 0.0
 
 
+NO_ROUNDS = Rounds(0.0, 0, 1.0)  # one value per run: the runs' spread alone
+
+
 @dataclass(frozen=True)
 class Split:
     at: int  # the first index of the right side, within the stretch

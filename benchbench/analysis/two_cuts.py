@@ -15,6 +15,12 @@ once, the two cuts leave 9 degrees of freedom and lose nothing to the other step
   leaves it, in the variance about the three levels (max_t.p_max at m − 3 degrees of freedom).
   A series with one real step gives the joint test a pass on that step alone, and this keeps a
   second cut chosen from its noise out.
+- The rounds' noise, as the one-split test takes it (max_t's docstring): where the runs
+  scatter about the three levels no more than their rounds say, the two variances are pooled,
+  and the joint statistic is SS0 − SS2 over their pooled sum of squares, held against the same
+  simulated series, each with an independent chi-square for the rounds' sum of squares. As
+  there, a pooled pair also needs its test on the runs' own spread to hold, here at
+  POOLED_CHECK, and each cut given the other takes the pooled variance.
 Up to MAX_RUNS runs, where the simulation is cheap (the pairs grow with the square of the
 length: 0.25 s at 12 runs, 2 s at 48 on a 2-core VM, once per length in a process) and the
 segments are short; beyond, each step's own segments are long enough for the one-split test.
@@ -31,6 +37,15 @@ from benchbench.analysis import max_t
 
 MAX_RUNS = 48
 NULL_DRAWS = 20_000
+# A pooled pair's joint p on the runs' own spread, at most. The pre-test reads the variance
+# about the best pair's levels, the least of every pair's, so runs that scatter 4–5 times what
+# their rounds say pass it more often than a single split's: at max_t.POOLED_CHECK (0.01),
+# such pure noise of 12 runs at 3% gave 0.0120–0.0123 false change points per series, against
+# 0.0090–0.0093 with the pair unpooled; at 0.002, 0.0083–0.0093, and two −10% steps in 12
+# runs at 3% noise that the rounds carry are found as often as at 0.01 (242 of 400; 165
+# unpooled), a −10% drop and its recovery less so (128 of 400; 194 at 0.01, 122 unpooled).
+# scripts/history_accuracy.py --pooling 3000, and its rounds mix at 200 series a cell.
+POOLED_CHECK = 0.002
 
 
 @dataclass(frozen=True)
@@ -68,15 +83,37 @@ def _shares(x: Any, places: Any) -> tuple[Any, Any]:
 
 
 @functools.cache
-def _null(m: int) -> Any:
-    """The sorted largest share of NULL_DRAWS series of m standard normal values."""
+def _null(m: int) -> tuple[Any, Any, Any]:
+    """Of NULL_DRAWS series of m standard normal values: the largest share of each, sorted;
+    and, series by series, the SS0 − SS2 and the SS2 of its best pair."""
     import numpy as np
 
     rng = np.random.default_rng((m, 2))
     places = _places(m)
-    out = [_shares(rng.standard_normal((NULL_DRAWS // 4, m)), places)[0].max(axis=1)
-           for _ in range(4)]
-    return np.sort(np.concatenate(out))
+    shares, gains, rests = [], [], []
+    for _ in range(4):
+        share, ss2 = _shares(rng.standard_normal((NULL_DRAWS // 4, m)), places)
+        k = share.argmax(axis=1)
+        rest = np.take_along_axis(ss2, k[:, None], axis=1)[:, 0]
+        shares.append(np.take_along_axis(share, k[:, None], axis=1)[:, 0])
+        gains.append(shares[-1] * rest)
+        rests.append(rest)
+    return np.sort(np.concatenate(shares)), np.concatenate(gains), np.concatenate(rests)
+
+
+def _p_pooled(gain: float, rest: float, rounds: max_t.Rounds, m: int) -> float:
+    """P(pure noise's best pair explains as much as this one, held against the variance
+    pooled with the rounds'): the statistic is SS0 − SS2 over (SS2 + the rounds' sum of
+    squares), which the best pair also maximises; for each simulated series, the chance that
+    an independent chi-square of the rounds' degrees of freedom (in run-variance units) keeps
+    it below that series' own, averaged over the series. Exact up to the simulation."""
+    import numpy as np
+    from scipy.stats import chi2
+
+    gains, rests = _null(m)[1:]
+    stat = gain / (rest + rounds.df * rounds.run_var)
+    tail = np.mean(chi2.cdf(gains / stat - rests, rounds.df))
+    return float(max(tail, 1 / (len(gains) + 1)))
 
 
 def _t(y: Any, at: int, var: float) -> float:
@@ -85,9 +122,10 @@ def _t(y: Any, at: int, var: float) -> float:
                  / math.sqrt(var * (1 / len(left) + 1 / len(right))))
 
 
-def best(y: list[float]) -> Pair | None:
+def best(y: list[float], rounds: max_t.Rounds = max_t.NO_ROUNDS) -> Pair | None:
     """The best two-cut segmentation of the runs' log values y, its joint p and each cut's p
-    given the other; None where y is too short for three levels or longer than MAX_RUNS."""
+    given the other, the rounds' noise pooled in where the runs agree with it; None where y is
+    too short for three levels or longer than MAX_RUNS."""
     import numpy as np
 
     m = len(y)
@@ -98,10 +136,15 @@ def best(y: list[float]) -> Pair | None:
     places = _places(m)
     shares, ss2 = _shares(arr, places)
     k = int(np.argmax(shares))
-    null = _null(m)
+    null = _null(m)[0]
     p = float((1 + len(null) - np.searchsorted(null, shares[k])) / (len(null) + 1))
     a, b = (int(v) for v in places[k])
     var, df = float(ss2[k]) / (m - 3), m - 3
+    if p <= POOLED_CHECK and rounds.df:
+        joined, joined_df, agrees = max_t.pooled(var, df, rounds.run_var, rounds.df)
+        if agrees:
+            var, df = joined, joined_df
+            p = _p_pooled(float(shares[k] * ss2[k]), float(ss2[k]), rounds, m)
     each = (max_t.p_max(_t(arr[:b], a, var), b, df),
             max_t.p_max(_t(arr[a:], b - a, var), m - a, df))
     return Pair((a, b), p, each)

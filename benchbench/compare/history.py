@@ -85,6 +85,9 @@ class Series:
     # the level its tests are held at where not the history's alpha: a GPU against the other
     # GPUs (against_the_others) shares alpha with the figure's other GPUs
     alpha: float | None = None
+    # held against its peers (a GPU against the other GPUs): the gate's reference is its
+    # first segment, not its best (history_gate.judge's from_first)
+    peers: bool = False
 
     @property
     def regression(self) -> history_gate.Gate | None:
@@ -209,7 +212,7 @@ def _analyse(s: Series, causes: Callable[[int, int], list[EnvChange]], threshold
     s.baseline_missing = baseline is not None and point is None
     if len(usable) == len(s.points):
         s.gate = history_gate.judge(s.points, found, s.higher_is_better, threshold_pct, alpha,
-                                    point, window)
+                                    point, window, from_first=s.peers)
 
 
 def _sees(m: int, noise_pct: float | None, alpha: float) -> tuple[float, float] | None:
@@ -336,7 +339,10 @@ def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Serie
     46; scripts/history_accuracy.py --gpu-nodes). A figure's GPUs share alpha (Bonferroni),
     so a healthy node fails about as often: one question, whether any GPU fell behind, per
     figure. A run counts where the GPU and two others measured the figure; each round of the
-    GPU is held against the others' run values."""
+    GPU is held against the others' run values. The gate holds such a series against its first
+    segment, not its best: a GPU that stood above the others for a few runs while they were
+    slower (a driver update that reached it three runs later) is level with them again, not
+    10% behind its best."""
     by_figure: dict[series.Key, list[Series]] = {}
     for s in all_series:
         if s.gpu is not None:
@@ -353,7 +359,8 @@ def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Serie
             base = g.name.removesuffix(f" ({g.gpu})")
             r = Series(f"{base} {AGAINST} ({g.gpu})", g.probe, g.metric,
                        (g.key[0], g.key[1], (*g.key[2], ("against", "the other GPUs"))),
-                       "ratio", g.higher_is_better, False, alpha=alpha / len(gpus))
+                       "ratio", g.higher_is_better, False, alpha=alpha / len(gpus),
+                       peers=True)
             for run, rounds in zip(g.runs, g.points, strict=True):
                 others = [v for o, v in at_run[run] if o is not g and v > 0]
                 if len(others) < MIN_GPUS - 1 or not rounds or min(rounds) <= 0:

@@ -47,11 +47,14 @@ def _header(h: History) -> list[str]:
 def _rule(h: History) -> list[str]:
     """How the summary above was decided: after it, so that the verdict comes first."""
     reference = (f"run {h.baseline}'s segment (--baseline)" if h.baseline else
-                 "the best segment" + (f" of the last {h.window} runs" if h.window else ""))
+                 "the best segment" + (f" of the last {h.window} runs" if h.window else "")
+                 + (" (a GPU's against the other GPUs: its first)"
+                    if any(s.peers for s in h.series) else ""))
     return ["## The rule", "",
             "Each run counts once, as the geometric mean of its values per round. A run "
             f"more than {OUTLIER_Z:g} run-to-run noises off the level its neighbours on both "
-            "sides agree on is an outlier run, left out of the levels. Change points: binary "
+            "sides agree on, alone (neither run beside it off with it), is an outlier run, "
+            "left out of the levels. Change points: binary "
             "segmentation and PELT propose, and each is kept when the best split of the "
             "segments either side of it, paid for having been chosen (the maximum-t test), "
             f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
@@ -61,7 +64,8 @@ def _rule(h: History) -> list[str]:
             f"run, so their place is given too, and tested there alone at {h.alpha:g}. "
             f"Where fewer than two cuts hold in at most {two_cuts.MAX_RUNS} runs, the best two "
             "are tested at once (the variance they explain against what pure noise's best "
-            f"pair explains), each also holding at {h.alpha:g} given the other. "
+            "pair explains, the rounds' noise joined as for one split), each also holding "
+            f"at {h.alpha:g} given the other. "
             "A series regressed when its latest level (the latest "
             "segment's level; where that segment drifts, or the runs since the reference drift "
             "across change points, where the drift has taken it; or the "
