@@ -153,7 +153,8 @@ def _outlier_runs(h: History) -> list[str]:
                      _night_values(members), told])
     if not rows:
         return []
-    return ["## Outlier runs", "", "Single runs far off a level their neighbours agree on: a "
+    return ["## Outlier runs", "", "Single runs far off a level their neighbours agree on (two "
+            "runs off together are a level, for the change points to test): a "
             "bad night, not a new level. They are left out of the levels; the latest run "
             "still counts for the exit code. The figures one run left alike share a row.",
             ""] + fmt.table(
