@@ -176,6 +176,14 @@ def p_given(t: float, df: int) -> float:
     return float(2 * student.sf(t, df)) if math.isfinite(t) else 0.0
 
 
+def tail(null: Any, x: float) -> float:
+    """The share of a sorted simulated null at or above x, one added to each side: the p of x,
+    never 0 (its smallest is 1 / (len(null) + 1))."""
+    import numpy as np
+
+    return float((1 + len(null) - np.searchsorted(null, x)) / (len(null) + 1))
+
+
 def p_max(t: float, m: int, df: int) -> float:
     """P(the largest split t of m runs of pure noise ≥ t), with df degrees of freedom."""
     if not math.isfinite(t):
@@ -189,12 +197,10 @@ def p_max(t: float, m: int, df: int) -> float:
     bound = min(1.0, float(2 * student.sf(t, df)) * (m - 2 * MIN_SIDE + 1))
     if m > EXACT_UP_TO:
         return min(bound, _siegmund(_z_of(t, df), m))
-    import numpy as np
-
     # between runs only: the exact maximum t; pooled: the maximum of the standardised
     # statistic (the variance then nearly known), the t turned into its normal value
     null, x = (_null(m, True), t) if df == m - 2 else (_null(m, False), _z_of(t, df))
-    return min(bound, float((1 + len(null) - np.searchsorted(null, x)) / (len(null) + 1)))
+    return min(bound, tail(null, x))
 
 
 def smallest_step(m: int, sigma: float, alpha: float, given: bool = False) -> float | None:

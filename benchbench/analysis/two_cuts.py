@@ -55,6 +55,7 @@ class Pair:
     each: tuple[float, float]  # each cut's, given the other
 
 
+@functools.cache
 def _places(m: int) -> Any:
     import numpy as np
 
@@ -136,8 +137,7 @@ def best(y: list[float], rounds: max_t.Rounds = max_t.NO_ROUNDS) -> Pair | None:
     places = _places(m)
     shares, ss2 = _shares(arr, places)
     k = int(np.argmax(shares))
-    null = _null(m)[0]
-    p = float((1 + len(null) - np.searchsorted(null, shares[k])) / (len(null) + 1))
+    p = max_t.tail(_null(m)[0], float(shares[k]))
     a, b = (int(v) for v in places[k])
     var, df = float(ss2[k]) / (m - 3), m - 3
     if p <= POOLED_CHECK and rounds.df:

@@ -22,6 +22,7 @@ from benchbench.core.results import RunResult
 LIGHTEN_EVERY = 64  # runs read between two _lighten passes
 APART_DAYS = 7  # a node run this long before the fleet's latest is named in the notes
 
+
 @dataclass
 class Node:
     label: str
@@ -30,8 +31,6 @@ class Node:
     identity: identity.Identity
     group: str  # its hardware
     earlier: Node | None = None  # its own earlier run (fleet --before), when given
-
-
 
 
 def hardware(env: dict[str, Any]) -> str:
@@ -67,7 +66,7 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
 
 
 def read_nodes(paths: Sequence[str], read: Callable[[], None] = lambda: None, whole: int = 0
-           ) -> list[Node]:
+               ) -> list[Node]:
     """The nodes of these runs (a multi-node run holds several); read() after each run is
     read. With `whole`, only the latest `whole` runs of each machine keep their measurements
     (_lighten)."""
@@ -102,7 +101,7 @@ def _when(n: Node) -> datetime:
 
 
 def latest_of_each(made: list[Node], allow_same: bool, notes: list[str]
-                    ) -> tuple[list[Node], list[Node]]:
+                   ) -> tuple[list[Node], list[Node]]:
     """(the nodes, their older runs): of several runs of one machine (compare/identity.py) the
     latest is the node and the others are its earlier runs, as if given with --before; two of
     one time cannot be told apart and are refused. With allow_same, each run is a node. The
