@@ -40,6 +40,10 @@ def img(name: str, png: bytes, alt: str) -> str:
 # on one line, it pushed fleet.html's Measurements table past the page's edge)
 _NUM = re.compile(r"^(\*\*)?[−\-]?\d(?![\d.,]*×\s*[A-Za-z])")
 _BULLET = re.compile(r"^\s*[-*] ")
+# a figure, not a sentence that opens with one: kept on one line, "575 TFLOP/s to 604 TFLOP/s
+# against 782 TFLOP/s …; 2.24 kimages/s against …" squeezed history.html's Outlier runs table
+# into a column a word wide
+NUM_CHARS = 40
 
 
 def _cells(line: str) -> list[str]:
@@ -52,7 +56,8 @@ def _cells(line: str) -> list[str]:
 def _table(rows: list[str]) -> list[str]:
     head, body = _cells(rows[0]), [_cells(r) for r in rows[2:]]
     # A column of numbers is right-aligned, so that magnitudes line up.
-    num = [all(_NUM.match(r[i]) for r in body if i < len(r) and r[i])
+    num = [all(_NUM.match(r[i]) and len(r[i]) <= NUM_CHARS for r in body
+               if i < len(r) and r[i])
            for i in range(max(map(len, body), default=0))]
     out = ['<div class="scroll"><table>']
     if any(head):  # report.md's key-value tables have an empty header row

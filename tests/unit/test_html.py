@@ -199,6 +199,17 @@ def test_a_count_of_named_things_is_text_and_a_speedup_a_number():
     assert '<td class="num">2.1×</td>' in got and '<td class="num">32</td>' in got
 
 
+def test_a_sentence_that_opens_with_a_figure_is_text_that_wraps():
+    """A cell of a figure stays right-aligned on one line; a long one that opens with a figure
+    (history's outlier runs: their values against the level around them) wraps as text."""
+    long = ("575 TFLOP/s to 604 TFLOP/s against 782 TFLOP/s to 789 TFLOP/s; 2.24 kimages/s "
+            "against 3.01 kimages/s")
+    got = html.markdown_to_html(["| run | its value |", "|---|---|", f"| 5 | {long} |",
+                                 "| 9 | 700 TFLOP/s against 789 TFLOP/s |"])
+    assert f"<td>{long}</td>" in got and "<td>700 TFLOP/s against 789 TFLOP/s</td>" in got
+    assert '<td class="num">5</td>' in got
+
+
 def self_contained(page: str, n_images: int) -> None:
     links = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", page, re.I)
     assert not [u for u in links if "http" in u.lower() or u.startswith("//")]
