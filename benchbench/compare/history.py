@@ -72,6 +72,10 @@ class Series:
     outliers: list[cp.OutlierRun] = field(default_factory=list)  # single runs far off
     # what each outlier run's own record shows that the run before it does not, by point
     told: dict[int, tuple[int, list[evidence.Evidence]]] = field(default_factory=dict)
+    # what the first run of each new level records that the run before the level (its last
+    # that is not an outlier run) does not, by the shift's point: its steal, throttling,
+    # clocks, other processes (the environment's own changes are in `causes`)
+    shift_told: dict[int, tuple[int, list[evidence.Evidence]]] = field(default_factory=dict)
     # the run-to-run noise, as a CV in percent; None (unknown) with fewer than MIN_RUNS runs
     noise_pct: float | None = None
     # the least slowdown in the middle of these runs that its test calls about half the time,
@@ -245,9 +249,9 @@ def _clock_move(s: Series, i: int
 
 
 def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
-    """Each outlier run's evidence against the run before it that is not one: its steal,
-    throttling, clocks and other processes, from the two results.json files (read again: only
-    the outlier runs' and their neighbours')."""
+    """What each outlier run's own record shows against the run before it that is not one, and
+    each change point's first run against the run before its level: steal, throttling, clocks
+    and other processes, from the two results.json files (read again: only those runs')."""
     read: dict[int, Any] = {}
 
     def run_of(number: int) -> Any:
@@ -255,15 +259,26 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
             read[number] = load(runs[number - 1].source)
         return read[number]
 
+    def against(s: Series, at: int, odd: set[int]) -> tuple[int, list[evidence.Evidence]] | None:
+        before = next((i for i in range(at - 1, -1, -1) if i not in odd), None)
+        if before is None:
+            return None
+        mine, theirs = run_of(s.run_at(at)), run_of(s.run_at(before))
+        # the machine's index has no probe of its own: its figures' probes speak for it
+        measured = dict.fromkeys((m.probe, m.gpu) for m, _ in s.weights) or {(s.probe, s.gpu)}
+        return s.run_at(before), [e for probe, gpu in measured
+                                  for e in evidence.against(mine, theirs, probe, gpu, gpu)]
+
     for s in all_series:
         odd = {o.at for o in s.outliers}
         for o in s.outliers:
-            before = next((i for i in range(o.at - 1, -1, -1) if i not in odd), None)
-            if before is None:
-                continue
-            mine, theirs = s.run_at(o.at), s.run_at(before)
-            s.told[o.at] = (theirs, evidence.against(run_of(mine), run_of(theirs), s.probe,
-                                                     s.gpu, s.gpu))
+            if (told := against(s, o.at, odd)) is not None:
+                s.told[o.at] = told
+        for x in s.shifts:
+            if (told := against(s, x.at, odd)) is not None:
+                # the environment's changes between the two runs are the shift's causes
+                s.shift_told[x.at] = (told[0], [e for e in told[1]
+                                                if e.name not in ATTRIBUTED])
 
 
 NOISE_FLOOR = 0.001  # σ of the log values: a series of copies weighs no more than 0.1% noise

@@ -4,6 +4,8 @@ environment's changes and the runs."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from benchbench.analysis import two_cuts
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, OutlierRun, at_change
 from benchbench.analysis.max_t import MIN_SIDE
@@ -17,7 +19,8 @@ from benchbench.reports.history_text import (
     clock_text,
     each_p_text,
     env_text,
-    evidence_text,
+    evidence_signature,
+    evidence_words,
     figures_text,
     group_name,
     grouped,
@@ -25,8 +28,11 @@ from benchbench.reports.history_text import (
     pct,
     runs_text,
     shift_p_text,
+    shift_told_text,
     span,
     steps_causes,
+    steps_told,
+    told_signature,
     value,
     value_span,
 )
@@ -82,8 +88,9 @@ def _summary(h: History) -> list[str]:
         out += [f"**{len(regs)} series regressed** (exit 3):", ""]
         out += [f"- {line}" for line in alike(h, regs)]
         causes = steps_causes(regs)
+        told = "".join(f" {t[0].upper()}{t[1:]}." for t in steps_told(regs))
         if causes:
-            out += ["", f"What changed around their steps: {causes}."]
+            out += ["", f"What changed around their steps: {causes}.{told}"]
     unheld = h.unheld
     if not regs:
         out.append("**No series regressed** (exit 0): " + (
@@ -122,35 +129,38 @@ def _blind_to(h: History) -> list[str]:
             "driver update); more runs see smaller ones (the Series table gives each series')."]
 
 
-def recorded_text(s: Series, at: int) -> str:
-    """What an outlier run's own record shows that the run before it does not."""
-    told = s.told.get(at)
+def recorded_text(members: list[tuple[Series, OutlierRun]]) -> str:
+    """What an outlier run's own record shows that the run before it does not, for the series
+    it left alike (evidence_signature), each number's span across them."""
+    s, o = members[0]
+    told = s.told.get(o.at)
     if told is None:
         return "—"
     ref = f"run {told[0]}"
-    return ("; ".join(evidence_text(e, ref) for e in told[1])
+    return (evidence_words([e for m, x in members for e in m.told[x.at][1]], ref)
             or f"its run records nothing that {ref} does not")
 
 
 def _outlier_runs(h: History) -> list[str]:
-    """A row per bad night: the figures one run left alike (the same sign, the same record)
-    share it, as one figure on several GPUs shares a line elsewhere; one run off in all eight
-    series is one row, not eight."""
-    def night(x: tuple[Series, OutlierRun]) -> tuple[int, bool, bool, str]:
+    """A row per bad night: the figures one run left alike (the same sign, the same facts
+    recorded) share it, as one figure on several GPUs shares a line elsewhere; one run off in
+    all eight series is one row, not eight."""
+    def night(x: tuple[Series, OutlierRun]) -> tuple[int, bool, bool, Hashable]:
         s, o = x
-        return s.run_at(o.at), o.latest, o.change_pct < 0, recorded_text(s, o.at)
+        return s.run_at(o.at), o.latest, o.change_pct < 0, evidence_signature(s.told.get(o.at))
 
     found = [(s, o) for s in h.series for o in s.outliers]
-    nights: dict[tuple[int, bool, bool, str], list[list[tuple[Series, OutlierRun]]]] = {}
+    nights: dict[tuple[int, bool, bool, Hashable],
+                 list[list[tuple[Series, OutlierRun]]]] = {}
     for group in grouped(found, lambda x: x[0], night):
         nights.setdefault(night(group[0]), []).append(group)
     rows = []
-    for (run, latest, _, told), groups in sorted(nights.items(), key=lambda kv: kv[0][0]):
+    for (run, latest, _, _), groups in sorted(nights.items(), key=lambda kv: kv[0][0]):
         members = [x for group in groups for x in group]
         rows.append([str(run) + (" (latest)" if latest else ""), h.run(run).started_at[:10],
                      figures_text(h, [[x for x, _ in g] for g in groups]),
                      span([o.change_pct for _, o in members], pct),
-                     _night_values(members), told])
+                     _night_values(members), recorded_text(members)])
     if not rows:
         return []
     return ["## Outlier runs", "", "Single runs far off a level their neighbours agree on (two "
@@ -189,7 +199,7 @@ def _change_points(h: History) -> list[str]:
     rows = []
     for group in grouped(found, lambda x: x[0], lambda x: (
             x[0].run_at(x[0].shifts[x[1]].at), x[0].shifts[x[1]].change_pct < 0,
-            x[0].shifts[x[1]].given, _cause(*x))):
+            x[0].shifts[x[1]].given, _cause(*x), told_signature(*x))):
         shifts = [s.shifts[i] for s, i in group]
         s, x = group[0][0], shifts[0]
         run, unit = s.run_at(x.at), s.unit
@@ -201,7 +211,8 @@ def _change_points(h: History) -> list[str]:
                      value_span([y.after for y in shifts], unit),
                      span([y.change_pct for y in shifts], pct), p,
                      f"{span([y.runs[0] for y in shifts], str)} / "
-                     f"{span([y.runs[1] for y in shifts], str)}", _cause(*group[0]),
+                     f"{span([y.runs[1] for y in shifts], str)}",
+                     "; ".join(w for w in (_cause(*group[0]), shift_told_text(group)) if w),
                      clock_text(group)])
     if not rows:
         return ["## Change points", "", "None: every series stayed at one level.", ""]

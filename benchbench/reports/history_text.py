@@ -155,9 +155,8 @@ def shift_text(h: History, s: Series, i: int) -> str:
     560.28 between runs 6 and 7'"""
     x: Shift = s.shifts[i]
     run = s.run_at(x.at)
-    before = s.run_at(x.at - 1)
     return (f"run {run} ({h.run(run).started_at[:10]}): {s.name} {pct(x.change_pct)} "
-            f"({shift_p_text(x)}); {causes_text(s.causes[i], (before, run))}")
+            f"({shift_p_text(x)}); {step_causes(s, x)}")
 
 
 def gate_text(h: History, s: Series, causes: bool = False) -> str:
@@ -222,8 +221,68 @@ def around(s: Series, i: int) -> tuple[list[EnvChange], tuple[int, int]]:
 
 
 def step_causes(s: Series, x: Shift) -> str:
-    """What changed in the environment between the runs either side of one of s's shifts."""
-    return causes_text(*around(s, s.shifts.index(x)))
+    """What changed in the environment between the runs either side of one of s's shifts, and
+    what the new level's first run itself recorded that the run before it does not."""
+    i = s.shifts.index(x)
+    return causes_text(*around(s, i)) + "".join(f"; {t}" for t in [shift_told_text([(s, i)])]
+                                                if t)
+
+
+def _told_key(e: Evidence) -> tuple[str, str | None, str | None]:
+    """What a fact's line keeps across series: its name, and a value that is not a number (a
+    number's own is spanned)."""
+    numeric = isinstance(e.mine, (int, float)) and isinstance(e.theirs, (int, float))
+    return (e.name, None, None) if numeric else (e.name, str(e.mine), str(e.theirs))
+
+
+def evidence_signature(told: tuple[int, list[Evidence]] | None) -> Hashable:
+    """What a run's evidence against another run (history.Series.told, shift_told) says but
+    its numbers: the series that share it read as one (evidence_words spans the numbers)."""
+    return None if told is None else (told[0], tuple(dict.fromkeys(
+        _told_key(e) for e in told[1])))
+
+
+def told_signature(s: Series, i: int) -> Hashable:
+    """What shift_told_text says of one series' shift i but its numbers: the members of a group
+    that share it read as one."""
+    told = s.shift_told.get(s.shifts[i].at)
+    return None if not told or not told[1] else evidence_signature(told)
+
+
+def shift_told_text(group: list[tuple[Series, int]]) -> str:
+    """"run 13's own record: CPU steal 30.1% to 31.0% where run 12 has 0.0%": what the first run
+    of a new level recorded that the run before it does not (history.Series.shift_told), for a
+    group whose members share told_signature, each number's span across them; '' where it
+    shows nothing."""
+    s, i = group[0]
+    told = s.shift_told.get(s.shifts[i].at)
+    if not told or not told[1]:
+        return ""
+    return (f"run {s.run_at(s.shifts[i].at)}'s own record: "
+            + evidence_words([e for m, k in group for e in m.shift_told[m.shifts[k].at][1]],
+                             f"run {told[0]}", ", "))
+
+
+def evidence_words(found: list[Evidence], reference: str, sep: str = "; ") -> str:
+    """evidence_text of each fact, those of one name from several figures or devices (a
+    number's own spanned) said once: 'CPU steal 21.0% to 23.0% where run 8 has 0.0%'."""
+    facts: dict[tuple[str, str | None, str | None], list[Evidence]] = {}
+    for e in found:
+        facts.setdefault(_told_key(e), []).append(e)
+    words = []
+    for (name, text, _), es in facts.items():
+        if text is not None:
+            words.append(evidence_text(es[0], reference))
+            continue
+        unit = es[0].unit
+        words.append(f"{name} {_text_span(es, 'mine', unit)} where {reference} has "
+                     f"{_text_span(es, 'theirs', unit)}")
+    return sep.join(words)
+
+
+def _text_span(found: list[Evidence], side: str, unit: str | None) -> str:
+    """The least and the most of one side of a fact's numbers, in its unit."""
+    return span([getattr(e, side) for e in found], lambda v: fact(v, unit))
 
 
 def steps_causes(regs: list[Series]) -> str:
@@ -243,6 +302,19 @@ def steps_causes(regs: list[Series]) -> str:
         told.append("nothing recorded changed between runs " + (
             quiet[0] if len(quiet) == 1 else ", ".join(quiet[:-1]) + ", and " + quiet[-1]))
     return "; ".join(told)
+
+
+def steps_told(regs: list[Series]) -> list[str]:
+    """What the first run of each regressed series' step itself recorded that the run before
+    it does not (shift_told_text), a line per step and what it shows, in the order of their
+    runs: "run 13's own record: CPU steal 30.1% to 31.0% where run 12 has 0.0%"."""
+    found: dict[tuple[int, Hashable], list[tuple[Series, int]]] = {}
+    for s in regs:
+        for x in (s.gate.steps if s.gate else []):
+            i = s.shifts.index(x)
+            if (sig := told_signature(s, i)) is not None:
+                found.setdefault((s.run_at(x.at), sig), []).append((s, i))
+    return [shift_told_text(group) for _, group in sorted(found.items(), key=lambda kv: kv[0][0])]
 
 
 def clock_text(group: list[tuple[Series, int]]) -> str:

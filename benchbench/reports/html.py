@@ -82,6 +82,7 @@ th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left;
   vertical-align: top; }
 th { background: #f1f3f4; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.num.wrap { white-space: normal; }
 tr.limit td { background: #fdecea; font-weight: 600; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; }
 .badge.ok { background: #e6f4ea; } .badge.tight { background: #fef7e0; }

@@ -44,6 +44,7 @@ _BULLET = re.compile(r"^\s*[-*] ")
 # against 782 TFLOP/s …; 2.24 kimages/s against …" squeezed history.html's Outlier runs table
 # into a column a word wide
 NUM_CHARS = 40
+SPAN_TO = " to "  # between the least and the most of a span (history_text.span)
 
 
 def _cells(line: str) -> list[str]:
@@ -66,9 +67,19 @@ def _table(rows: list[str]) -> list[str]:
     out.append("<tbody>")
     for r in body:
         out.append("<tr>" + "".join(
-            f'<td class="num">{inline(c)}</td>' if num[i] else f"<td>{inline(c)}</td>"
-            for i, c in enumerate(r)) + "</tr>")
+            _num_cell(c) if num[i] else f"<td>{inline(c)}</td>" for i, c in enumerate(r))
+            + "</tr>")
     return out + ["</tbody></table></div>"]
+
+
+def _num_cell(text: str) -> str:
+    """A number's cell, kept on one line; a span of two ("784 TFLOP/s to 787 TFLOP/s") may
+    break before its "to" only, each figure whole, so that a table of spans leaves its text
+    columns room."""
+    if SPAN_TO not in text:
+        return f'<td class="num">{inline(text)}</td>'
+    parts = [inline(part).replace(" ", "&nbsp;") for part in text.split(SPAN_TO)]
+    return '<td class="num wrap">' + " to&nbsp;".join(parts) + "</td>"
 
 
 def markdown_to_html(lines: list[str]) -> str:

@@ -65,8 +65,9 @@ def environment(host: str = "vm", cpu: str = "AMD EPYC", driver: str | None = No
 
 def cpu_run(started: str, base: float = 1.0, rounds: tuple[float, ...] = (0.99, 1.01),
             factors: dict[str, float] | None = None, env: dict[str, Any] | None = None,
-            label: str | None = None) -> RunResult:
-    """A CPU run of the headline figures; `factors` scales one probe's figures (by probe)."""
+            label: str | None = None, steal: dict[str, float] | None = None) -> RunResult:
+    """A CPU run of the headline figures; `factors` scales one probe's figures (by probe);
+    `steal`: the CPU steal each probe's telemetry read (by probe), none without it."""
     probes: dict[str, ProbeResult] = {}
     for probe, resource, metric, key, unit, statistic, figure in CPU_FIGURES:
         f = base * (factors or {}).get(probe, 1.0) * figure
@@ -76,7 +77,10 @@ def cpu_run(started: str, base: float = 1.0, rounds: tuple[float, ...] = (0.99, 
     return RunResult(tool={"name": "benchbench", "version": "0.1.0"}, started_at=started,
                      environment=env if env is not None else environment(), label=label,
                      config={"device_resolved": "cpu", "quick": True}, argv=[],
-                     probes=list(probes.values()))
+                     probes=list(probes.values()),
+                     extra={"telemetry": {"interval_s": 0.1, "flags": {}, "probes": {
+                         probe: {"steal_fraction": x} for probe, x in steal.items()}}}
+                     if steal is not None else {})
 
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 from junitparser import JUnitXml
-from synthetic_runs import cpu_run, environment, gpu_node
+from synthetic_runs import CPU_FIGURES, cpu_run, environment, gpu_node
 
 from benchbench import cli
 from benchbench.analysis import change_points as cp
@@ -569,6 +569,83 @@ def test_a_bad_night_in_every_series_is_one_outlier_row_that_the_index_measures(
     six = history_text.figures_text(h, [[s] for s in h.series[1:7]])
     assert six == ", ".join(s.name for s in h.series[1:4]) + f", {h.series[4].name} and 2 " \
         "more figures", six
+
+
+def save_stolen(root, stolen, n=20, slow=0.88):
+    """n CPU runs at 1% noise; those in `stolen` (indices) `slow` and each probe's telemetry
+    reading CPU steal, a different share per probe (21%, 22%, …), the others none."""
+    rng = random.Random(3)
+    probes = sorted({f[0] for f in CPU_FIGURES})
+    for i in range(n):
+        base = (slow if i in stolen else 1.0) * math.exp(rng.gauss(0, 0.01))
+        steal = {p: (0.21 + 0.01 * k if i in stolen else 0.0) for k, p in enumerate(probes)}
+        d = root / f"r{i:03d}"
+        d.mkdir()
+        results.save(cpu_run(day(i), base=base, steal=steal,
+                             rounds=tuple(math.exp(rng.gauss(0, 0.005)) for _ in range(2))),
+                     d / "results.json")
+
+
+def test_a_short_level_says_what_its_first_run_and_the_run_after_it_recorded(tmp_path):
+    """Runs 9–11 of 20 are 12% slow, each probe's telemetry reading 21–26% CPU steal (another
+    tenant for three nights): a change point down at run 9 and up at 12, nothing recorded
+    changed in the environment, but each change point says what its run's own record shows
+    against the run before it; the machine's index, which has no probe, by its figures'."""
+    save_stolen(tmp_path, stolen=range(8, 11))
+    h = history.build([str(tmp_path / "*")])
+    assert all([s.run_at(x.at) for x in s.shifts] == [9, 12] for s in h.series)
+    rows = [x.split(" | ") for x in history_md.render(h).split("## Change points")[1]
+            .split("## ")[0].splitlines() if x.startswith("| ")][1:]
+    said = {(r[0], r[1]): r[-1].rstrip(" |") for r in rows}
+    assert len(rows) == 16 and said[("| resnet50 fp32 64px", "9")] == (
+        "nothing recorded changed between runs 8 and 9; run 9's own record: CPU steal 24.0% "
+        "where run 8 has 0.0%"), rows
+    assert said[("| resnet50 fp32 64px", "12")] == (
+        "nothing recorded changed between runs 11 and 12; run 12's own record: CPU steal 0.0% "
+        "where run 11 has 24.0%")
+    assert said[("| all 7 headline figures (weighted)", "9")].endswith(
+        "run 9's own record: CPU steal 21.0% to 26.0% where run 8 has 0.0%")
+    # the JUnit case names the run's own record beside the step
+    resnet = named(h, "resnet50 fp32 64px")
+    assert history_text.shift_text(h, resnet, 0).endswith(
+        "nothing recorded changed between runs 8 and 9; run 9's own record: CPU steal 24.0% "
+        "where run 8 has 0.0%")
+
+
+def test_a_bad_night_whose_probes_read_different_steal_is_still_one_row(tmp_path):
+    """Run 9 of 20 is 12% slow in every figure, each probe reading its own share of steal
+    (21–26%): one row, the steal spanned, not a row per figure that one number tells apart."""
+    save_stolen(tmp_path, stolen={8})
+    h = history.build([str(tmp_path / "*")])
+    odd = history_md.render(h).split("## Outlier runs")[1].split("## ")[0]
+    rows = [x.split(" | ") for x in odd.splitlines() if x.startswith("| ")][1:]
+    assert len(rows) == 1 and rows[0][:3] == ["| 9", "2026-10-09", "all 8 series"], odd
+    assert rows[0][-1] == "CPU steal 21.0% to 26.0% where run 8 has 0.0% |", rows
+
+
+def test_gpus_throttled_since_a_run_say_so_in_one_row_and_in_the_summary(tmp_path):
+    """From run 9 all eight GPUs run 10% slow at a power cap, each at its own clock (1.60 to
+    1.67 GHz): one change point row for each figure's eight GPUs, its clocks spanned, and the
+    summary's sentence on what changed around the step says it once."""
+    rng = random.Random(5)
+    for i in range(14):
+        capped = i >= 8
+        d = tmp_path / f"n{i:03d}"
+        d.mkdir()
+        results.save(gpu_node("gpu-a", per_gpu={g: math.exp(rng.gauss(0, 0.01))
+                                                * (0.9 if capped else 1.0) for g in range(8)},
+                              sm_clock={g: 1.60e9 + 0.01e9 * g for g in range(8)}
+                              if capped else None, started=day(i)), d / "results.json")
+    h = history.build([str(tmp_path / "*")])
+    text = history_md.render(h)
+    power = ("run 9's own record: SM clock under load 1.60 GHz to 1.67 GHz where run 8 has "
+             "1.98 GHz, throttle reasons under load sw_power_cap where run 8 has none")
+    rows = [x for x in text.split("## Change points")[1].split("## ")[0].splitlines()
+            if x.startswith("| matmul peak")]
+    assert len(rows) == 2 and all(r.endswith(f"; {power} |") for r in rows), rows
+    assert rows[0].startswith("| matmul peak bf16 (cuda:0–7) | 9 |")
+    assert (f"What changed around their steps: nothing recorded changed between runs 8 and 9. "
+            f"R{power[1:]}.") in text.split("## Summary")[1].split("## ")[0]
 
 
 def test_each_series_says_the_smallest_step_its_noise_lets_it_see(tmp_path, capsys):

@@ -210,6 +210,17 @@ def test_a_sentence_that_opens_with_a_figure_is_text_that_wraps():
     assert '<td class="num">5</td>' in got
 
 
+def test_a_span_of_two_figures_breaks_before_its_to_only():
+    """history's spans ("784 TFLOP/s to 787 TFLOP/s") kept on one line pushed the change points'
+    "what changed" into a column a few words wide: a span may break before its "to", each
+    figure whole; a single figure stays on one line."""
+    got = html.markdown_to_html(["| series | before |", "|---|---|",
+                                 "| a | 784 TFLOP/s to 787 TFLOP/s |", "| b | 3.01 kimages/s |"])
+    assert ('<td class="num wrap">784&nbsp;TFLOP/s to&nbsp;787&nbsp;TFLOP/s</td>' in got
+            and '<td class="num">3.01 kimages/s</td>' in got), got
+    assert "td.num.wrap { white-space: normal; }" in html.CSS
+
+
 def self_contained(page: str, n_images: int) -> None:
     links = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", page, re.I)
     assert not [u for u in links if "http" in u.lower() or u.startswith("//")]
