@@ -31,7 +31,7 @@ from benchbench.analysis import change_points as cp
 from benchbench.analysis import max_t, outliers
 from benchbench.compare import evidence, fleet_nodes, series
 from benchbench.compare.fleet_nodes import Node
-from benchbench.compare.sides import CompareError, paths_of, results_file
+from benchbench.compare.sides import CompareError, paths_of, results_file, unfinished_note
 from benchbench.core.results import RunResult
 
 GPU_SHARE = 0.1  # of alpha, for the GPUs inside their nodes (their spread is measured tight)
@@ -339,6 +339,9 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     # a node's latest run and the one before it are all that is measured of its runs
     made = fleet_nodes.read_nodes(now, read, 0 if allow_same_machine else 2)
     nodes, older = fleet_nodes.latest_of_each(made, allow_same_machine, notes)
+    late = unfinished_note([n.source for n in nodes if n.run.finished_at is None])
+    if late:
+        notes.append(late)
     apart = fleet_nodes.apart(nodes)
     if apart:
         notes.append(apart)

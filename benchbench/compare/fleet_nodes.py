@@ -41,7 +41,8 @@ def hardware(env: dict[str, Any]) -> str:
 
 def _node_run(run: RunResult, rec: dict[str, Any], source: str) -> RunResult:
     data = {"schema_version": run.schema_version, "tool": run.tool, "label": None,
-            "started_at": run.started_at, "environment": rec.get("environment") or {},
+            "started_at": run.started_at, "finished_at": run.finished_at,
+            "environment": rec.get("environment") or {},
             "config": run.config, "argv": [], "probes": rec.get("probes") or []}
     if isinstance(rec.get("telemetry"), dict):
         data["telemetry"] = rec["telemetry"]

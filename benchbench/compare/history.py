@@ -23,7 +23,13 @@ from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
 from benchbench.compare import evidence, identity, series
 from benchbench.compare.environment import EXPLAINING, env_value
-from benchbench.compare.sides import CompareError, load, paths_of, results_file
+from benchbench.compare.sides import (
+    CompareError,
+    load,
+    paths_of,
+    results_file,
+    unfinished_note,
+)
 
 ATTRIBUTED = EXPLAINING  # the environment fields a change point is attributed to
 
@@ -149,6 +155,7 @@ class _Loaded:
     identity: identity.Identity
     env: dict[str, Any]
     figures: list[series.Figure]
+    finished: bool  # the run recorded its finish time (sides.UNFINISHED)
 
 
 def started(source: str, text: str) -> datetime:
@@ -166,7 +173,7 @@ def _read(path: str) -> _Loaded:
     env = run.environment or {}
     return _Loaded(path, started(path, run.started_at), run.started_at, run.label,
                    identity.of(env), {f: env_value(env, f) for f in ATTRIBUTED},
-                   series.figures(run))
+                   series.figures(run), run.finished_at is not None)
 
 
 def _pick_machine(loaded: list[_Loaded], machine: str | None
@@ -458,7 +465,7 @@ def build(args: Sequence[str], *, machine: str | None = None,
                  window)
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
                for c in causes(a.number, b.number)]
-    notes = []
+    notes = [n for n in [unfinished_note([x.source for x in loaded if not x.finished])] if n]
     old = sum(not r.identity.recorded for r in runs)
     if old:
         notes.append(f"{old} run(s) predate the recorded machine identity: their host name and "

@@ -131,6 +131,22 @@ def load(path: str) -> RunResult:
         raise CompareError(str(exc)) from None
 
 
+# a run writes results.json after each probe and its finish time at its end: one without it is
+# still running, or was killed (out of memory, a lost node) before the end
+UNFINISHED = "no finish time (still running, or stopped before the end)"
+
+
+def unfinished_note(sources: Sequence[str]) -> str | None:
+    """A note naming the unfinished runs (by source) among those read, or None."""
+    if not sources:
+        return None
+    named = ", ".join(f"`{s}`" for s in sources[:3]) + (
+        f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    if len(sources) == 1:
+        return f"run {named} has {UNFINISHED}: what it measured so far counts"
+    return f"{len(sources)} runs have {UNFINISHED}: what each measured so far counts: {named}"
+
+
 def results_file(path: str) -> str:
     """The real path of the results.json a path names: the file itself, or the one in the
     run folder."""

@@ -11,6 +11,7 @@ from benchbench.compare.align import Row, headline, row_name, short_name
 from benchbench.compare.comparison import Comparison
 from benchbench.compare.conditions import UNLIKE_REASON, unlike
 from benchbench.compare.environment import ENV_BYTES
+from benchbench.compare.sides import UNFINISHED
 from benchbench.core import units as fmt
 from benchbench.core.names import listed, probe_name
 from benchbench.reports import compare_conditions, compare_cost_md, compare_references
@@ -50,7 +51,12 @@ def _header(comp: Comparison) -> list[str]:
         role = "baseline" if s.baseline else "compared"
         runs = ", ".join(f"`{p}`" for p in s.sources)
         pooled = f", {len(s.runs)} runs pooled" if len(s.runs) > 1 else ""
-        out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}")
+        late = [src for r, src in zip(s.runs, s.sources, strict=True) if r.finished_at is None]
+        note = ("" if not late else f"; {UNFINISHED}" if len(s.runs) == 1 else
+                f"; {len(late)} of its {len(s.runs)} runs "
+                f"{'has' if len(late) == 1 else 'have'} {UNFINISHED}: "
+                + ", ".join(f"`{x}`" for x in late))
+        out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}{note}")
     return out + [""]
 
 

@@ -75,6 +75,7 @@ def cpu_run(started: str, base: float = 1.0, rounds: tuple[float, ...] = (0.99, 
         probes.setdefault(probe, ProbeResult(name=probe, status="ok", resource=resource)
                           ).measurements.append(m)
     return RunResult(tool={"name": "benchbench", "version": "0.1.0"}, started_at=started,
+                     finished_at=started,
                      environment=env if env is not None else environment(), label=label,
                      config={"device_resolved": "cpu", "quick": True}, argv=[],
                      probes=list(probes.values()),
@@ -143,7 +144,7 @@ def gpu_node(host: str, gpus: int = 8, factor: float = 1.0,
     recs = [{**gpu_record(host, i), "name": name, **records.get(i, {})}
             for i in range(gpus)]
     run = RunResult(
-        tool={"name": "benchbench", "version": "0.1.0"}, started_at=started,
+        tool={"name": "benchbench", "version": "0.1.0"}, started_at=started, finished_at=started,
         environment=environment(host=host, cpu="Intel Xeon Platinum 8480+", driver=driver,
                                 gpus=recs),
         config={"device_resolved": "cuda", "quick": False}, argv=[],

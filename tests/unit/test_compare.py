@@ -77,7 +77,7 @@ def make_run(label="a", factor=1.0, n=10, rel=0.01, cpu="AMD EPYC 9654", gpus=()
                     for i, g in enumerate(gpus)],
            "torch": {"torch": "2.5.0", "cudnn": cudnn, "nccl": "2.21.5"}}
     return RunResult(tool={"name": "benchbench", "version": "t"}, label=label,
-                     started_at=started, environment=env,
+                     started_at=started, finished_at=started, environment=env,
                      config={"device_resolved": "cuda" if gpus else "cpu", "quick": False},
                      argv=[], probes=probes,
                      extra={"cost": {"usd_per_hour": price}} if price else {})
@@ -361,6 +361,25 @@ def test_labels_default_to_hostname_and_get_the_time_on_collision():
     b = make_run(None, started="2026-11-30T02:00:00+00:00")
     comp = build(a, b)
     assert [s.label for s in comp.sides] == ["box @ 2026-11-30 01:00", "box @ 2026-11-30 02:00"]
+
+
+def test_a_run_without_its_finish_time_is_said_to_be_unfinished(tmp_path, capsys):
+    """A run writes results.json after each probe and its finish time at the end: one read
+    while it still runs, or killed before its end, is compared for what it measured, and the
+    header says it is unfinished; a side of pooled runs names which."""
+    base = save(tmp_path, "base", make_run("base"))
+    late = make_run("new")
+    late.finished_at = None
+    new = save(tmp_path, "new", late)
+    code, out, _ = run_cli(capsys, "compare", base, new)
+    heads = [x for x in out.splitlines() if x.startswith("- **")]
+    assert heads[0].endswith(" — CPU AMD EPYC 9654") and heads[1].endswith(
+        " — CPU AMD EPYC 9654; no finish time (still running, or stopped before the end)"), heads
+    save(tmp_path, "new2", make_run("new", started="2026-11-30T01:00:00+00:00"))
+    code, out, _ = run_cli(capsys, "compare", base, str(tmp_path / "new*"))
+    head = next(x for x in out.splitlines() if x.startswith("- **new** (compared, 2 runs"))
+    assert head.endswith(f"; 1 of its 2 runs has no finish time (still running, or stopped "
+                         f"before the end): `{new}`"), head
 
 
 def test_baseline_runs_are_pooled(tmp_path, capsys):

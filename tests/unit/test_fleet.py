@@ -313,6 +313,8 @@ def test_the_nodes_of_one_multi_node_run_are_the_fleet(tmp_path):
     assert [n.label for n in f.nodes] == ["n0", "n1", "n2", "n3"]
     assert f.nodes[0].source.endswith("multi (node 0)")
     assert all(p.name != "allreduce" for p in f.nodes[0].run.probes)
+    # each node's run is as finished as the run that gathered it
+    assert not any("no finish time" in n for n in f.notes), f.notes
     assert {(m.name, f.nodes[e.node].label) for m, e in f.low} == {
         ("matmul peak fp32", "n2"), ("matmul peak bf16", "n2")}
     # the same four nodes' run of a week before: each node is held against its own there
@@ -322,6 +324,19 @@ def test_the_nodes_of_one_multi_node_run_are_the_fleet(tmp_path):
         (f"n{i}", f"{old} (node {i})") for i in range(4)]
     assert {(m.name, f.nodes[e.node].label) for m, e in f.low if e.change} == {
         ("matmul peak fp32", "n2"), ("matmul peak bf16", "n2")}
+
+
+def test_a_node_whose_run_has_no_finish_time_is_scored_and_noted(tmp_path):
+    """A node's run still running, or killed before its end: what it measured is scored, and a
+    note names it."""
+    healthy_fleet(tmp_path, n=6)
+    late = results.load(tmp_path / "node04" / "results.json")
+    late.finished_at = None
+    results.save(late, tmp_path / "node04" / "results.json")
+    f = fleet.build([str(tmp_path / "*")])
+    assert len(f.nodes) == 6 and f.notes == [
+        f"run `{tmp_path / 'node04'}` has no finish time (still running, or stopped before the "
+        "end): what it measured so far counts"], f.notes
 
 
 # --- the verb ---------------------------------------------------------------------------------

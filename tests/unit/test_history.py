@@ -779,6 +779,21 @@ def test_an_older_run_without_identity_joins_by_host_name_and_says_so(tmp_path):
                        "GPU UUIDs stand for it"]
 
 
+def test_runs_without_their_finish_time_count_and_are_noted(tmp_path):
+    """Tonight's run still running when history reads it, or a run killed before its end:
+    what it measured counts, and a note names them."""
+    save_runs(tmp_path, n=6, drop_at=99)
+    for name in ("r004", "r005"):
+        late = results.load(tmp_path / name / "results.json")
+        late.finished_at = None
+        results.save(late, tmp_path / name / "results.json")
+    h = history.build([str(tmp_path / "*")])
+    assert len(h.runs) == 6 and h.notes == [
+        f"2 runs have no finish time (still running, or stopped before the end): what each "
+        f"measured so far counts: `{tmp_path / 'r004'}`, `{tmp_path / 'r005'}`"], h.notes
+    assert "## Notes" in history_md.render(h)
+
+
 def test_other_gpus_are_drawn_only_where_they_changed(tmp_path):
     save_runs(tmp_path, n=4, drop_at=99)
     h = history.build([str(tmp_path / "*")])
