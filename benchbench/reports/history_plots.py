@@ -14,6 +14,7 @@ from typing import Any
 
 from benchbench.compare.history import History, Series
 from benchbench.compare.series import without_device
+from benchbench.reports.history_text import pct
 from benchbench.reports.plot_base import (
     Progress,
     draw,
@@ -30,6 +31,32 @@ LEVEL = "#333333"
 SHIFT = "#c0392b"
 ENV = "#9a9a9a"
 MAX_ENV_LABELS = 12  # more changes than this are drawn as lines without their names
+
+
+# the y axis spans at least this many thresholds about the median run, so that a step of the
+# threshold fills a fair share of it and noise far below it stays flat
+SPAN_THRESHOLDS = 4
+FROM_ZERO_BELOW = 0.5  # the axis starts at 0 where the least value is under this share of the most
+
+
+def _y_range(ax: Any, values: list[float], threshold_pct: float) -> bool:
+    """The y axis about the data, not from 0, so that a step of a few percent shows: at least
+    SPAN_THRESHOLDS thresholds about the median value, and every value inside it; from 0 where
+    the values span more than half the most (a step that large shows from 0). True where the
+    axis is cut (its label says so)."""
+    positive = sorted(v for v in values if v > 0)
+    if not positive or positive[0] < FROM_ZERO_BELOW * positive[-1]:
+        ax.set_ylim(bottom=0)
+        return False
+    mid = positive[len(positive) // 2]
+    half = SPAN_THRESHOLDS * threshold_pct / 200 * mid
+    lo, hi = min(positive[0], mid - half), max(positive[-1], mid + half)
+    pad = 0.06 * (hi - lo)
+    if lo - pad <= 0:
+        ax.set_ylim(bottom=0)
+        return False
+    ax.set_ylim(lo - pad, hi + pad)
+    return True
 
 
 def drawn(h: History) -> list[Series]:
@@ -77,13 +104,17 @@ def series_figure(h: History, s: Series) -> Any:
     if odd:
         ax.plot([r for r, _ in odd], [v for _, v in odd], "x", markersize=6, color=SHIFT,
                 label="outlier run", zorder=5)
+    names = []
     for i, x in enumerate(s.shifts):
         ax.axvline(s.run_at(x.at) - 0.5, color=SHIFT, linestyle="--", linewidth=1.2,
                    label="change point" if i == 0 else None, zorder=1)
+        if len(s.shifts) <= MAX_ENV_LABELS:  # its change, to the right of its line
+            names.append(ax.text(s.run_at(x.at) - 0.5, 1.0, " " + pct(x.change_pct),
+                                 rotation=90, va="top", ha="left", fontsize=6, color=SHIFT,
+                                 transform=ax.get_xaxis_transform()))
     at: dict[int, list[str]] = {}
     for c in h.changes:
         at.setdefault(c.runs[1], []).append(c.field)
-    names = []
     for i, (run, fields) in enumerate(sorted(at.items())):
         ax.axvline(run - 0.5, color=ENV, linestyle=":", linewidth=0.9,
                    label="environment changed" if i == 0 else None, zorder=0)
@@ -93,17 +124,19 @@ def series_figure(h: History, s: Series) -> Any:
                                  transform=ax.get_xaxis_transform()))
     ax.set_xlim(0.5, len(h.runs) + 0.5)
     integer_axis(ax.xaxis)
-    ax.set_ylim(bottom=0)
+    cut = _y_range(ax, ry + list(s.values), h.threshold_pct)
     if s.unit == "ratio":
         # the machine's index (compare/history.composite), of its median run; a GPU against
         # the other GPUs (against_the_others), of their median
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import PercentFormatter
 
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.0f}%"))
+        # its decimals from the axis' span: a cut axis ticks every 2.5%, not "98%, 98%"
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=None))
         unit = ("% of the median run" if s.probe == "all" else
                 "% of the other GPUs' median")
     else:
         si_axis(ax.yaxis, unit)
-    finish(fig, ax, s.name, xlabel="run (oldest first)", ylabel=unit, legend_size=6.5)
+    finish(fig, ax, s.name, xlabel="run (oldest first)",
+           ylabel=unit + (", not from 0" if cut else ""), legend_size=6.5)
     room_above(fig, ax, names, max(ry + list(s.values)))  # the changes' names over no point
     return fig

@@ -794,6 +794,33 @@ def test_runs_without_their_finish_time_count_and_are_noted(tmp_path):
     assert "## Notes" in history_md.render(h)
 
 
+def test_a_plot_shows_a_step_of_a_few_percent_and_names_its_change(tmp_path):
+    """A 15% drop at 2% noise, plotted from 0, was a flat band at the top: the axis spans the
+    data (at least four thresholds about the median run), says it is cut, and each change
+    point's line carries its change; a series that fell by more than half starts at 0."""
+    save_runs(tmp_path, n=24, drop_at=12, factor=0.85)
+    h = history.build([str(tmp_path / "*")])
+    s = named(h, "resnet50 fp32 64px")
+    ax = history_plots.series_figure(h, s).axes[0]
+    lo, hi = ax.get_ylim()
+    level = s.segments[0].level
+    assert ax.get_ylabel() == "images/s, not from 0" and 0.7 * level < lo < 0.85 * level < \
+        level < hi < 1.15 * level, (lo, hi, level)
+    assert [x.get_text() for x in ax.texts if x.get_color() == history_plots.SHIFT] == [
+        " " + history_text.pct(s.shifts[0].change_pct)]
+    # copies of one value: the axis still spans four thresholds, the noise flat in it
+    flat = history.Series("flat", "p", "m", s.key, "B/s", True, True, runs=s.runs,
+                          points=[(1e9, 1e9 * 1.0001)] * len(s.runs),
+                          values=[1e9] * len(s.runs))
+    ax = history_plots.series_figure(h, flat).axes[0]
+    assert ax.get_ylim()[0] == pytest.approx(0.9 * 1e9 - 0.06 * 0.2 * 1e9, rel=1e-3)
+    half = history.Series("half", "p", "m", s.key, "B/s", True, True, runs=s.runs,
+                          points=[(1e9 if i < 12 else 4e8,) for i in range(len(s.runs))],
+                          values=[1e9 if i < 12 else 4e8 for i in range(len(s.runs))])
+    ax = history_plots.series_figure(h, half).axes[0]
+    assert ax.get_ylim()[0] == 0 and ax.get_ylabel() == "B/s"
+
+
 def test_other_gpus_are_drawn_only_where_they_changed(tmp_path):
     save_runs(tmp_path, n=4, drop_at=99)
     h = history.build([str(tmp_path / "*")])
@@ -899,7 +926,7 @@ def test_each_gpu_is_held_against_the_median_of_the_others_where_three_or_more_m
         assert behind.points[i] == pytest.approx(tuple(v / mid for v in mine.points[i]))
     assert sum(s.alpha is not None for s in h.series) == 3 * 8  # bf16, fp16 and the copies
     fig = history_plots.series_figure(h, behind)
-    assert fig.axes[0].get_ylabel() == "% of the other GPUs' median"
+    assert fig.axes[0].get_ylabel() == "% of the other GPUs' median, not from 0"
     two = tmp_path / "two"
     two.mkdir()
     for i in range(4):
