@@ -65,6 +65,6 @@ def main(args: argparse.Namespace) -> int:
     regs = len(comp.outcomes(reg.REGRESSED)) + len(comp.stopped)
     print(f"compared {sum(len(s.runs) for s in comp.sides)} run(s) in "
           f"{time.perf_counter() - started:.1f} s: "
-          + (f"{regs} regression(s)" if code else "no regression") + f", exit {code}",
-          file=sys.stderr)
+          + (f"{regs} regression(s) ({compare_md.named_briefly(comp)})" if code else
+             "no regression") + f", exit {code}", file=sys.stderr)
     return code

@@ -21,7 +21,14 @@ def main(args: argparse.Namespace) -> int:
     from benchbench.compare import history
     from benchbench.compare.sides import CompareError
     from benchbench.engine.progress import task_progress
-    from benchbench.reports import history_csv, history_md, history_plots, junit, ops_html
+    from benchbench.reports import (
+        history_csv,
+        history_md,
+        history_plots,
+        history_text,
+        junit,
+        ops_html,
+    )
 
     started = time.perf_counter()
     check_number("--threshold", args.threshold, args.threshold >= 0, "a percentage, 0 or more")
@@ -50,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
     code = EXIT_REGRESSION if h.regressions else EXIT_OK
     whose = "" if args.runs else f" (no RUN given: those in {RUNS}/, where run writes them)"
     print(f"history of {len(h.runs)} run(s){whose} in {time.perf_counter() - started:.1f} s: "
-          + (f"{len(h.regressions)} series regressed" if h.regressions else
+          + (f"{len(h.regressions)} series regressed ("
+             f"{history_text.named_briefly(h, h.regressions)})" if h.regressions else
              "no series regressed")
           + (f"; {len(h.unheld)} beyond {h.threshold_pct:g}% but not held" if h.unheld else "")
           + f", exit {code}", file=sys.stderr)

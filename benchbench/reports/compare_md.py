@@ -102,6 +102,22 @@ def _summary(comp: Comparison) -> list[str]:
     return out + [""]
 
 
+TERMINAL_NAMED = 3  # the regressions the terminal's last line names before "and N more"
+
+
+def named_briefly(comp: Comparison) -> str:
+    """The terminal's last line names what regressed, the worst first, since a person reads a
+    terminal from its end: 'matmul peak fp32 −20.0%; storage failed'; with more than two sides,
+    in which."""
+    many = len(comp.sides) > 2
+    found = sorted(comp.outcomes(reg.REGRESSED), key=lambda x: x[2].change_pct or 0.0)
+    words = [f"{short_name(row)} {_pct(d)}" + (f" in {side}" if many else "")
+             for row, side, d in found]
+    words += [f"{x.probe} {x.status}" + (f" in {x.side}" if many else "") for x in comp.stopped]
+    more = len(words) - TERMINAL_NAMED
+    return "; ".join(words[:TERMINAL_NAMED]) + (f"; and {more} more" if more > 0 else "")
+
+
 def _unsteady(d: reg.Decision) -> str:
     """'baseline CV 13%' for each side whose own samples varied beyond NOISY_CV; '—' else."""
     return ", ".join(f"{side} CV {v:.0%}" for side, v in reg.unsteady_sides(d.cv)) or "—"

@@ -131,6 +131,29 @@ def alike(h: History, series: list[Series]) -> list[str]:
             for groups in lines.values()]
 
 
+TERMINAL_NAMED = 3  # the regressions the terminal's last line names before "and N more"
+
+
+def named_briefly(h: History, series: list[Series]) -> str:
+    """The terminal's last line names what regressed, since a person reads a terminal from its
+    end: 'resnet50 fp32 64px −10.7% since run 13', each group of alike gates (alike) once, up
+    to TERMINAL_NAMED, then how many more."""
+    lines: dict[Hashable, list[list[Series]]] = {}
+    for group in grouped(series, lambda s: s, gate_signature):
+        lines.setdefault(gate_signature(group[0]), []).append(group)
+    words = []
+    for groups in lines.values():
+        members = [s for group in groups for s in group]
+        gates = [s.gate for s in members if s.gate is not None]
+        g = members[0].gate
+        since = (f" since run {members[0].run_at(g.steps[0].at)}" if g is not None and g.steps
+                 else "")
+        words.append(f"{figures_text(h, groups)} {span([x.change_pct for x in gates], pct)}"
+                     + since)
+    more = len(words) - TERMINAL_NAMED
+    return "; ".join(words[:TERMINAL_NAMED]) + (f"; and {more} more" if more > 0 else "")
+
+
 def span(values: list[float], text: Callable[[float], str]) -> str:
     """'−6.1% to −5.9%': the least and the most, or one value where both read alike."""
     low, high = text(min(values)), text(max(values))

@@ -447,8 +447,10 @@ def test_clear_drop_exits_3_and_identical_runs_exit_0(tmp_path, capsys):
     assert re.search(r"\| after \| matmul flops dtype=fp32 size=512 \| 100 GFLOP/s \| "
                      r"80.0 GFLOP/s \| -20.0% \| ±\d+% \| 3 / 3 \|", out)
     assert "Not tested: 1 × a peak over sizes" in out
-    # the terminal's last line, where a CI log ends, says the outcome
-    assert re.search(r"compared 2 run\(s\) in [\d.]+ s: 4 regression\(s\), exit 3\n$", err), err
+    # the terminal's last line, where a CI log ends, says the outcome and names the worst
+    assert re.search(r"compared 2 run\(s\) in [\d.]+ s: 4 regression\(s\) \(matmul flops "
+                     r"dtype=fp32 size=256 -20.0%; matmul flops dtype=fp32 size=512 -20.0%; "
+                     r"resnet50 fp32 224px -20.0%; and 1 more\), exit 3\n$", err), err
     same = save(tmp_path, "same", make_run("again"))
     code, out, err = run_cli(capsys, "compare", a, same)
     assert code == 0 and "**No regression** (exit 0)" in out
@@ -693,8 +695,9 @@ def test_a_probe_that_stopped_measuring_is_a_regression(tmp_path, capsys):
     b.probes[1] = ProbeResult(name="resnet50", status="skipped", resource="cpu_compute",
                               reason="fp32 skipped, because one warm step takes ~9 s, beyond "
                                      "its time budget")
-    code, out, _ = run_cli(capsys, "compare", save(tmp_path, "a", a), save(tmp_path, "b", b))
+    code, out, err = run_cli(capsys, "compare", save(tmp_path, "a", a), save(tmp_path, "b", b))
     assert code == 3 and "probe(s) that stopped measuring** (exit 3)" in out
+    assert err.endswith(": 1 regression(s) (resnet50 skipped), exit 3\n"), err
     assert "## Probes that stopped measuring" in out
     assert "| after | resnet50 | skipped | fp32 skipped, because one warm step takes ~9 s" in out
     # not asked for in the candidate: not a regression

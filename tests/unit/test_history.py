@@ -859,7 +859,8 @@ def test_devices_are_named_with_consecutive_gpus_as_a_range():
     assert names.devices(["cpu", "cuda:1"]) == "cpu, cuda:1"
 
 
-def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(tmp_path):
+def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(tmp_path,
+                                                                              monkeypatch):
     save_gpu_runs(tmp_path, late=7)
     h = history.build([str(tmp_path / "*")])
     text = history_md.render(h)
@@ -873,6 +874,14 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
         lines[0] and "since run 9 (" in lines[0], lines[0]
     assert lines[1].startswith("- matmul peak bf16 (cuda:7) and matmul peak fp16 (cuda:7) −") \
         and "since run 12 (" in lines[1], summary
+    # the terminal's last line names them briefly, up to TERMINAL_NAMED groups
+    brief = history_text.named_briefly(h, h.regressions)
+    assert re.fullmatch(r"matmul peak bf16 \(cuda:0–6\), matmul peak fp16 \(cuda:0–6\) and "
+                        r"resnet50 amp_bf16 224px −[\d.]+% to −[\d.]+% since run 9; "
+                        r"matmul peak bf16 \(cuda:7\) and matmul peak fp16 \(cuda:7\) "
+                        r"−[\d.]+%( to −[\d.]+%)? since run 12", brief), brief
+    monkeypatch.setattr(history_text, "TERMINAL_NAMED", 1)
+    assert history_text.named_briefly(h, h.regressions) == brief.split("; ")[0] + "; and 1 more"
     # run 5 is off in every figure but the copies; cuda:7 stayed 11% ahead of the others
     # for runs 9-11: three runs, a level of its bf16 and fp16 against the other GPUs (a change
     # point up at run 9 and down at 12), not three outlier runs; held against its first
@@ -958,7 +967,8 @@ def test_exit_3_files_and_junit_when_the_latest_segment_regressed(tmp_path, caps
     out, xml = tmp_path / "out", tmp_path / "history.xml"
     code, md, err = run_cli(capsys, "history", runs / "*", "--out", out, "--junit", xml)
     assert code == 3, err
-    assert err.endswith(" s: 8 series regressed, exit 3\n"), err  # where a CI log ends
+    # where a CI log ends: what regressed, named
+    assert err.endswith(" s: 8 series regressed (all 8 series −15.8% since run 13), exit 3\n"), err
     # the seven figures of the runs and all of them at once, alike: one line, not eight
     assert "**8 series regressed** (exit 3)" in md
     assert ("\n- all 8 series −15.8%: the latest segment (runs 13–24) against the best "
