@@ -195,32 +195,60 @@ def _cause(s: Series, i: int) -> str:
 
 
 def _change_points(h: History) -> list[str]:
+    """A row per moment: the figures that moved alike at one run (the same way, tested alike,
+    the same environment changed and the same facts recorded) share it, as one figure on
+    several GPUs does, so that a driver that cost every figure is one row, not one per figure
+    and GPU."""
+    def moment(x: tuple[Series, int]) -> tuple[int, bool, str, str, Hashable]:
+        s, i = x
+        return (s.run_at(s.shifts[i].at), s.shifts[i].change_pct < 0, s.shifts[i].given,
+                _cause(s, i), told_signature(s, i))
+
     found = [(s, i) for s in h.series for i in range(len(s.shifts))]
+    moments: dict[tuple[int, bool, str, str, Hashable], list[list[tuple[Series, int]]]] = {}
+    for group in grouped(found, lambda x: x[0], moment):
+        moments.setdefault(moment(group[0]), []).append(group)
     rows = []
-    for group in grouped(found, lambda x: x[0], lambda x: (
-            x[0].run_at(x[0].shifts[x[1]].at), x[0].shifts[x[1]].change_pct < 0,
-            x[0].shifts[x[1]].given, _cause(*x), told_signature(*x))):
-        shifts = [s.shifts[i] for s, i in group]
-        s, x = group[0][0], shifts[0]
-        run, unit = s.run_at(x.at), s.unit
+    for (run, _, _, cause, _), groups in sorted(moments.items(), key=lambda kv: kv[0][0]):
+        members = [x for group in groups for x in group]
+        shifts = [s.shifts[i] for s, i in members]
         worst = max(shifts, key=lambda y: y.p_value)
-        p = shift_p_text(worst) if len(group) == 1 else each_p_text(
+        p = shift_p_text(worst) if len(members) == 1 else each_p_text(
             worst.p_value, worst.given, worst.held_at)
-        rows.append([group_name([m for m, _ in group]), str(run), h.run(run).started_at[:10],
-                     value_span([y.before for y in shifts], unit),
-                     value_span([y.after for y in shifts], unit),
+        rows.append([figures_text(h, [[m for m, _ in g] for g in groups]), str(run),
+                     h.run(run).started_at[:10],
+                     _by_unit([(s, s.shifts[i].before) for s, i in members]),
+                     _by_unit([(s, s.shifts[i].after) for s, i in members]),
                      span([y.change_pct for y in shifts], pct), p,
                      f"{span([y.runs[0] for y in shifts], str)} / "
                      f"{span([y.runs[1] for y in shifts], str)}",
-                     "; ".join(w for w in (_cause(*group[0]), shift_told_text(group)) if w),
-                     clock_text(group)])
+                     "; ".join(w for w in (cause, shift_told_text(members)) if w),
+                     clock_text(members)])
     if not rows:
         return ["## Change points", "", "None: every series stayed at one level.", ""]
     header = ["series", "run", "date", "before", "after", "change", "p", "runs before / after",
               "what changed", "the clock it ran at"]
     if all(r[-1] == "—" for r in rows):  # no series read its clock: no column of dashes
         header, rows = header[:-1], [r[:-1] for r in rows]
-    return ["## Change points", ""] + fmt.table(header, rows)
+    lead = (["The figures that moved alike at one run share a row; each one's levels are in "
+             "the Series table and history.csv.", ""]
+            if any(len(groups) > 1 for groups in moments.values()) else [])
+    return ["## Change points", ""] + lead + fmt.table(header, rows)
+
+
+def _by_unit(values: list[tuple[Series, float]]) -> str:
+    """'201 GFLOP/s to 401 GFLOP/s; 36.1 GB/s': the values, a span per unit up to NIGHT_UNITS;
+    past that, the machine's index's where it is among them, else where each one's is."""
+    by_unit: dict[str, list[float]] = {}
+    for s, v in values:
+        by_unit.setdefault(s.unit, []).append(v)
+    if len(by_unit) <= NIGHT_UNITS:
+        return "; ".join(value_span(vs, unit) for unit, vs in by_unit.items())
+    index = [(s, v) for s, v in values if s.weights]
+    if not index:
+        return "each series' in history.csv"
+    (s, v), = index
+    return f"{s.name}: {value(v, s.unit)}"
 
 
 def _state(s: Series, threshold_pct: float) -> tuple[str, int | None]:

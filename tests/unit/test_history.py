@@ -588,23 +588,22 @@ def save_stolen(root, stolen, n=20, slow=0.88):
 
 def test_a_short_level_says_what_its_first_run_and_the_run_after_it_recorded(tmp_path):
     """Runs 9–11 of 20 are 12% slow, each probe's telemetry reading 21–26% CPU steal (another
-    tenant for three nights): a change point down at run 9 and up at 12, nothing recorded
-    changed in the environment, but each change point says what its run's own record shows
-    against the run before it; the machine's index, which has no probe, by its figures'."""
+    tenant for three nights): a change point down at run 9 and up at 12 in every series,
+    nothing recorded changed in the environment, but each change point says what its run's
+    own record shows against the run before it, each probe's steal spanned (the machine's
+    index, which has no probe, reads its figures')."""
     save_stolen(tmp_path, stolen=range(8, 11))
     h = history.build([str(tmp_path / "*")])
     assert all([s.run_at(x.at) for x in s.shifts] == [9, 12] for s in h.series)
     rows = [x.split(" | ") for x in history_md.render(h).split("## Change points")[1]
             .split("## ")[0].splitlines() if x.startswith("| ")][1:]
-    said = {(r[0], r[1]): r[-1].rstrip(" |") for r in rows}
-    assert len(rows) == 16 and said[("| resnet50 fp32 64px", "9")] == (
-        "nothing recorded changed between runs 8 and 9; run 9's own record: CPU steal 24.0% "
-        "where run 8 has 0.0%"), rows
-    assert said[("| resnet50 fp32 64px", "12")] == (
-        "nothing recorded changed between runs 11 and 12; run 12's own record: CPU steal 0.0% "
-        "where run 11 has 24.0%")
-    assert said[("| all 7 headline figures (weighted)", "9")].endswith(
-        "run 9's own record: CPU steal 21.0% to 26.0% where run 8 has 0.0%")
+    # every series moved alike at each: a row each, the index's levels standing for them all
+    assert [r[:2] for r in rows] == [["| all 8 series", "9"], ["| all 8 series", "12"]], rows
+    assert re.fullmatch(r"all 7 headline figures \(weighted\): 8\d\.\d%", rows[0][4]), rows[0]
+    assert rows[0][-1] == ("nothing recorded changed between runs 8 and 9; run 9's own record: "
+                           "CPU steal 21.0% to 26.0% where run 8 has 0.0% |"), rows[0]
+    assert rows[1][-1] == ("nothing recorded changed between runs 11 and 12; run 12's own "
+                           "record: CPU steal 0.0% where run 11 has 21.0% to 26.0% |"), rows[1]
     # the JUnit case names the run's own record beside the step
     resnet = named(h, "resnet50 fp32 64px")
     assert history_text.shift_text(h, resnet, 0).endswith(
@@ -625,8 +624,8 @@ def test_a_bad_night_whose_probes_read_different_steal_is_still_one_row(tmp_path
 
 def test_gpus_throttled_since_a_run_say_so_in_one_row_and_in_the_summary(tmp_path):
     """From run 9 all eight GPUs run 10% slow at a power cap, each at its own clock (1.60 to
-    1.67 GHz): one change point row for each figure's eight GPUs, its clocks spanned, and the
-    summary's sentence on what changed around the step says it once."""
+    1.67 GHz): one change point row for both matmul figures' eight GPUs, its clocks spanned,
+    and the summary's sentence on what changed around the step says it once."""
     rng = random.Random(5)
     for i in range(14):
         capped = i >= 8
@@ -642,8 +641,9 @@ def test_gpus_throttled_since_a_run_say_so_in_one_row_and_in_the_summary(tmp_pat
              "1.98 GHz, throttle reasons under load sw_power_cap where run 8 has none")
     rows = [x for x in text.split("## Change points")[1].split("## ")[0].splitlines()
             if x.startswith("| matmul peak")]
-    assert len(rows) == 2 and all(r.endswith(f"; {power} |") for r in rows), rows
-    assert rows[0].startswith("| matmul peak bf16 (cuda:0–7) | 9 |")
+    assert len(rows) == 1 and rows[0].endswith(f"; {power} |"), rows
+    assert rows[0].startswith("| matmul peak bf16 (cuda:0–7) and matmul peak fp16 (cuda:0–7) "
+                              "| 9 |"), rows
     assert (f"What changed around their steps: nothing recorded changed between runs 8 and 9. "
             f"R{power[1:]}.") in text.split("## Summary")[1].split("## ")[0]
 
@@ -948,8 +948,17 @@ def test_a_gpu_that_got_faster_where_the_others_slowed_is_a_row_of_its_own(tmp_p
     save_gpu_runs(tmp_path, slowed=range(6), faster=7)
     text = history_md.render(history.build([str(tmp_path / "*")]))
     points = text.split("## Change points")[1].split("## ")[0]
-    assert "| matmul peak bf16 (cuda:0–5) | 9 |" in points, points
-    assert "| matmul peak bf16 (cuda:7) | 9 |" in points and "| +1" in points, points
+    rows = [x.split(" | ") for x in points.splitlines() if x.startswith("| ")][1:]
+    # the GPUs the driver slowed and ResNet50 one row, cuda:7 that it sped up (on its own and
+    # against the others) another
+    assert [r[:2] for r in rows] == [
+        ["| matmul peak bf16 (cuda:0–5), matmul peak fp16 (cuda:0–5) and resnet50 amp_bf16 "
+         "224px", "9"],
+        ["| matmul peak bf16 (cuda:7), matmul peak fp16 (cuda:7), matmul peak bf16 against the "
+         "other GPUs (cuda:6, 7) and matmul peak fp16 against the other GPUs (cuda:6, 7)", "9"]
+    ], points
+    assert re.fullmatch(r"7\d\d TFLOP/s to 7\d\d TFLOP/s; 3.01 kimages/s", rows[0][3]), rows[0]
+    assert rows[1][5].startswith("+1") and rows[0][5].startswith("−1"), rows
 
 
 # --- the verb ---------------------------------------------------------------------------------
