@@ -39,9 +39,10 @@ history borrows their degrees of freedom when the runs scatter no more than that
    the cuts, and the merge runs again (as the latest run alone is held by its prediction test
    at `alpha`, analysis/history_gate.py).
 6. Two steps at once: where fewer than two cuts held in at most two_cuts.MAX_RUNS runs, the
-   best segmentation into three levels is tested as one, each cut holding given the other
-   (analysis/two_cuts.py): the one-split tests see each of two steps in a short history on
-   part of its runs and with the other step in their variance.
+   best segmentation into three levels is tested as one at `alpha`, each cut holding given
+   the other at two_cuts.each_given × `alpha` (analysis/two_cuts.py): the one-split tests see
+   each of two steps in a short history on part of its runs and with the other step in their
+   variance.
 The default `alpha` is Otava's 0.001, but here it is paid for the choices, so pure noise
 rarely shows a change point at all; scripts/history_accuracy.py measures it beside Otava
 (docs/history-method.md).
@@ -363,7 +364,7 @@ def detect(points: Sequence[Sequence[float]], higher_is_better: bool = True,
     # with the other step in their variance; a pair replaces the cut it keeps
     if len(cuts) < 2:
         pair = two_cuts.best(y, rounds)
-        if (pair and pair.p <= alpha and max(pair.each) <= alpha
+        if (pair and pair.p <= alpha and max(pair.each) <= alpha * two_cuts.each_given(pair)
                 and set(cuts) <= set(pair.at)):
             kept_tests = dict(zip(cuts, tests, strict=True))
             cuts = list(pair.at)

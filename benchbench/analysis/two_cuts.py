@@ -3,7 +3,7 @@
 Binary segmentation tests each cut on the segments either side of it. Two −10% steps in 12
 runs leave 8 runs for each such test (6 degrees of freedom, and a place chosen among 4), and
 the first split of the whole series carries the other step in its variance: in 3% noise
-history found 17% of such steps (scripts/history_accuracy.py's run mix; 48% since). Held at
+history found 17% of such steps (scripts/history_accuracy.py's run mix; 62% since). Held at
 once, the two cuts leave 9 degrees of freedom and lose nothing to the other step.
 
 - The joint test: the best two-cut segmentation (each level at least MIN_SIDE runs) by the
@@ -12,9 +12,10 @@ once, the two cuts leave 9 degrees of freedom and lose nothing to the other step
   (simulated, seeded by the length, so a result never changes between runs of the tool). So
   choosing both places is paid for exactly, as the maximum t pays for one.
 - Each cut given the other: the maximum t of its place within the stretch the other cut
-  leaves it, in the variance about the three levels (max_t.p_max at m − 3 degrees of freedom).
-  A series with one real step gives the joint test a pass on that step alone, and this keeps a
-  second cut chosen from its noise out.
+  leaves it, in the variance about the three levels (max_t.p_max at m − 3 degrees of freedom),
+  held at EACH_GIVEN × alpha (at alpha where the rounds' noise was pooled in). A series with one
+  real step gives the joint test a pass on that step alone, and this keeps most second cuts
+  chosen from its noise out; pure noise passes the joint test at alpha at most.
 - The rounds' noise, as the one-split test takes it (max_t's docstring): where the runs
   scatter about the three levels no more than their rounds say, the two variances are pooled,
   and the joint statistic is SS0 − SS2 over their pooled sum of squares, held against the same
@@ -46,6 +47,16 @@ NULL_DRAWS = 20_000
 # unpooled), a −10% drop and its recovery less so (128 of 400; 194 at 0.01, 122 unpooled).
 # scripts/history_accuracy.py --pooling 3000, and its rounds mix at 200 series a cell.
 POOLED_CHECK = 0.002
+# Each cut of a pair held on the runs' own spread holds given the other at this many alpha,
+# once the pair's joint test held at alpha: the joint test bounds pure noise (at most alpha
+# pairs, two change points each), and this bounds a second cut drawn from the noise of a series
+# with one real step. Measured on 400 seeded series a cell (docs/history-method.md, step 5):
+# two −10% steps in 12 runs at 3% noise, run mix, found in 34% at 1, 41% at 2, 58% at 5 and 71%
+# at 10; a second cut beside one real step (12 to 48 runs) 0.005–0.010 per series at 1,
+# 0.010–0.018 at 5, 0.010–0.035 at 10. A pooled pair keeps 1: its pre-test chose to pool from
+# the data, and at 5 runs that scatter 5 times what their rounds say read 0.0107 false change
+# points per series instead of 0.0093 (history_accuracy.py --pooling 3000).
+EACH_GIVEN = 5
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,12 @@ class Pair:
     at: tuple[int, int]  # the first index of the second and of the third level
     p: float  # the joint test's
     each: tuple[float, float]  # each cut's, given the other
+    pooled: bool = False  # the rounds' noise joined the runs' (the runs agreed with it)
+
+
+def each_given(pair: Pair) -> float:
+    """The multiple of alpha each cut of the pair holds at given the other (EACH_GIVEN)."""
+    return 1.0 if pair.pooled else EACH_GIVEN
 
 
 @functools.cache
@@ -140,11 +157,12 @@ def best(y: list[float], rounds: max_t.Rounds = max_t.NO_ROUNDS) -> Pair | None:
     p = max_t.tail(_null(m)[0], float(shares[k]))
     a, b = (int(v) for v in places[k])
     var, df = float(ss2[k]) / (m - 3), m - 3
+    pooled = False
     if p <= POOLED_CHECK and rounds.df:
-        joined, joined_df, agrees = max_t.pooled(var, df, rounds.run_var, rounds.df)
-        if agrees:
+        joined, joined_df, pooled = max_t.pooled(var, df, rounds.run_var, rounds.df)
+        if pooled:
             var, df = joined, joined_df
             p = _p_pooled(float(shares[k] * ss2[k]), float(ss2[k]), rounds, m)
     each = (max_t.p_max(_t(arr[:b], a, var), b, df),
             max_t.p_max(_t(arr[a:], b - a, var), m - a, df))
-    return Pair((a, b), p, each)
+    return Pair((a, b), p, each, pooled)

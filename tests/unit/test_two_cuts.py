@@ -1,5 +1,6 @@
 """Two steps in a short history, held at once (analysis/two_cuts.py), on seeded series."""
 
+import dataclasses
 import math
 import random
 
@@ -34,11 +35,33 @@ def test_two_steps_in_twelve_runs_are_both_found_where_one_split_at_a_time_finds
     with monkeypatch.context() as m:
         m.setattr(two_cuts, "best", lambda y, rounds: None)
         assert sum(f == [4, 8] for f in pairs()) <= 8
-    # a pair is held only where its joint test and each cut given the other hold at alpha
+    # a pair is held only where its joint test holds at alpha and each cut given the other at
+    # EACH_GIVEN alpha on the runs' own spread, at alpha where the rounds' noise was pooled in
     pts = next(runs(levels, 2, seed) for seed, f in enumerate(found) if f == [4, 8])
     pair = two_cuts.best(cp.run_logs(pts))
-    assert pair is not None and pair.at == (4, 8)
-    assert pair.p <= cp.DEFAULT_ALPHA and max(pair.each) <= cp.DEFAULT_ALPHA
+    assert pair is not None and pair.at == (4, 8) and not pair.pooled
+    assert pair.p <= cp.DEFAULT_ALPHA
+    assert max(pair.each) <= two_cuts.each_given(pair) * cp.DEFAULT_ALPHA
+    assert two_cuts.each_given(pair) == two_cuts.EACH_GIVEN == 5
+    assert two_cuts.each_given(dataclasses.replace(pair, pooled=True)) == 1
+
+
+def test_each_cut_given_the_other_trades_two_steps_found_for_rare_second_cuts(monkeypatch):
+    """The pair's second test, each cut given the other, at EACH_GIVEN α instead of α: two −10%
+    steps in 12 runs at 3% noise (the run mix) are found together far more often, and a series
+    with one real −10% step gains a second cut from its noise rarely."""
+    two = [100] * 4 + [90] * 4 + [81] * 4
+    one = [100] * 6 + [90] * 6
+
+    def tally(levels: list[int], seeds: range) -> list[int]:
+        return [len(cp.detect(runs(levels, 3, seed)).shifts) for seed in seeds]
+
+    wide = tally(two, range(100))
+    with monkeypatch.context() as m:
+        m.setattr(two_cuts, "EACH_GIVEN", 1)
+        narrow = tally(two, range(100))
+    assert sum(k == 2 for k in wide) >= sum(k == 2 for k in narrow) + 12, (wide, narrow)
+    assert sum(k > 1 for k in tally(one, range(200))) <= 6  # about 1 in 100 is expected
 
 
 def test_where_the_runs_scatter_as_their_rounds_say_the_pair_takes_the_rounds_noise_in(
@@ -53,8 +76,9 @@ def test_where_the_runs_scatter_as_their_rounds_say_the_pair_takes_the_rounds_no
 
     pooled = both()
     alone = two_cuts.best
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m:  # the same levels for each cut given the other: α
         m.setattr(two_cuts, "best", lambda y, rounds: alone(y))
+        m.setattr(two_cuts, "EACH_GIVEN", 1)
         apart = both()
     assert pooled >= apart + 8, (pooled, apart)
     print(pooled, apart)
