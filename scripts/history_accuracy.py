@@ -37,7 +37,7 @@ cell), which a line reads larger than steps it runs through.
 history (6,096 series in 2,032 histories: three a history); here N histories of three series
 per cell, the run mix, each run's noise correlated by rho (0, 0.5, 1) across the three series
 of its history, every series with the same plant. A history exits 3 where the gate calls any of
-its series, or the index of them all (history.composite); the table gives each apart.
+its series, or the index of them all (history_series.composite); the table gives each apart.
 `--pooling N`: pure noise between the two mixes, where each run's rounds carry a share of its
 noise, so that the runs scatter 2 to 49 times the variance their rounds say (the run mix is 49
 times, the rounds mix once): N series per cell of 12 and 30 runs at 3%, the false change points
@@ -95,7 +95,7 @@ from multiprocessing import Pool
 
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
-from benchbench.compare.history import index_points
+from benchbench.compare.history_series import index_points
 from benchbench.engine.progress import task_progress
 
 NEAR = 3  # runs: a change point this close to a planted step found it
@@ -650,7 +650,7 @@ def gpu_node_history(args: tuple[int, int, int, str, int]) -> tuple[list[str], i
 def gpu_nodes(count: int) -> list[str]:
     """The exit of whole 8-GPU node histories (GPU_NODE_CELLS), healthy (HEALTHY_TIMES count)
     and with a plant (count)."""
-    from benchbench.compare import history
+    from benchbench.compare import history_series
 
     lines = ["## 8-GPU node histories through `history` (--gpu-nodes)", "",
              "| runs | each GPU's noise | a day's, shared | plant | exit 3 | change points per "
@@ -665,7 +665,7 @@ def gpu_nodes(count: int) -> list[str]:
                 exits = sum(bool(r) for r, _, _ in out)
                 points = sum(c for _, c, _ in out)
                 sick = sum("matmul peak bf16 (cuda:5)" in r for r, _, _ in out)
-                behind = sum(f"matmul peak bf16 {history.AGAINST} (cuda:5)" in r
+                behind = sum(f"matmul peak bf16 {history_series.AGAINST} (cuda:5)" in r
                              for r, _, _ in out)
                 lines.append(f"| {n} | {own}% | {day}% | {plant} | {counted(exits, histories)} | "
                              f"{points / (16 * histories):.4f} | "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.compare.history import History
+from benchbench.compare.history_series import History
 from benchbench.reports.csv import table_text
 
 

@@ -9,7 +9,7 @@ from collections.abc import Hashable
 from benchbench.analysis import two_cuts
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, OutlierRun, at_change
 from benchbench.analysis.max_t import MIN_SIDE
-from benchbench.compare.history import History, Series
+from benchbench.compare.history_series import History, Series
 from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.reports.history_text import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchbench.compare.history import History, Series
+from benchbench.compare.history_series import History, Series
 from benchbench.compare.series import without_device
 from benchbench.reports.history_text import pct
 from benchbench.reports.plot_base import (

@@ -12,7 +12,7 @@ from benchbench.analysis.change_points import Shift
 from benchbench.analysis.history_gate import Gate
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
-from benchbench.compare.history import EnvChange, History, Series
+from benchbench.compare.history_series import EnvChange, History, Series
 from benchbench.compare.series import without_device
 from benchbench.core import names
 from benchbench.core import units as fmt

@@ -15,7 +15,7 @@ from benchbench.analysis import regression as reg
 from benchbench.compare.align import row_name
 from benchbench.compare.comparison import Comparison
 from benchbench.compare.fleet import Fleet
-from benchbench.compare.history import History
+from benchbench.compare.history_series import History
 from benchbench.reports.fleet_md import median_change, outlier_text
 from benchbench.reports.history_text import gate_text, pct, shift_text, value
 

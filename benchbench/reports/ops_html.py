@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from benchbench.analysis.change_points import at_change
 from benchbench.compare.fleet import Fleet
-from benchbench.compare.history import History
+from benchbench.compare.history_series import History
 from benchbench.reports import fleet_plots, history_plots, page
 from benchbench.reports.fleet_md import OUTLIER_RULE, on_nodes
 from benchbench.reports.html import esc

@@ -14,7 +14,7 @@ from synthetic_runs import CPU_FIGURES, cpu_run, environment, gpu_node
 from benchbench import cli
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
-from benchbench.compare import history
+from benchbench.compare import history, history_series
 from benchbench.compare.series import without_device
 from benchbench.compare.sides import CompareError
 from benchbench.core import names, results
@@ -809,12 +809,12 @@ def test_a_plot_shows_a_step_of_a_few_percent_and_names_its_change(tmp_path):
     assert [x.get_text() for x in ax.texts if x.get_color() == history_plots.SHIFT] == [
         " " + history_text.pct(s.shifts[0].change_pct)]
     # copies of one value: the axis still spans four thresholds, the noise flat in it
-    flat = history.Series("flat", "p", "m", s.key, "B/s", True, True, runs=s.runs,
+    flat = history_series.Series("flat", "p", "m", s.key, "B/s", True, True, runs=s.runs,
                           points=[(1e9, 1e9 * 1.0001)] * len(s.runs),
                           values=[1e9] * len(s.runs))
     ax = history_plots.series_figure(h, flat).axes[0]
     assert ax.get_ylim()[0] == pytest.approx(0.9 * 1e9 - 0.06 * 0.2 * 1e9, rel=1e-3)
-    half = history.Series("half", "p", "m", s.key, "B/s", True, True, runs=s.runs,
+    half = history_series.Series("half", "p", "m", s.key, "B/s", True, True, runs=s.runs,
                           points=[(1e9 if i < 12 else 4e8,) for i in range(len(s.runs))],
                           values=[1e9 if i < 12 else 4e8 for i in range(len(s.runs))])
     ax = history_plots.series_figure(h, half).axes[0]
@@ -825,7 +825,7 @@ def test_other_gpus_are_drawn_only_where_they_changed(tmp_path):
     save_runs(tmp_path, n=4, drop_at=99)
     h = history.build([str(tmp_path / "*")])
     first = h.series[0]
-    other = history.Series("matmul peak fp32 (cuda:1)", "matmul", "peak_flops", first.key,
+    other = history_series.Series("matmul peak fp32 (cuda:1)", "matmul", "peak_flops", first.key,
                            first.unit, True, False, runs=first.runs, points=first.points,
                            values=first.values)
     h.series.append(other)
@@ -1118,7 +1118,7 @@ def test_the_index_weighs_each_series_by_its_noise_and_orients_it():
     n = 100
     calm = [[[100 * math.exp(rng.gauss(0, 0.01))] * 3 for _ in range(n)] for _ in range(5)]
     disk = [[1e9 * math.exp(rng.gauss(0, 0.4))] * 3 for _ in range(n)]
-    index = history.index_points(calm + [disk], [True] * 6)
+    index = history_series.index_points(calm + [disk], [True] * 6)
     assert len(index) == n and all(len(p) == 3 for p in index)
     noise = cp.noise(cp.run_logs(index))
     # 0.45% expected; 0.51% measured (the robust noise of 100 runs is itself ±12%)
@@ -1130,16 +1130,16 @@ def test_the_index_weighs_each_series_by_its_noise_and_orients_it():
     # of a series without one, so the rounds' geometric mean is the index of the run values,
     # and the rounds spread as the measured ones do
     twice = [[(100.0, 121.0)] * 3, [(10.0,)] * 3]
-    assert history.index_points(twice, [True, True]) == [
+    assert history_series.index_points(twice, [True, True]) == [
         (pytest.approx(1 / 1.1 ** 0.5), pytest.approx(1.1 ** 0.5))] * 3
     # run 2 10% up in both: in the first, the mean of its rounds (its first round, 110, alone
     # would read no change at all)
     twice[0][1], twice[1][1] = (110.0, 133.1), (11.0,)
-    up = history.index_points(twice, [True, True])[1]
+    up = history_series.index_points(twice, [True, True])[1]
     assert math.prod(up) ** (1 / len(up)) == pytest.approx(1.1)
     # lower is better: seconds that grow by 10% from run 15 on pull the index down by 10%
     slower = [[[2.0 * (1.1 if i >= 15 else 1.0)] * 3 for i in range(n)]]
-    down = history.index_points(calm + slower, [True] * 5 + [False])
+    down = history_series.index_points(calm + slower, [True] * 5 + [False])
     assert statistics.fmean(v[0] for v in down[15:]) / statistics.fmean(
         v[0] for v in down[:15]) < 0.95
 
@@ -1173,8 +1173,8 @@ def test_no_index_without_two_figures_that_every_run_measured(tmp_path):
     assert runs.series[0].name.startswith("all 7 headline")
     few = [s for s in runs.series[1:]]
     few[0].runs = few[0].runs[1:]  # one series misses a run: it is left out
-    assert history.composite(few[:2], runs.runs) is None
-    assert history.composite(few[1:3], runs.runs) is not None
+    assert history_series.composite(few[:2], runs.runs) is None
+    assert history_series.composite(few[1:3], runs.runs) is not None
 
 
 # --- the clock at a change point ---------------------------------------------------------------
@@ -1231,7 +1231,7 @@ def test_several_gpus_whose_clocks_fell_alike_read_as_one_span():
     """One figure's shift on two GPUs at one run: the spans of their clocks' and rates' moves,
     and the conclusion both draw; where one GPU read no clock, no conclusion for the group."""
     def gpu(i, clock_after):
-        s = history.Series("matmul peak bf16", "matmul", "peak_flops",
+        s = history_series.Series("matmul peak bf16", "matmul", "peak_flops",
                            ("matmul", "peak_flops", (("device", f"cuda:{i}"),)), "FLOP/s", True,
                            i == 0)
         s.shifts = [cp.Shift(6, 850e12, 720e12, -15.3, 1e-5, (6, 6))]
