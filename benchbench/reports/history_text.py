@@ -132,6 +132,7 @@ def alike(h: History, series: list[Series]) -> list[str]:
 
 
 TERMINAL_NAMED = 3  # the regressions the terminal's last line names before "and N more"
+FACTS_NAMED = 6  # the facts a run's record shows that one line names before "N more"
 
 
 def named_briefly(h: History, series: list[Series]) -> str:
@@ -300,6 +301,8 @@ def evidence_words(found: list[Evidence], reference: str, sep: str = "; ") -> st
         unit = es[0].unit
         words.append(f"{name} {_text_span(es, 'mine', unit)} where {reference} has "
                      f"{_text_span(es, 'theirs', unit)}")
+    if len(words) > FACTS_NAMED:  # eight GPUs' flags from every probe of the index
+        words = words[:FACTS_NAMED] + [f"{len(words) - FACTS_NAMED} more (in results.json)"]
     return sep.join(words)
 
 

@@ -611,6 +611,20 @@ def test_a_short_level_says_what_its_first_run_and_the_run_after_it_recorded(tmp
         "where run 8 has 0.0%")
 
 
+def test_a_record_of_many_facts_names_the_first_and_counts_the_rest():
+    """Eight GPUs' flags from every probe of the index would fill a cell: the first
+    FACTS_NAMED facts are named, then how many more; one fact of several figures, spanned."""
+    from benchbench.compare.evidence import Evidence
+
+    flags = [Evidence("flagged", f"GPU {i} power-capped during 40% of the probe", None)
+             for i in range(8)]
+    steal = [Evidence("CPU steal", x, 0.0, "ratio") for x in (0.21, 0.26)]
+    text = history_text.evidence_words(steal + flags, "run 8")
+    words = text.split("; ")
+    assert words[0] == "CPU steal 21.0% to 26.0% where run 8 has 0.0%", words
+    assert len(words) == history_text.FACTS_NAMED + 1 and words[-1] == "3 more (in results.json)"
+
+
 def test_a_bad_night_whose_probes_read_different_steal_is_still_one_row(tmp_path):
     """Run 9 of 20 is 12% slow in every figure, each probe reading its own share of steal
     (21–26%): one row, the steal spanned, not a row per figure that one number tells apart."""
