@@ -169,7 +169,7 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
             return None
         mine, theirs = run_of(s.run_at(at)), run_of(s.run_at(before))
         # the machine's index has no probe of its own: its figures' probes speak for it
-        measured = dict.fromkeys((m.probe, m.gpu) for m, _ in s.weights) or {(s.probe, s.gpu)}
+        measured = list(dict.fromkeys((m.probe, m.gpu) for m, _ in s.weights)) or [(s.probe, s.gpu)]
         return s.run_at(before), [e for probe, gpu in measured
                                   for e in evidence.against(mine, theirs, probe, gpu, gpu)]
 

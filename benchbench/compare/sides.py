@@ -140,8 +140,7 @@ def unfinished_note(sources: Sequence[str]) -> str | None:
     """A note naming the unfinished runs (by source) among those read, or None."""
     if not sources:
         return None
-    named = ", ".join(f"`{s}`" for s in sources[:3]) + (
-        f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    named = first_of([f"`{s}`" for s in sources], 3)
     if len(sources) == 1:
         return f"run {named} has {UNFINISHED}: what it measured so far counts"
     return f"{len(sources)} runs have {UNFINISHED}: what each measured so far counts: {named}"

@@ -43,6 +43,12 @@ def first_of(items: list[str], first: int = 6) -> str:
     return ", ".join(items[:first]) + (f" and {left} more" if left > 0 else "")
 
 
+def first_clauses(items: list[str], first: int) -> str:
+    """'a; b; c; and 4 more': first_of for items that are clauses of their own."""
+    left = len(items) - first
+    return "; ".join(items[:first]) + (f"; and {left} more" if left > 0 else "")
+
+
 def devices(names: list[str]) -> str:
     """'cuda:0–7', 'cuda:0–3, 5', 'cpu, cuda:0': devices as few words name them, consecutive
     GPUs as a range."""

@@ -13,7 +13,7 @@ from benchbench.compare.conditions import UNLIKE_REASON, unlike
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.sides import UNFINISHED
 from benchbench.core import units as fmt
-from benchbench.core.names import listed, probe_name
+from benchbench.core.names import first_clauses, listed, probe_name
 from benchbench.reports import compare_conditions, compare_cost_md, compare_references
 from benchbench.reports.compare_conditions import LEGEND, MARK, UNLIKE
 from benchbench.reports.csv import table_text
@@ -114,8 +114,7 @@ def named_briefly(comp: Comparison) -> str:
     words = [f"{short_name(row)} {_pct(d)}" + (f" in {side}" if many else "")
              for row, side, d in found]
     words += [f"{x.probe} {x.status}" + (f" in {x.side}" if many else "") for x in comp.stopped]
-    more = len(words) - TERMINAL_NAMED
-    return "; ".join(words[:TERMINAL_NAMED]) + (f"; and {more} more" if more > 0 else "")
+    return first_clauses(words, TERMINAL_NAMED)
 
 
 def _unsteady(d: reg.Decision) -> str:

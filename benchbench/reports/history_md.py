@@ -4,7 +4,8 @@ environment's changes and the runs."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from benchbench.analysis import two_cuts
 from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, OutlierRun, at_change
@@ -33,13 +34,13 @@ from benchbench.reports.history_text import (
     steps_causes,
     steps_told,
     told_signature,
-    value,
     value_span,
 )
 
 FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
 SHARES_NAMED = 3  # the index's heaviest figures named beside it
 NIGHT_UNITS = 3  # an outlier run's row gives its values in up to this many units
+T = TypeVar("T")
 
 
 def _header(h: History) -> list[str]:
@@ -175,20 +176,9 @@ def _outlier_runs(h: History) -> list[str]:
 
 def _night_values(members: list[tuple[Series, OutlierRun]]) -> str:
     """'152 GFLOP/s to 303 GFLOP/s against 200 GFLOP/s to 399 GFLOP/s; 30.3 images/s against
-    39.9 images/s': the values against their levels, a clause per unit up to NIGHT_UNITS; past
-    that, the machine's index where the night moved it, else where each series' value is."""
-    by_unit: dict[str, list[OutlierRun]] = {}
-    for s, o in members:
-        by_unit.setdefault(s.unit, []).append(o)
-    index = [(s, o) for s, o in members if s.weights]
-    if len(by_unit) > NIGHT_UNITS:
-        if not index:
-            return "each series' in history.csv"
-        (s, o), = index
-        return f"{s.name}: {value(o.value, s.unit)} against {value(o.level, s.unit)}"
-    return "; ".join(value_span([o.value for o in runs], unit) + " against "
-                     + value_span([o.level for o in runs], unit)
-                     for unit, runs in by_unit.items())
+    39.9 images/s': the values against their levels (_by_unit)."""
+    return _by_unit(members, lambda runs, unit: value_span([o.value for o in runs], unit)
+                    + " against " + value_span([o.level for o in runs], unit))
 
 
 def _cause(s: Series, i: int) -> str:
@@ -218,8 +208,8 @@ def _change_points(h: History) -> list[str]:
             worst.p_value, worst.given, worst.held_at)
         rows.append([figures_text(h, [[m for m, _ in g] for g in groups]), str(run),
                      h.run(run).started_at[:10],
-                     _by_unit([(s, s.shifts[i].before) for s, i in members]),
-                     _by_unit([(s, s.shifts[i].after) for s, i in members]),
+                     _by_unit([(s, s.shifts[i].before) for s, i in members], value_span),
+                     _by_unit([(s, s.shifts[i].after) for s, i in members], value_span),
                      span([y.change_pct for y in shifts], pct), p,
                      f"{span([y.runs[0] for y in shifts], str)} / "
                      f"{span([y.runs[1] for y in shifts], str)}",
@@ -237,19 +227,20 @@ def _change_points(h: History) -> list[str]:
     return ["## Change points", ""] + lead + fmt.table(header, rows)
 
 
-def _by_unit(values: list[tuple[Series, float]]) -> str:
-    """'201 GFLOP/s to 401 GFLOP/s; 36.1 GB/s': the values, a span per unit up to NIGHT_UNITS;
-    past that, the machine's index's where it is among them, else where each one's is."""
-    by_unit: dict[str, list[float]] = {}
-    for s, v in values:
-        by_unit.setdefault(s.unit, []).append(v)
+def _by_unit(members: list[tuple[Series, T]], clause: Callable[[list[T], str], str]) -> str:
+    """'201 GFLOP/s to 401 GFLOP/s; 36.1 GB/s': the members' clause per unit, up to
+    NIGHT_UNITS; past that, the machine's index's where it is among them, else where each
+    series' is."""
+    by_unit: dict[str, list[T]] = {}
+    for s, x in members:
+        by_unit.setdefault(s.unit, []).append(x)
     if len(by_unit) <= NIGHT_UNITS:
-        return "; ".join(value_span(vs, unit) for unit, vs in by_unit.items())
-    index = [(s, v) for s, v in values if s.weights]
+        return "; ".join(clause(xs, unit) for unit, xs in by_unit.items())
+    index = [(s, x) for s, x in members if s.weights]
     if not index:
         return "each series' in history.csv"
-    (s, v), = index
-    return f"{s.name}: {value(v, s.unit)}"
+    (s, x), = index
+    return f"{s.name}: {clause([x], s.unit)}"
 
 
 def _state(s: Series, threshold_pct: float) -> tuple[str, int | None]:

@@ -123,12 +123,17 @@ def alike(h: History, series: list[Series]) -> list[str]:
     """A line per gate that several series share (gate_signature): one figure on several
     devices, and several figures that moved alike (a driver that cost every figure), each
     named once: a bad driver is one line, not one per figure."""
+    return [gates_text(h, [s for group in groups for s in group],
+                       figures=groups if len(groups) > 1 else None)
+            for groups in _alike_groups(series)]
+
+
+def _alike_groups(series: list[Series]) -> list[list[list[Series]]]:
+    """The series by gate_signature, each as its figures (grouped: one figure on its devices)."""
     lines: dict[Hashable, list[list[Series]]] = {}
     for group in grouped(series, lambda s: s, gate_signature):
         lines.setdefault(gate_signature(group[0]), []).append(group)
-    return [gates_text(h, [s for group in groups for s in group],
-                       figures=groups if len(groups) > 1 else None)
-            for groups in lines.values()]
+    return list(lines.values())
 
 
 TERMINAL_NAMED = 3  # the regressions the terminal's last line names before "and N more"
@@ -139,11 +144,8 @@ def named_briefly(h: History, series: list[Series]) -> str:
     """The terminal's last line names what regressed, since a person reads a terminal from its
     end: 'resnet50 fp32 64px −10.7% since run 13', each group of alike gates (alike) once, up
     to TERMINAL_NAMED, then how many more."""
-    lines: dict[Hashable, list[list[Series]]] = {}
-    for group in grouped(series, lambda s: s, gate_signature):
-        lines.setdefault(gate_signature(group[0]), []).append(group)
     words = []
-    for groups in lines.values():
+    for groups in _alike_groups(series):
         members = [s for group in groups for s in group]
         gates = [s.gate for s in members if s.gate is not None]
         g = members[0].gate
@@ -151,8 +153,7 @@ def named_briefly(h: History, series: list[Series]) -> str:
                  else "")
         words.append(f"{figures_text(h, groups)} {span([x.change_pct for x in gates], pct)}"
                      + since)
-    more = len(words) - TERMINAL_NAMED
-    return "; ".join(words[:TERMINAL_NAMED]) + (f"; and {more} more" if more > 0 else "")
+    return names.first_clauses(words, TERMINAL_NAMED)
 
 
 def span(values: list[float], text: Callable[[float], str]) -> str:
@@ -248,8 +249,8 @@ def step_causes(s: Series, x: Shift) -> str:
     """What changed in the environment between the runs either side of one of s's shifts, and
     what the new level's first run itself recorded that the run before it does not."""
     i = s.shifts.index(x)
-    return causes_text(*around(s, i)) + "".join(f"; {t}" for t in [shift_told_text([(s, i)])]
-                                                if t)
+    told = shift_told_text([(s, i)])
+    return causes_text(*around(s, i)) + (f"; {told}" if told else "")
 
 
 def _told_key(e: Evidence) -> tuple[str, str | None, str | None]:
