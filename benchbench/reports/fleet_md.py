@@ -94,7 +94,9 @@ def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
     worst: dict[int, float] = {}  # by node: its largest deviation among these
     for k, (m, e) in enumerate(pairs):
         median, told = _held(f, e)
-        same = k if e.change else (median, tuple(told))
+        # a run that records nothing against any median node shares one line whichever
+        # node was the median of each measurement (_nothing_text names them all)
+        same = k if e.change else (median, () if not e.evidence else tuple(told))
         lines.setdefault((entity_label(f, e), same), []).append((m, e))
         worst[e.node] = max(worst.get(e.node, 0.0), abs(e.score.deviation_pct))
     out = []
@@ -105,8 +107,25 @@ def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
             continue
         median, told = same
         what = [f"{m.name} {pct(e.score.deviation_pct)} ({z_text(e)})" for m, e in members]
-        out.append("; ".join([f"{who}: {names.listed(what)} vs {median}", *told]))
+        out.append("; ".join([f"{who}: {names.listed(what)} vs {median}",
+                              *(told or _nothing_text(f, [e for _, e in members]))]))
     return out
+
+
+def _nothing_text(f: Fleet, members: list[Entity]) -> list[str]:
+    """'its run records nothing that the median nodes (node03 and node09) do not': for one
+    line's measurements whose evidence is empty, each held against its own median node."""
+    against = sorted({entity_label(f, e.against) for e in members if e.against is not None})
+    if not against:
+        return []
+    within = members[0].within_node
+    if len(against) == 1:
+        ref = (f"its node's median GPU ({against[0]})" if within
+               else f"the median node ({against[0]})")
+        return [f"its run records nothing that {ref} does not"]
+    ref = (f"its node's median GPUs ({names.listed(against)})" if within
+           else f"the median nodes ({names.listed(against)})")
+    return [f"its run records nothing that {ref} do not"]
 
 
 def _header(f: Fleet) -> list[str]:

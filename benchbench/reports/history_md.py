@@ -8,7 +8,13 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 from benchbench.analysis import two_cuts
-from benchbench.analysis.change_points import MIN_RUNS, OUTLIER_Z, OutlierRun, at_change
+from benchbench.analysis.change_points import (
+    MIN_RUNS,
+    OUTLIER_Z,
+    OutlierRun,
+    at_change,
+    change_pct,
+)
 from benchbench.analysis.max_t import MIN_SIDE
 from benchbench.compare.history_series import History, Series
 from benchbench.core import names
@@ -16,6 +22,7 @@ from benchbench.core import units as fmt
 from benchbench.reports.history_text import (
     alike,
     around,
+    came_back,
     causes_text,
     clock_text,
     each_p_text,
@@ -40,6 +47,7 @@ from benchbench.reports.history_text import (
 FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
 SHARES_NAMED = 3  # the index's heaviest figures named beside it
 NIGHT_UNITS = 3  # an outlier run's row gives its values in up to this many units
+SPELLS_NAMED = 5  # the summary's levels that came back, before "and N more"
 T = TypeVar("T")
 
 
@@ -111,7 +119,46 @@ def _summary(h: History) -> list[str]:
         said.append(f"{len(odd)} outlier run(s) ({runs_text(odd)}), off in "
                     f"{sum(len(s.outliers) for s in h.series)} series")
     out += ["", "; ".join(said) + "."]
+    back = _came_back(h)
+    if back:
+        out += ["", "Of them, levels that came back (a spell that ended, not a new level; the "
+                "exit code reads only where each series stands now):", ""]
+        out += [f"- {line}" for line in back]
     return out + _blind_to(h) + [""]
+
+
+def _came_back(h: History) -> list[str]:
+    """A line per spell that came back (came_back): the figures whose level left and returned
+    at the same runs, the same way, with the same cause and the same facts recorded, share it:
+    'runs 9–11 (2026-11-09 to 2026-11-11): all 8 series −13.2%, back at run 12 (−0.7% against
+    before); run 9's own record: CPU steal 21.0% to 26.0% where run 8 has 0.0%'."""
+    def spell(x: tuple[Series, int]) -> tuple[int, int, bool, str, Hashable]:
+        s, i = x
+        return (s.run_at(s.shifts[i].at), s.run_at(s.shifts[i + 1].at),
+                s.shifts[i].change_pct < 0, _cause(s, i), told_signature(s, i))
+
+    found = [(s, i) for s in h.series for i in came_back(s, h.threshold_pct)]
+    spells: dict[tuple[int, int, bool, str, Hashable], list[list[tuple[Series, int]]]] = {}
+    for group in grouped(found, lambda x: x[0], spell):
+        spells.setdefault(spell(group[0]), []).append(group)
+    lines = []
+    for (start, end, _, cause, _), groups in sorted(spells.items(), key=lambda kv: kv[0][:2]):
+        members = [x for group in groups for x in group]
+        last = end - 1
+        dates = (f"{h.run(start).started_at[:10]}" if last == start else
+                 f"{h.run(start).started_at[:10]} to {h.run(last).started_at[:10]}")
+        net = [change_pct(s.shifts[i].before, s.shifts[i + 1].after, s.higher_is_better)
+               for s, i in members]
+        said = "; ".join(w for w in (cause, shift_told_text(members)) if w)
+        lines.append(f"{'run' if last == start else 'runs'} "
+                     f"{start if last == start else f'{start}–{last}'} ({dates}): "
+                     f"{figures_text(h, [[m for m, _ in g] for g in groups])} "
+                     f"{span([s.shifts[i].change_pct for s, i in members], pct)}, back at run "
+                     f"{end} (" + ("level with before" if all(abs(x) < 0.05 for x in net) else
+                                   f"{span(net, pct)} against before")
+                     + ")" + (f"; {said}" if said else ""))
+    more = len(lines) - SPELLS_NAMED
+    return lines[:SPELLS_NAMED] + ([f"{more} more, in the Change points table"] if more > 0 else [])
 
 
 def _blind_to(h: History) -> list[str]:

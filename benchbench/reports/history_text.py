@@ -4,11 +4,12 @@ and one figure on several devices named once."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from benchbench.analysis import clocks
-from benchbench.analysis.change_points import Shift
+from benchbench.analysis.change_points import Shift, change_pct
 from benchbench.analysis.history_gate import Gate
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.evidence import Evidence
@@ -251,6 +252,20 @@ def step_causes(s: Series, x: Shift) -> str:
     i = s.shifts.index(x)
     told = shift_told_text([(s, i)])
     return causes_text(*around(s, i)) + (f"; {told}" if told else "")
+
+
+def came_back(s: Series, threshold_pct: float) -> list[int]:
+    """The shifts of s that began a level which came back: the next shift goes the other way
+    and leaves the series within threshold_pct of where it stood before, and within half of
+    the first's change (a night's neighbour, a throttled week). Left to right, a level's own
+    return does not begin another (100, 87, 100, 87, 100 is two dips, not three)."""
+    found: list[int] = []
+    for i, (a, b) in enumerate(itertools.pairwise(s.shifts)):
+        net = change_pct(a.before, b.after, s.higher_is_better)
+        back = abs(net) <= min(threshold_pct, abs(a.change_pct) / 2)
+        if a.change_pct * b.change_pct < 0 and back and not (found and found[-1] == i - 1):
+            found.append(i)
+    return found
 
 
 def _told_key(e: Evidence) -> tuple[str, str | None, str | None]:

@@ -18,7 +18,7 @@ from benchbench import cli
 from benchbench.analysis import outliers
 from benchbench.compare import fleet, fleet_nodes, series
 from benchbench.compare.sides import CompareError
-from benchbench.core import results
+from benchbench.core import names, results
 from benchbench.reports import fleet_md, history_text, ops_html
 
 
@@ -240,6 +240,31 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
     # one outlier alone reads as outlier_text does
     m, e = f.low[-1]
     assert fleet_md.outlier_lines(f, [(m, e)]) == [fleet_md.outlier_text(f, m, e)]
+
+
+def test_a_slow_node_that_records_nothing_is_one_line_whichever_node_was_each_median(
+        tmp_path):
+    """A node 20% slow in every measurement, its run recording nothing odd: one line for all
+    its measurements, naming each measurement's median node once, not a line per median."""
+    healthy_fleet(tmp_path, n=16, node05={"times": 0.8})
+    f = fleet.build([str(tmp_path / "*")])
+    mine = [(m, e) for m, e in f.low if fleet_md.entity_label(f, e) == "node05"]
+    assert len(mine) >= 2 and not any(e.evidence for _, e in mine), f.low
+    medians = sorted({fleet_md.entity_label(f, e.against) for _, e in mine})
+    lines = [x for x in fleet_md.outlier_lines(f, f.low) if x.startswith("node05:")]
+    assert len(lines) == 1, lines
+    assert all(m.name in lines[0] for m, _ in mine), lines
+    assert lines[0].endswith(
+        "vs the group median; its run records nothing that the median node"
+        + (f" ({medians[0]}) does not" if len(medians) == 1
+           else f"s ({names.listed(medians)}) do not")), (lines, medians)
+    # the rendering of _nothing_text for several: each named once
+    e = mine[0][1]
+    other = dataclasses.replace(e.against, node=(e.against.node + 1) % len(f.nodes))
+    two = [e, dataclasses.replace(e, against=other)]
+    said = fleet_md._nothing_text(f, two)[0]
+    assert said.startswith("its run records nothing that the median nodes (") and \
+        said.endswith(") do not"), said
 
 
 def test_the_fleets_summary_comes_first_and_the_rule_after_it(tmp_path):

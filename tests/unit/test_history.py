@@ -2,6 +2,7 @@
 pure noise of this VM's size), their attribution to the environment, the refusal of another
 machine's runs, the exit codes and the files, JUnit included."""
 
+import itertools
 import math
 import random
 import re
@@ -604,11 +605,37 @@ def test_a_short_level_says_what_its_first_run_and_the_run_after_it_recorded(tmp
                            "CPU steal 21.0% to 26.0% where run 8 has 0.0% |"), rows[0]
     assert rows[1][-1] == ("nothing recorded changed between runs 11 and 12; run 12's own "
                            "record: CPU steal 0.0% where run 11 has 21.0% to 26.0% |"), rows[1]
+    # the summary reads the two as one spell that came back, not two unrelated steps
+    summary = history_md.render(h).split("## Summary")[1].split("## ")[0]
+    back = [x for x in summary.splitlines() if x.startswith("- ")]
+    assert len(back) == 1 and re.fullmatch(
+        r"- runs 9–11 \(2026-10-09 to 2026-10-11\): all 8 series −1\d\.\d%, back at run 12 "
+        r"\(−?\d\.\d% against before\); nothing recorded changed between runs 8 and 9; run 9's "
+        r"own record: CPU steal 21\.0% to 26\.0% where run 8 has 0\.0%", back[0]), summary
     # the JUnit case names the run's own record beside the step
     resnet = named(h, "resnet50 fp32 64px")
     assert history_text.shift_text(h, resnet, 0).endswith(
         "nothing recorded changed between runs 8 and 9; run 9's own record: CPU steal 24.0% "
         "where run 8 has 0.0%")
+
+
+@pytest.mark.parametrize("levels, higher, back", [
+    ((100, 87, 100), True, [0]),  # a dip and its return
+    ((100, 87, 100, 87, 100), True, [0, 2]),  # two dips, not a rise between them
+    ((100, 85, 93), True, []),  # half the way back is a new level
+    ((100, 90, 80), True, []),  # two steps down
+    ((100, 120, 101), True, [0]),  # a spell of speed
+    ((10, 13, 10.2), False, [0]),  # a latency's rise and return
+    ((100, 94, 96.5), True, []),  # within the threshold, but not half the way back
+    ((100, 80, 94), True, []),  # half the way back, but 6% off: past the threshold
+])
+def test_a_level_came_back_where_the_next_step_undoes_it(levels, higher, back):
+    """came_back: the next shift goes the other way and leaves the series within the
+    threshold and half the first change of where it stood before."""
+    shifts = [cp.Shift(k + 1, a, b, cp.change_pct(a, b, higher), 1e-6, (3, 3))
+              for k, (a, b) in enumerate(itertools.pairwise(levels))]
+    s = history_series.Series("x", "p", "m", ("p", "m", ()), "u", higher, True, shifts=shifts)
+    assert history_text.came_back(s, 5.0) == back
 
 
 def test_a_record_of_many_facts_names_the_first_and_counts_the_rest():
@@ -879,10 +906,16 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     h = history.build([str(tmp_path / "*")])
     text = history_md.render(h)
     summary = text.split("## Summary")[1].split("## ")[0]
-    lines = [x for x in summary.splitlines() if x.startswith("- ")]
+    lines = [x for x in summary.split("Of them")[0].splitlines() if x.startswith("- ")]
     # bf16 and fp16 on cuda:0–6 and ResNet50 (cuda:0) from run 9, alike: one line; cuda:7's
     # bf16 and fp16 from run 12, another
     assert len(h.regressions) == 17 and len(lines) == 2, summary
+    # cuda:7's lead over the other GPUs for runs 9–11 (below) came back: a spell, one line
+    back = [x for x in summary.split("Of them")[1].splitlines() if x.startswith("- ")]
+    assert back == ["- runs 9–11 (2026-10-09 to 2026-10-11): matmul peak bf16 against the "
+                    "other GPUs (cuda:7) and matmul peak fp16 against the other GPUs (cuda:7) "
+                    "+11.6%, back at run 12 (level with before); driver 550.54.15 → 555.42.02 "
+                    "between runs 8 and 9"], summary
     assert lines[0].startswith("- matmul peak bf16 (cuda:0–6), matmul peak fp16 (cuda:0–6) and "
                                "resnet50 amp_bf16 224px −1") and "(p < 0.001 each)" in \
         lines[0] and "since run 9 (" in lines[0], lines[0]
