@@ -21,8 +21,12 @@ against a reference:
   5% threshold. Over the whole drift they read −7.1% to −11.0% (−9.2% planted) and all exit.
 The change between them must exceed the threshold and hold at alpha (Welch's t-test between
 the two segments' runs, the trend's own test, or Student's prediction test of the latest run
-alone against its segment). The trend's test and the latest run's take the rounds' noise in,
-as the change points' tests do, where the runs scatter no more than their rounds say.
+alone against its segment). A drift whose trend holds at ten times alpha (at_change) but not
+at alpha, and takes the series beyond the threshold, is read too, not regressed: beyond the
+threshold, not held (more runs will tell), where the median of the latest segment's runs would
+read the series as level (docs/history-method.md, step 6). The trend's test and the latest
+run's take the rounds' noise in, as the change points' tests do, where the runs scatter no more
+than their rounds say.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from benchbench.analysis.change_points import (
     Found,
     Segment,
     Shift,
+    at_change,
     change_pct,
     rounds_noise,
     run_logs,
@@ -213,16 +218,22 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
     drift = trend(points, [r for s in (since if cut else [last]) for r in s.runs],
                   higher_is_better)
     across = False
-    if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
-        across = cut
+
+    def drift_read(drift: Trend) -> tuple[float, str, float, str]:
+        """(reference, its words, latest, its words) where the drift gives the latest level;
+        a drift from the reference's own segment (or across its cuts) starts there too."""
         what = f"the drift since run {ref.start + 1}" if cut else "the latest segment's drift"
         rate = f"{drift.pct_per_run:+.2f}".replace("-", "−")
-        latest, latest_what, p, level = drift.end, (
-            f"{what} at its last run ({rate}% a run)"), drift.p_value, alpha
         if (ref is last or cut) and baseline is None:
-            reference, ref_what = drift.start, (
-                f"the drift's start (run {ref.start + 1})" if cut else
-                f"the latest segment's start ({_span(last)})")
+            return drift.start, (f"the drift's start (run {ref.start + 1})" if cut else
+                                 f"the latest segment's start ({_span(last)})"), \
+                drift.end, f"{what} at its last run ({rate}% a run)"
+        return reference, ref_what, drift.end, f"{what} at its last run ({rate}% a run)"
+
+    if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
+        across = cut
+        reference, ref_what, latest, latest_what = drift_read(drift)
+        p, level = drift.p_value, alpha
     odd = next((o for o in found.outliers if o.latest and o.change_pct < 0), None)
     if odd is not None and change_pct(latest, odd.value, higher_is_better) < 0:
         alone = _alone_p(points, found.segments, odd.at)
@@ -235,6 +246,18 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
             across = False
             latest, latest_what, p, level = odd.value, \
                 f"the latest run alone (run {odd.at + 1})", alone, alpha
-    return Gate(reference, ref_what, latest, latest_what,
+    gate = Gate(reference, ref_what, latest, latest_what,
                 change_pct(reference, latest, higher_is_better), steps, drift, p, level,
                 regresses(latest, p, level), across)
+    # A drift that does not hold at alpha but holds at ten times it (at_change), and takes the
+    # series beyond the threshold, is read too: not regressed, but 'beyond the threshold, not
+    # held (more runs will tell)', where the latest segment's level alone would read level.
+    if (odd is None and not gate.regressed and gate.change_pct >= -threshold_pct
+            and drift is not None and drift.pct_per_run < 0
+            and alpha < drift.p_value <= at_change(alpha)):
+        start, start_what, end, end_what = drift_read(drift)
+        change = change_pct(start, end, higher_is_better)
+        if change < -threshold_pct:
+            return Gate(start, start_what, end, end_what, change, steps, drift, drift.p_value,
+                        alpha, False, cut)
+    return gate

@@ -87,7 +87,10 @@ def _rule(h: History) -> list[str]:
             "across change points, where the drift has taken it; or the "
             f"latest run alone when it is an outlier run) is worse than {reference} by more than "
             f"{h.threshold_pct:g}% and the difference holds at p ≤ {h.alpha:g} (one step at a "
-            "recorded change, at its level). The method and its measured accuracy: "
+            "recorded change, at its level). A drift that holds at "
+            f"{at_change(h.alpha):g} but not at {h.alpha:g} and takes a series beyond the "
+            "threshold is listed as worse than its reference but not held (more runs will "
+            "tell), and does not fail. The method and its measured accuracy: "
             "docs/history-method.md.", ""]
 
 

@@ -81,6 +81,11 @@ def history_cases(h: History) -> list[Case]:
             out.append(Case(f"benchbench.history.{s.probe}", s.name,
                             failure=gate_text(h, s, causes=True)))
             continue
+        if s.unheld(h.threshold_pct):  # passes, but is not "within the threshold" either
+            out.append(Case(f"benchbench.history.{s.probe}", s.name, output=(
+                f"beyond {h.threshold_pct:g}% but not held (more runs will tell): "
+                + gate_text(h, s))))
+            continue
         if s.shifts:
             last = s.shifts[-1]
             said = (f"latest segment since {shift_text(h, s, len(s.shifts) - 1)}; within "
