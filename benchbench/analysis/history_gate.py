@@ -219,16 +219,16 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
                   higher_is_better)
     across = False
 
-    def drift_read(drift: Trend) -> tuple[float, str, float, str]:
+    def drift_read(line: Trend) -> tuple[float, str, float, str]:
         """(reference, its words, latest, its words) where the drift gives the latest level;
         a drift from the reference's own segment (or across its cuts) starts there too."""
         what = f"the drift since run {ref.start + 1}" if cut else "the latest segment's drift"
-        rate = f"{drift.pct_per_run:+.2f}".replace("-", "−")
+        rate = f"{line.pct_per_run:+.2f}".replace("-", "−")
         if (ref is last or cut) and baseline is None:
-            return drift.start, (f"the drift's start (run {ref.start + 1})" if cut else
-                                 f"the latest segment's start ({_span(last)})"), \
-                drift.end, f"{what} at its last run ({rate}% a run)"
-        return reference, ref_what, drift.end, f"{what} at its last run ({rate}% a run)"
+            return line.start, (f"the drift's start (run {ref.start + 1})" if cut else
+                                f"the latest segment's start ({_span(last)})"), \
+                line.end, f"{what} at its last run ({rate}% a run)"
+        return reference, ref_what, line.end, f"{what} at its last run ({rate}% a run)"
 
     if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
         across = cut

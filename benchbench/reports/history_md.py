@@ -47,7 +47,7 @@ from benchbench.reports.history_text import (
 FULL_RUN_LIST = 50  # more runs than this: the runs table keeps those where something happened
 SHARES_NAMED = 3  # the index's heaviest figures named beside it
 NIGHT_UNITS = 3  # an outlier run's row gives its values in up to this many units
-SPELLS_NAMED = 5  # the summary's levels that came back, before "and N more"
+SPELLS_NAMED = 5  # the summary's levels that came back, before "N more, in the …"
 T = TypeVar("T")
 
 
