@@ -60,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
           + (f"{len(h.regressions)} series regressed ("
              f"{history_text.named_briefly(h, h.regressions)})" if h.regressions else
              "no series regressed")
-          + (f"; {len(h.unheld)} beyond {h.threshold_pct:g}% but not held" if h.unheld else "")
+          + (f"; {len(h.unheld)} beyond {h.threshold_pct:g}% but not held ("
+             f"{history_text.named_briefly(h, h.unheld)})" if h.unheld else "")
           + f", exit {code}", file=sys.stderr)
     return code
