@@ -59,6 +59,7 @@ class Trend:
     start: float  # the fitted level at the segment's first run
     end: float  # and at the latest run
     p_value: float  # one-sided, that the runs get worse
+    runs: tuple[int, int] = (0, 0)  # the points of its first and its latest run
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ class Gate:
     held_at: float  # the level p had to reach: alpha, or a recorded change's (Shift.held_at)
     regressed: bool
     across: bool = False  # the latest level is a drift's, fitted across the steps' cuts
+
+    @property
+    def drift(self) -> Trend | None:
+        """The trend, where the latest level is where it has taken the series (held or not)."""
+        return self.trend if self.trend is not None and self.latest == self.trend.end else None
 
 
 def _logs(points: Sequence[Sequence[float]], runs: Sequence[int]) -> list[float]:
@@ -100,7 +106,7 @@ def trend(points: Sequence[Sequence[float]], runs: Sequence[int], higher_is_bett
     else:
         p = 0.0 if worse > 0 else 1.0
     return Trend(sign * math.expm1(slope) * 100, math.exp(level_at(x[0])),
-                 math.exp(level_at(x[-1])), p)
+                 math.exp(level_at(x[-1])), p, (x[0], x[-1]))
 
 
 def _line(x: Sequence[int], y: Sequence[float]

@@ -1,6 +1,6 @@
 """Draw a History's figures, as Figures and as PNG bytes: one per series, its runs as points
-(each round faint behind), the level of each segment, the change points and the environment's
-changes.
+(each round faint behind), the level of each segment, the drift where the gate reads the latest
+level from one, the change points and the environment's changes.
 
 The first device's series (cpu or cuda:0) are all drawn; another GPU's only where it changed at
 other runs than the first, so an 8-GPU machine's history is not 60 figures of the same lines.
@@ -30,6 +30,7 @@ ROUND = "#b8cfe0"
 LEVEL = "#333333"
 SHIFT = "#c0392b"
 ENV = "#9a9a9a"
+DRIFT = "#d35400"  # a drift beyond the threshold whose test did not hold
 MAX_ENV_LABELS = 12  # more changes than this are drawn as lines without their names
 
 
@@ -100,6 +101,11 @@ def series_figure(h: History, s: Series) -> Any:
         ax.hlines(seg.level, s.run_at(seg.start) - 0.5, s.run_at(seg.stop - 1) + 0.5,
                   color=LEVEL, linewidth=1.6, label="segment level" if i == 0 else None,
                   zorder=4)
+    line = s.gate.drift if s.gate else None
+    if line is not None:  # the drift the gate reads its latest level from
+        ax.plot([s.run_at(line.runs[0]), s.run_at(line.runs[1])], [line.start, line.end], "--",
+                color=SHIFT if s.gate and s.gate.regressed else DRIFT, linewidth=1.4,
+                label="drift (the gate's latest level)", zorder=4)
     odd = [(s.run_at(o.at), s.values[o.at]) for o in s.outliers]
     if odd:
         ax.plot([r for r, _ in odd], [v for _, v in odd], "x", markersize=6, color=SHIFT,
@@ -124,7 +130,8 @@ def series_figure(h: History, s: Series) -> Any:
                                  transform=ax.get_xaxis_transform()))
     ax.set_xlim(0.5, len(h.runs) + 0.5)
     integer_axis(ax.xaxis)
-    cut = _y_range(ax, ry + list(s.values), h.threshold_pct)
+    cut = _y_range(ax, ry + list(s.values) + ([line.start, line.end] if line else []),
+                   h.threshold_pct)
     if s.unit == "ratio":
         # the machine's index (compare/history.composite), of its median run; a GPU against
         # the other GPUs (against_the_others), of their median

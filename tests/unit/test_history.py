@@ -459,6 +459,18 @@ def test_the_report_says_change_points_cut_the_drift(tmp_path):
     assert ": the drift since run 1 at its last run (−0." in text
     assert text.endswith("a run) against the drift's start (run 1) (p < 0.001); change points "
                          "cut the drift at run 8 (2026-10-08)")
+    # the plot draws the drift the gate read, from run 1 to run 12, not only the segments
+    s = named(h, "matmul peak fp32")
+    line, = [x for x in history_plots.series_figure(h, s).axes[0].lines
+             if x.get_label() == "drift (the gate's latest level)"]
+    assert list(line.get_xdata()) == [1, 12] and line.get_color() == history_plots.SHIFT
+    assert list(line.get_ydata()) == [s.gate.trend.start, s.gate.trend.end] == [
+        s.gate.reference, s.gate.latest]
+    # a series whose gate reads a segment's level draws no drift
+    flat = history_series.Series("flat", "p", "m", s.key, "B/s", True, True, runs=s.runs,
+                                 points=s.points, values=s.values, segments=s.segments)
+    assert not [x for x in history_plots.series_figure(h, flat).axes[0].lines
+                if x.get_label().startswith("drift")]
 
 
 def test_the_trend_takes_the_rounds_noise_in():
