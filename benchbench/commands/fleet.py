@@ -38,6 +38,7 @@ def main(args: argparse.Namespace) -> int:
             junit=lambda: junit.document("benchbench fleet", junit.fleet_cases(f)))
     code = EXIT_OUTLIER if f.low else EXIT_OK
     print(f"fleet of {len(f.nodes)} node(s) in {time.perf_counter() - started:.1f} s: "
-          + (f"{len(f.low)} outlier(s) below their group{fleet_md.on_nodes(f.low)}" if f.low else
+          + (f"{len(f.low)} outlier(s) below their group{fleet_md.on_nodes(f.low)} "
+             f"({fleet_md.named_briefly(f, f.low)})" if f.low else
              "no outlier below its group") + f", exit {code}", file=sys.stderr)
     return code

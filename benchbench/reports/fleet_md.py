@@ -84,6 +84,21 @@ def on_nodes(pairs: list[tuple[Measure, Entity]]) -> str:
     return f" on {n} node{'s' if n != 1 else ''}"
 
 
+TERMINAL_NAMED = 3  # the nodes the terminal's last line names before "and N more"
+
+
+def named_briefly(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> str:
+    """'node09 cuda:3 −20.2%; node05 −16.2%': the terminal's last line names the nodes (or
+    GPUs) below their group, each at its largest deviation, the furthest off first, up to
+    TERMINAL_NAMED, as history's and compare's last lines name what regressed."""
+    worst: dict[str, float] = {}
+    for _, e in pairs:
+        label = entity_label(f, e) + (" (its change)" if e.change else "")
+        worst[label] = min(worst.get(label, 0.0), e.score.deviation_pct)
+    words = [f"{who} {pct(d)}" for who, d in sorted(worst.items(), key=lambda kv: kv[1])]
+    return names.first_clauses(words, TERMINAL_NAMED)
+
+
 def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
     """outlier_text of each, a node's (or a GPU's) measurements that are held against the same
     and show the same evidence in one line: 'node05: matmul peak bf16 −16.2% (z = −6.8) and

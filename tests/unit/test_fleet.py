@@ -7,6 +7,7 @@ earlier runs (--before), a node that got slower inside its group's spread found 
 import dataclasses
 import math
 import random
+import re
 import statistics
 from dataclasses import asdict
 
@@ -208,7 +209,7 @@ def test_the_planted_outlier_is_found_with_its_evidence(tmp_path):
 
 
 def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_the_same(
-        tmp_path):
+        tmp_path, monkeypatch):
     """The fleet of the test above: six outliers on two nodes, in three lines. node05's GPU is
     slow in bf16 and fp16 with the same evidence, one line; node17's measurements share a line
     where they are held against the same median node with the same evidence. The nodes
@@ -237,6 +238,11 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
     for m, e in f.low:
         who = "node05 cuda:3" if e.within_node else "node17"
         assert sum(line.startswith(who + ":") and m.name in line for line in lines) == 1
+    # the terminal's last line: each node (or GPU) at its worst, the furthest off first
+    assert re.fullmatch(r"node17 −\d\d\.\d%; node05 cuda:3 −19\.8%",
+                        fleet_md.named_briefly(f, f.low)), fleet_md.named_briefly(f, f.low)
+    monkeypatch.setattr(fleet_md, "TERMINAL_NAMED", 1)
+    assert fleet_md.named_briefly(f, f.low).endswith("; and 1 more")
     # one outlier alone reads as outlier_text does
     m, e = f.low[-1]
     assert fleet_md.outlier_lines(f, [(m, e)]) == [fleet_md.outlier_text(f, m, e)]
@@ -387,7 +393,7 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
     code, md, err = run_cli(capsys, "fleet", bad / "*", "--out", out, "--junit", xml)
     assert code == 3, err
-    assert err.endswith(" s: 1 outlier(s) below their group on 1 node, exit 3\n"), err
+    assert err.endswith(" s: 1 outlier(s) below their group on 1 node (n4 −49.8%), exit 3\n"), err
     assert "**1 outlier(s) below their group on 1 node** (exit 3)" in md
     assert ("n4: storage seq1m −49.8% vs the group median (z = −" in md
             and "kernel 6.9.0 where the median node" in md)
@@ -696,6 +702,7 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
                             "--junit", xml)
     assert code == 3, err
     assert "**3 outlier(s) below their group on 1 node** (exit 3)" in md
+    assert re.search(r"on 1 node \(node03 \(its change\) −\d\.\d%\), exit 3\n$", err), err
     assert "its run records nothing that its earlier run does not" in md
     html = (out / "fleet.html").read_text()
     assert html.count('<figure id="fig-') == 8  # four measurements, and their changes
