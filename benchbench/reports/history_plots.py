@@ -30,7 +30,7 @@ ROUND = "#b8cfe0"
 LEVEL = "#333333"
 SHIFT = "#c0392b"
 ENV = "#9a9a9a"
-DRIFT = "#d35400"  # a drift beyond the threshold whose test did not hold
+DRIFT = "#d35400"  # a drift the gate reads that did not regress (within the threshold, or not held)
 MAX_ENV_LABELS = 12  # more changes than this are drawn as lines without their names
 
 
