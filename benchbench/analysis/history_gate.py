@@ -230,11 +230,11 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         a drift from the reference's own segment (or across its cuts) starts there too."""
         what = f"the drift since run {ref.start + 1}" if cut else "the latest segment's drift"
         rate = f"{line.pct_per_run:+.2f}".replace("-", "−")
+        end = f"{what} at its last run ({rate}% a run)"
         if (ref is last or cut) and baseline is None:
             return line.start, (f"the drift's start (run {ref.start + 1})" if cut else
-                                f"the latest segment's start ({_span(last)})"), \
-                line.end, f"{what} at its last run ({rate}% a run)"
-        return reference, ref_what, line.end, f"{what} at its last run ({rate}% a run)"
+                                f"the latest segment's start ({_span(last)})"), line.end, end
+        return reference, ref_what, line.end, end
 
     if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
         across = cut

@@ -43,8 +43,15 @@ def first_of(items: list[str], first: int = 6) -> str:
     return ", ".join(items[:first]) + (f" and {left} more" if left > 0 else "")
 
 
-def first_clauses(items: list[str], first: int) -> str:
-    """'a; b; c; and 4 more': first_of for items that are clauses of their own."""
+# what the terminal's last line of compare, history and fleet names before "and N more": a
+# person reads a terminal from its end, and a CI log's last line should stay one line
+TERMINAL_NAMED = 3
+
+
+def first_clauses(items: list[str], first: int | None = None) -> str:
+    """'a; b; c; and 4 more': first_of for items that are clauses of their own, by default
+    the TERMINAL_NAMED first."""
+    first = TERMINAL_NAMED if first is None else first
     left = len(items) - first
     return "; ".join(items[:first]) + (f"; and {left} more" if left > 0 else "")
 

@@ -102,9 +102,6 @@ def _summary(comp: Comparison) -> list[str]:
     return out + [""]
 
 
-TERMINAL_NAMED = 3  # the regressions the terminal's last line names before "and N more"
-
-
 def named_briefly(comp: Comparison) -> str:
     """The terminal's last line names what regressed, the worst first, since a person reads a
     terminal from its end: 'matmul peak fp32 −20.0%; storage failed'; with more than two sides,
@@ -114,7 +111,7 @@ def named_briefly(comp: Comparison) -> str:
     words = [f"{short_name(row)} {_pct(d)}" + (f" in {side}" if many else "")
              for row, side, d in found]
     words += [f"{x.probe} {x.status}" + (f" in {x.side}" if many else "") for x in comp.stopped]
-    return first_clauses(words, TERMINAL_NAMED)
+    return first_clauses(words)
 
 
 def _unsteady(d: reg.Decision) -> str:

@@ -71,10 +71,17 @@ def _held(f: Fleet, e: Entity) -> tuple[str, list[str]]:
     median = "its node's median GPU" if e.within_node else "the group median"
     if e.against is None:
         return median, []
-    ref = (f"its node's median GPU ({entity_label(f, e.against)})" if e.within_node
-           else f"the median node ({entity_label(f, e.against)})")
+    ref = _median_words(e.within_node, [entity_label(f, e.against)])
     return median, ([evidence_text(x, ref) for x in e.evidence]
                     or [f"its run records nothing that {ref} does not"])
+
+
+def _median_words(within_node: bool, labels: list[str]) -> str:
+    """'the median node (node03)', 'its node's median GPUs (node05 cuda:2 and node05 cuda:4)':
+    what an outlier's evidence is held against."""
+    many = "s" if len(labels) > 1 else ""
+    return (f"its node's median GPU{many}" if within_node else f"the median node{many}") \
+        + f" ({names.listed(labels)})"
 
 
 def on_nodes(pairs: list[tuple[Measure, Entity]]) -> str:
@@ -84,19 +91,17 @@ def on_nodes(pairs: list[tuple[Measure, Entity]]) -> str:
     return f" on {n} node{'s' if n != 1 else ''}"
 
 
-TERMINAL_NAMED = 3  # the nodes the terminal's last line names before "and N more"
-
 
 def named_briefly(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> str:
     """'node09 cuda:3 −20.2%; node05 −16.2%': the terminal's last line names the nodes (or
     GPUs) below their group, each at its largest deviation, the furthest off first, up to
-    TERMINAL_NAMED, as history's and compare's last lines name what regressed."""
+    names.TERMINAL_NAMED, as history's and compare's last lines name what regressed."""
     worst: dict[str, float] = {}
     for _, e in pairs:
         label = entity_label(f, e) + (" (its change)" if e.change else "")
         worst[label] = min(worst.get(label, 0.0), e.score.deviation_pct)
     words = [f"{who} {pct(d)}" for who, d in sorted(worst.items(), key=lambda kv: kv[1])]
-    return names.first_clauses(words, TERMINAL_NAMED)
+    return names.first_clauses(words)
 
 
 def outlier_lines(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> list[str]:
@@ -133,14 +138,8 @@ def _nothing_text(f: Fleet, members: list[Entity]) -> list[str]:
     against = sorted({entity_label(f, e.against) for e in members if e.against is not None})
     if not against:
         return []
-    within = members[0].within_node
-    if len(against) == 1:
-        ref = (f"its node's median GPU ({against[0]})" if within
-               else f"the median node ({against[0]})")
-        return [f"its run records nothing that {ref} does not"]
-    ref = (f"its node's median GPUs ({names.listed(against)})" if within
-           else f"the median nodes ({names.listed(against)})")
-    return [f"its run records nothing that {ref} do not"]
+    return [f"its run records nothing that {_median_words(members[0].within_node, against)} "
+            + ("does not" if len(against) == 1 else "do not")]
 
 
 def _header(f: Fleet) -> list[str]:

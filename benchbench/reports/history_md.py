@@ -30,6 +30,7 @@ from benchbench.reports.history_text import (
     evidence_signature,
     evidence_words,
     figures_text,
+    gathered,
     group_name,
     grouped,
     noise_text,
@@ -141,9 +142,7 @@ def _came_back(h: History) -> list[str]:
                 s.shifts[i].change_pct < 0, _cause(s, i), told_signature(s, i))
 
     found = [(s, i) for s in h.series for i in came_back(s, h.threshold_pct)]
-    spells: dict[tuple[int, int, bool, str, Hashable], list[list[tuple[Series, int]]]] = {}
-    for group in grouped(found, lambda x: x[0], spell):
-        spells.setdefault(spell(group[0]), []).append(group)
+    spells = gathered(found, lambda x: x[0], spell)
     lines = []
     for (start, end, _, cause, _), groups in sorted(spells.items(), key=lambda kv: kv[0][:2]):
         members = [x for group in groups for x in group]
@@ -202,10 +201,7 @@ def _outlier_runs(h: History) -> list[str]:
         return s.run_at(o.at), o.latest, o.change_pct < 0, evidence_signature(s.told.get(o.at))
 
     found = [(s, o) for s in h.series for o in s.outliers]
-    nights: dict[tuple[int, bool, bool, Hashable],
-                 list[list[tuple[Series, OutlierRun]]]] = {}
-    for group in grouped(found, lambda x: x[0], night):
-        nights.setdefault(night(group[0]), []).append(group)
+    nights = gathered(found, lambda x: x[0], night)
     rows = []
     for (run, latest, _, _), groups in sorted(nights.items(), key=lambda kv: kv[0][0]):
         members = [x for group in groups for x in group]
@@ -246,9 +242,7 @@ def _change_points(h: History) -> list[str]:
                 _cause(s, i), told_signature(s, i))
 
     found = [(s, i) for s in h.series for i in range(len(s.shifts))]
-    moments: dict[tuple[int, bool, str, str, Hashable], list[list[tuple[Series, int]]]] = {}
-    for group in grouped(found, lambda x: x[0], moment):
-        moments.setdefault(moment(group[0]), []).append(group)
+    moments = gathered(found, lambda x: x[0], moment)
     rows = []
     for (run, _, _, cause, _), groups in sorted(moments.items(), key=lambda kv: kv[0][0]):
         members = [x for group in groups for x in group]

@@ -19,6 +19,7 @@ from benchbench.core import names
 from benchbench.core import units as fmt
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 FIGURES_NAMED = 4  # the figures one line names before "and N more figures"
 
 
@@ -97,6 +98,16 @@ def grouped(items: list[T], series_of: Callable[[T], Series],
     return list(out.values())
 
 
+def gathered(items: list[T], series_of: Callable[[T], Series],
+             signature: Callable[[T], K]) -> dict[K, list[list[T]]]:
+    """grouped's groups gathered by their signature, in the order they first come: each value
+    the figures (each on its devices) that show one moment, one night, one gate alike."""
+    out: dict[K, list[list[T]]] = {}
+    for group in grouped(items, series_of, signature):
+        out.setdefault(signature(group[0]), []).append(group)
+    return out
+
+
 def group_name(members: list[Series]) -> str:
     """'matmul peak bf16 (cuda:0–7)': the figure and the devices that show it alike; one series
     by its own name."""
@@ -131,20 +142,16 @@ def alike(h: History, series: list[Series]) -> list[str]:
 
 def _alike_groups(series: list[Series]) -> list[list[list[Series]]]:
     """The series by gate_signature, each as its figures (grouped: one figure on its devices)."""
-    lines: dict[Hashable, list[list[Series]]] = {}
-    for group in grouped(series, lambda s: s, gate_signature):
-        lines.setdefault(gate_signature(group[0]), []).append(group)
-    return list(lines.values())
+    return list(gathered(series, lambda s: s, gate_signature).values())
 
 
-TERMINAL_NAMED = 3  # the regressions the terminal's last line names before "and N more"
 FACTS_NAMED = 6  # the facts a run's record shows that one line names before "N more"
 
 
 def named_briefly(h: History, series: list[Series]) -> str:
     """The terminal's last line names what regressed, since a person reads a terminal from its
     end: 'resnet50 fp32 64px −10.7% since run 13', each group of alike gates (alike) once, up
-    to TERMINAL_NAMED, then how many more."""
+    to names.TERMINAL_NAMED, then how many more."""
     words = []
     for groups in _alike_groups(series):
         members = [s for group in groups for s in group]
@@ -154,7 +161,7 @@ def named_briefly(h: History, series: list[Series]) -> str:
                  else "")
         words.append(f"{figures_text(h, groups)} {span([x.change_pct for x in gates], pct)}"
                      + since)
-    return names.first_clauses(words, TERMINAL_NAMED)
+    return names.first_clauses(words)
 
 
 def span(values: list[float], text: Callable[[float], str]) -> str:

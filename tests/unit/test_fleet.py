@@ -241,7 +241,7 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
     # the terminal's last line: each node (or GPU) at its worst, the furthest off first
     assert re.fullmatch(r"node17 −\d\d\.\d%; node05 cuda:3 −19\.8%",
                         fleet_md.named_briefly(f, f.low)), fleet_md.named_briefly(f, f.low)
-    monkeypatch.setattr(fleet_md, "TERMINAL_NAMED", 1)
+    monkeypatch.setattr(names, "TERMINAL_NAMED", 1)
     assert fleet_md.named_briefly(f, f.low).endswith("; and 1 more")
     # one outlier alone reads as outlier_text does
     m, e = f.low[-1]

@@ -968,7 +968,7 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
                         r"resnet50 amp_bf16 224px −[\d.]+% to −[\d.]+% since run 9; "
                         r"matmul peak bf16 \(cuda:7\) and matmul peak fp16 \(cuda:7\) "
                         r"−[\d.]+%( to −[\d.]+%)? since run 12", brief), brief
-    monkeypatch.setattr(history_text, "TERMINAL_NAMED", 1)
+    monkeypatch.setattr(names, "TERMINAL_NAMED", 1)
     assert history_text.named_briefly(h, h.regressions) == brief.split("; ")[0] + "; and 1 more"
     # run 5 is off in every figure but the copies; cuda:7 stayed 11% ahead of the others
     # for runs 9-11: three runs, a level of its bf16 and fp16 against the other GPUs (a change
