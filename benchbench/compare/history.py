@@ -254,7 +254,8 @@ def build(args: Sequence[str], *, machine: str | None = None,
                  window)
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
                for c in causes(a.number, b.number)]
-    notes = [n for n in [unfinished_note([x.source for x in loaded if not x.finished])] if n]
+    late = unfinished_note([x.source for x in loaded if not x.finished])
+    notes = [late] if late else []
     old = sum(not r.identity.recorded for r in runs)
     if old:
         notes.append(f"{old} run(s) predate the recorded machine identity: their host name and "
