@@ -11,6 +11,7 @@ given. Measured on this machine.
     python scripts/history_accuracy.py --latest 3000
     python scripts/history_accuracy.py --gate 200
     python scripts/history_accuracy.py --alone 100
+    python scripts/history_accuracy.py --tails 300 [--otava /path/to/otava-venv/bin/python]
 
 The families (each series n runs of 3 rounds around 100, lognormal noise of a CV per run):
 - noise: nothing planted;
@@ -71,6 +72,12 @@ step and each pure noise cell, N series a cell, both mixes, judged by `history` 
 recorded) and by the maximum-t test alone (max_t.best_split over the whole series at alpha,
 one split, no candidates, merge or outlier runs); steps found by each, and series of pure
 noise with any change point.
+`--tails N`: pure noise whose tails are heavier than the normal's (Student's t of 5 and 3
+degrees of freedom, the variance that of the CV, 3%; 3 N series a cell): its false change
+points (and Otava's where --otava is given) and the gate's exits; and better spells that come
+back (+10% for 2 runs, +25% for 3, in the middle) and a gain of 10% held ten runs and lost
+(N a cell), in normal noise; each history gated as `history` gates it, and with no spell
+passed over as the gate's reference (history_gate.SPELL_RUNS 0), as before it.
 `--alpha A`: history's --alpha, for the cost of finding more steps in false change points
 (the default, 0.001, is history's). The summary gives each detector's point on that trade-off
 per history length (its false change points per series on pure noise, the mean of the noise
@@ -126,6 +133,8 @@ class Planted:
     total: float = 1.0  # the level at the end against the start
     changes: tuple[int, ...] = ()  # recorded environment changes that move nothing
     spike_factor: float = 0.75  # the spike run's level against the others'
+    df: int = 0  # the noise: Student's t of these degrees of freedom (its variance the CV's), or
+    # normal where 0
 
     def recorded(self) -> list[int]:
         """The environment changes of the recorded judging: at each step, and the idle ones."""
@@ -144,13 +153,23 @@ def level_at(p: Planted, i: int) -> float:
     return level * (p.spike_factor if i == p.spike else 1.0)
 
 
+def unit(rng: random.Random, df: int) -> float:
+    """A draw of variance 1: normal where df is 0, else Student's t of df (> 2) degrees of
+    freedom, scaled (a normal over the root of a chi-square's mean square)."""
+    z = rng.gauss(0, 1)
+    if not df:
+        return z
+    chi2 = sum(rng.gauss(0, 1) ** 2 for _ in range(df))
+    return z / math.sqrt(chi2 / df) * math.sqrt((df - 2) / df)
+
+
 def draw(p: Planted, mix: str, rng: random.Random) -> list[list[float]]:
     sd = math.log1p(p.cv / 100)
     run_sd, round_sd = (sd, sd / 4) if mix == "run" else (0.0, sd * math.sqrt(3))
     out = []
     for i in range(p.n):
-        run = level_at(p, i) * math.exp(rng.gauss(0, run_sd))
-        out.append([run * math.exp(rng.gauss(0, round_sd)) for _ in range(3)])
+        run = level_at(p, i) * math.exp(run_sd * unit(rng, p.df))
+        out.append([run * math.exp(round_sd * unit(rng, p.df)) for _ in range(3)])
     return out
 
 
@@ -203,12 +222,18 @@ class Tally:
                 self.found += 1
                 self.errors.append(min(abs(c - at) for c in near))
         if not p.drift:  # a drift has no one place to find; its cuts are no false ones
-            self.false += sum(all(abs(c - at) > NEAR for at, _ in p.steps) for c in cuts
-                              if p.spike is None or abs(c - p.spike) > 1)
+            self.false += self.cut_false(p, cuts)
         if p.spike is not None:
             self.spike_cp += any(abs(c - p.spike) <= 1 for c in cuts)
             self.spike_outlier += p.spike in outliers
         self.gate += gated
+
+    @staticmethod
+    def cut_false(p: Planted, cuts: list[int]) -> int:
+        """The cuts further than NEAR from every planted step and more than a run from the
+        spike."""
+        return sum(all(abs(c - at) > NEAR for at, _ in p.steps) for c in cuts
+                   if p.spike is None or abs(c - p.spike) > 1)
 
 
 ALPHA = [cp.DEFAULT_ALPHA]  # --alpha: history's level for the change points and the gate
@@ -536,6 +561,74 @@ def gate(count: int) -> list[str]:
     return lines
 
 
+def tails_cells() -> list[tuple[str, Planted]]:
+    """--tails: pure noise with normal and heavy tails (Student's t of 5 and 3 degrees of
+    freedom, the variance the same), and better spells that come back, and a gain held ten
+    runs and lost, in normal noise."""
+    cells = [(f"noise, {f't{df}' if df else 'normal'}, n={n}", Planted("noise", n, 3, (), df=df))
+             for df in (0, 5, 3) for n in LENGTHS]
+    for n in (12, 30, 100):
+        for cv in (1, 3):
+            at = n // 2
+            cells += [(f"+10% for 2 runs and back, n={n} cv={cv}",
+                       Planted("spell", n, cv, ((at, 1.1), (at + 2, 1 / 1.1)))),
+                      (f"+25% for 3 runs and back, n={n} cv={cv}",
+                       Planted("spell", n, cv, ((at, 1.25), (at + 3, 1 / 1.25))))]
+    cells += [(f"+10% for 10 runs, then lost, n=30 cv={cv}",
+               Planted("gain lost", 30, cv, ((10, 1.1), (20, 1 / 1.1)))) for cv in (1, 3)]
+    return cells
+
+
+def tails_cell(args: tuple[str, Planted, str, int, str | None]) -> tuple[int, int, int, int,
+                                                                         int | None]:
+    """(false change points, histories that exit 3, histories that exit 3 where a spell may be
+    the reference (SPELL_RUNS 0, as before it), histories, Otava's false change points) of one
+    --tails cell; a planted spell's change points are not false."""
+    name, planted, mix, count, otava_py = args
+    rng = random.Random(f"{name} {mix}")
+    drawn = [draw(planted, mix, rng) for _ in range(count)]
+    spell_runs = history_gate.SPELL_RUNS
+    false = exits = before = 0
+    for pts in drawn:
+        found = cp.detect(pts, alpha=ALPHA[0])
+        false += Tally.cut_false(planted, [x.at for x in found.shifts])
+        for spells in (spell_runs, 0):  # the gate as it is, then with no spell passed over
+            history_gate.SPELL_RUNS = spells
+            g = history_gate.judge(pts, found, True, cp.DEFAULT_THRESHOLD_PCT, ALPHA[0])
+            exits, before = ((exits + bool(g and g.regressed), before) if spells else
+                             (exits, before + bool(g and g.regressed)))
+        history_gate.SPELL_RUNS = spell_runs
+    theirs = None
+    if otava_py:
+        theirs = sum(Tally.cut_false(planted, cuts)
+                     for cuts in otava(otava_py, [run_values(x) for x in drawn]))
+    return false, exits, before, count, theirs
+
+
+def tails(count: int, otava_py: str | None) -> list[str]:
+    """The change points and the gate where the noise has heavy tails, and on better spells
+    that come back: the series either mix draws, each history judged with the gate's spells
+    (history_gate.SPELL_RUNS) and without them."""
+    cells = [(name, p, mix, count * (3 if p.family == "noise" else 1), otava_py)
+             for name, p in tails_cells() for mix in ("run", "rounds")]
+    with Pool() as pool:
+        out = pool.map(tails_cell, cells)
+    lines = ["## heavy tails and spells that come back (--tails)", "",
+             "Each: false change points per series (Otava's beside where its Python is given) "
+             f"/ exit 3 / exit 3 with a spell of up to {history_gate.SPELL_RUNS} runs as the "
+             "gate's reference (before)", "",
+             "| history | run mix | rounds mix |", "|---|---|---|"]
+    for i in range(0, len(cells), 2):
+        words = []
+        for false, exits, before, c, theirs in out[i:i + 2]:
+            per = f"{false / c:.4f}" + (f" (Otava {theirs / c:.4f})" if theirs is not None
+                                        else "")
+            words.append(f"{per} / {counted(exits, c)} / {counted(before, c)}")
+        lines.append(f"| {cells[i][0]} | {' | '.join(words)} |")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 POOLING_SHARES = (1 / 48, 1 / 8, 1 / 4, 1 / 3, 1 / 2, 1.0)  # the rounds' variance / the runs' own
 
 
@@ -714,11 +807,20 @@ def main() -> int:
     ap.add_argument("--alone", type=int, metavar="N",
                     help="only history against the maximum-t test alone, N series per step "
                          "cell (pure noise 10 N)")
+    ap.add_argument("--tails", type=int, metavar="N",
+                    help="only heavy-tailed noise (3 N series a cell) and better spells that "
+                         "come back (N), with Otava's false change points where --otava is "
+                         "given")
     a = ap.parse_args()
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: a level between 0 and 1, such as 0.001")
     ALPHA[0] = a.alpha
     started = time.perf_counter()
+    if a.tails:
+        tails(a.tails, a.otava)
+        print(f"{a.tails} histories per cell (pure noise 3 N), "
+              f"{time.perf_counter() - started:.0f} s")
+        return 0
     # the modes that measure one thing alone, each with what its count counts
     for count, mode, counted in ((a.latest, latest, "series of noise"),
                                  (a.pooling, pooling, "series"),

@@ -7,7 +7,9 @@ against a reference:
 - the best segment of the history (the last `window` runs, when given), or the segment of the
   run pinned with --baseline; for a series held against its peers (a GPU against the node's
   other GPUs), its first segment: a level above it is the peers' slowdown, which their own
-  series show, and the GPU's return to them no regression;
+  series show, and the GPU's return to them no regression. A level of at most SPELL_RUNS
+  runs above the levels either side of it is a spell, not a reference: two nights 10% fast,
+  held as the reference, failed every later run;
 - the latest level is the latest segment's, or, where its runs drift (a linear trend that
   holds at alpha), where the trend has taken it by the latest run, or the latest run alone
   when it is an outlier run on the worse side (CI must see the latest run being slow, even if
@@ -49,6 +51,10 @@ from benchbench.analysis.change_points import (
 )
 
 TREND_MIN_RUNS = 6  # fewer runs cannot tell a drift from noise
+# A level of at most this many runs above the levels either side of it is a spell (a
+# neighbour away for a few nights, heavy-tailed noise), not a level the machine held, and not
+# the reference: held against one, every later run exited 3 (docs/history-method.md, step 6).
+SPELL_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,16 @@ class Gate:
     def drift(self) -> Trend | None:
         """The trend, where the latest level is where it has taken the series (held or not)."""
         return self.trend if self.trend is not None and self.latest == self.trend.end else None
+
+
+def spells(found: Found) -> list[Segment]:
+    """The better spells: segments of at most SPELL_RUNS runs above the levels either side of
+    them (a change point up into each, one down out of it)."""
+    into = {x.at: x for x in found.shifts}
+    return [seg for seg in found.segments
+            if seg.runs and len(seg.runs) <= SPELL_RUNS and seg.start in into
+            and seg.stop in into
+            and into[seg.start].change_pct > 0 > into[seg.stop].change_pct]
 
 
 def _logs(points: Sequence[Sequence[float]], runs: Sequence[int]) -> list[float]:
@@ -206,9 +222,17 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         ref_what = f"run {baseline + 1} (--baseline), in the segment of {_span(ref)}"
     else:
         recent = [s for s in segs if window is None or s.runs[-1] >= n - window] or [last]
-        ref = recent[0] if from_first else better(recent, key=lambda s: s.level)
+        brief = spells(found)
+        held = [s for s in recent if s not in brief]  # never empty: the latest is no spell
+        ref = recent[0] if from_first else better(held, key=lambda s: s.level)
         ref_what = f"the {'first' if from_first else 'best'} segment ({_span(ref)})" \
             if len(segs) > 1 else f"the latest segment ({_span(ref)})"
+        passed = [s for s in recent if s in brief and not from_first
+                  and change_pct(ref.level, s.level, higher_is_better) > 0]
+        if passed:  # no figure in the words: the series that share them read as one line
+            top = better(passed, key=lambda s: s.level)
+            ref_what = (f"the best segment ({_span(ref)}; {_span(top)} were better, but a spell "
+                        f"of {len(top.runs)} runs, not a level)")
     reference = ref.level
     latest, latest_what, p = last.level, f"the latest segment ({_span(last)})", 1.0
     level = alpha

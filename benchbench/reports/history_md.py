@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
-from benchbench.analysis import two_cuts
+from benchbench.analysis import history_gate, two_cuts
 from benchbench.analysis.change_points import (
     MIN_RUNS,
     OUTLIER_Z,
@@ -64,8 +64,10 @@ def _rule(h: History) -> list[str]:
     """How the summary above was decided: after it, so that the verdict comes first."""
     reference = (f"run {h.baseline}'s segment (--baseline)" if h.baseline else
                  "the best segment" + (f" of the last {h.window} runs" if h.window else "")
-                 + (" (a GPU's against the other GPUs: its first)"
-                    if any(s.peers for s in h.series) else ""))
+                 + f" (a level of {history_gate.SPELL_RUNS} runs or fewer above the levels "
+                 "either side of it is a spell, not a level: never the reference"
+                 + ("; a GPU's against the other GPUs: its first"
+                    if any(s.peers for s in h.series) else "") + ")")
     return ["## The rule", "",
             "Each run counts once, as the geometric mean of its values per round. A run "
             f"more than {OUTLIER_Z:g} run-to-run noises off the level its neighbours on both "

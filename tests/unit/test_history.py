@@ -502,6 +502,37 @@ def test_the_gate_needs_the_threshold_and_a_baseline_moves_the_reference():
     assert g.regressed and g.reference_what.startswith("run 1 (--baseline)")
 
 
+@pytest.mark.parametrize("runs,lead", [(2, 1.10), (3, 1.25)])
+def test_a_better_spell_of_a_few_runs_is_not_the_gates_reference(runs, lead):
+    """Two nights 10% fast (three 25% fast) in the middle of 30 runs at 1% noise, back after:
+    change points either side of them, but the machine is where it always was. Held against
+    that spell, every run after it exited 3; the reference is the best level it held."""
+    pts = series(30, steps=((15, lead), (15 + runs, 1 / lead)), run_cv=0.01, round_cv=0.003,
+                 seed=31)
+    found = cp.detect(pts)
+    assert [x.at for x in found.shifts] == [15, 15 + runs]
+    g = history_gate.judge(pts, found, True, 5.0, cp.DEFAULT_ALPHA)
+    assert not g.regressed and abs(g.change_pct) < 2
+    assert re.search(rf"^the best segment \(runs (1–15|{16 + runs}–30); runs 16–{15 + runs} "
+                     rf"were better, but a spell of {runs} runs, not a level\)$",
+                     g.reference_what)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(history_gate, "SPELL_RUNS", 0)  # as before: the spell was the reference
+        assert history_gate.judge(pts, found, True, 5.0, cp.DEFAULT_ALPHA).regressed
+
+
+def test_a_gain_held_for_longer_than_a_spell_and_lost_still_exits():
+    """+10% held four runs and lost, and a spell followed by a real −10% step: both exit, the
+    first against the gain, the second against the level held before the spell."""
+    lost = gate(series(30, steps=((10, 1.1), (14, 1 / 1.1)), run_cv=0.01, round_cv=0.003,
+                       seed=32))
+    assert lost.regressed and lost.reference_what == "the best segment (runs 11–14)"
+    after = gate(series(40, steps=((15, 1.1), (17, 1 / 1.1), (30, 0.9)), run_cv=0.01,
+                        round_cv=0.003, seed=33))
+    assert after.regressed and after.change_pct == pytest.approx(-10, abs=2)
+    assert "; runs 16–17 were better, but a spell of 2 runs" in after.reference_what
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_pure_noise_is_quiet_and_passes_the_gate(seed):
     for n, cv in ((12, 0.03), (30, 0.05), (100, 0.10)):
@@ -611,6 +642,18 @@ def test_a_bad_night_in_every_series_is_one_outlier_row_that_the_index_measures(
     six = history_text.figures_text(h, [[s] for s in h.series[1:7]])
     assert six == ", ".join(s.name for s in h.series[1:4]) + f", {h.series[4].name} and 2 " \
         "more figures", six
+
+
+def test_a_regression_after_a_fast_spell_is_held_against_the_level_the_machine_held(tmp_path):
+    """Runs 11–12 of 28 were 12% fast, and run 21 on is 12% slow: one summary line for every
+    series, against the level before run 21, and the spell named there, not the reference."""
+    save_runs(tmp_path, n=28, drop_at=20, factor=0.88, nights={10: 1.12, 11: 1.12}, seed=5)
+    h = history.build([str(tmp_path / "*")])
+    summary = history_md.render(h).split("## Summary")[1].split("## ")[0]
+    (line,) = [x for x in summary.splitlines() if x.startswith("- all 8 series −")]
+    assert ": the latest segment (runs 21–28) against the best segment (runs 13–20; runs 11–12 " \
+        "were better, but a spell of 2 runs, not a level)" in line, line
+    assert re.search(r"−1[0-3]\.\d%:", line) and len(h.regressions) == 8
 
 
 def save_stolen(root, stolen, n=20, slow=0.88):
@@ -979,7 +1022,8 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     ahead = named(h, "matmul peak bf16 against the other GPUs (cuda:7)")
     assert [x.at for x in ahead.shifts] == [8, 11] and not ahead.gate.regressed
     assert ahead.gate.reference_what == "the first segment (runs 1–8)", ahead.gate
-    assert "(a GPU's against the other GPUs: its first)" in text.split("## The rule")[1]
+    assert "never the reference; a GPU's against the other GPUs: its first)" in text.split(
+        "## The rule")[1]
     odd = text.split("## Outlier runs")[1].split("## ")[0]
     rows = [x.split(" | ") for x in odd.splitlines() if x.startswith("| 5 |")]
     # one row for the bad night: the figures it left alike named once, every GPU's as their

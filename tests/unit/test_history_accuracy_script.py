@@ -125,6 +125,20 @@ def test_the_gate_mode_judges_the_full_runs_own_series(script):
     assert script.share(1, 3000) == "0.033%" and script.share(942, 1000) == "94.2%"
 
 
+def test_the_tails_mode_gates_spells_as_history_does_and_as_before_it(script):
+    """--tails: two nights 10% fast and back in 30 runs at 1% noise exited in each of six
+    histories with the spell the reference (before) and exits in none now; a gain held ten runs
+    and lost exits both ways; heavy-tailed noise has unit variance, as the normal's."""
+    cells = dict(script.tails_cells())
+    name = "+10% for 2 runs and back, n=30 cv=1"
+    assert script.tails_cell((name, cells[name], "run", 6, None)) == (0, 0, 6, 6, None)
+    name = "+10% for 10 runs, then lost, n=30 cv=1"
+    assert script.tails_cell((name, cells[name], "run", 6, None))[1:4] == (6, 6, 6)
+    rng = script.random.Random(5)
+    draws = [script.unit(rng, 3) for _ in range(40_000)]
+    assert script.statistics.pvariance(draws) == pytest.approx(1, abs=0.15)
+
+
 def test_the_machines_mode_gates_whole_histories_of_three_series(script):
     """--machines draws three series a history: a −10% drift over 12 runs at 1% noise exits on
     a series, on the index and so in the history, each of six times; pure noise in none."""
