@@ -14,7 +14,7 @@ from synthetic_runs import CPU_FIGURES, cpu_run, environment, gpu_node
 
 from benchbench import cli
 from benchbench.analysis import change_points as cp
-from benchbench.analysis import history_gate, max_t
+from benchbench.analysis import history_gate, max_t, two_cuts
 from benchbench.compare import history, history_series
 from benchbench.compare.series import without_device
 from benchbench.compare.sides import CompareError
@@ -211,6 +211,24 @@ def test_identical_values_and_short_series_have_no_change_point():
     assert cp.find([[5.0, 5.0]] * 100) == [] and max_t.p_max(0.0, 100, 98) == 1.0
     assert cp.find([[5.0], [1.0]]) == []  # fewer than MIN_RUNS
     assert [s.at for s in cp.find([[5.0, 5.0]] * 5 + [[4.0, 4.0]] * 5)] == [5]
+
+
+def test_two_steps_that_hold_only_at_once_are_one_change_point_at_the_best_split(monkeypatch):
+    """Two −10% steps in 12 runs at 3% noise: no split holds alone (the best, at run 9, p
+    0.0011), and the pair holds jointly (p 0.0003) but its first cut given the other does not
+    (0.025): the series is no noise, so one change point, at the best split, held by the pair's
+    p. Pure noise of 12 runs gains one in 400 series (alpha says 0.4)."""
+    pts = series(12, steps=((4, 0.9), (8, 0.9)), run_cv=0.03, round_cv=0.01, seed=0)
+    y, rounds = cp.run_logs(pts), cp.rounds_noise(pts)
+    pair, split = two_cuts.best(y, rounds), max_t.best_split(y, rounds)
+    assert pair.p <= 0.001 < split.p and max(pair.each) > 0.001 * two_cuts.each_given(pair)
+    (x,) = cp.detect(pts).shifts
+    assert x.at == split.at == 8 and x.p_value == pair.p and x.change_pct < -10
+    noise = [series(12, run_cv=0.03, round_cv=0.03, seed=1000 + k) for k in range(400)]
+    now = sum(len(cp.find(q)) for q in noise)
+    monkeypatch.setattr(cp, "ONE_OF_PAIR", False)
+    assert cp.detect(pts).shifts == []
+    assert 0 <= now - sum(len(cp.find(q)) for q in noise) <= 2
 
 
 def test_a_drop_and_its_recovery_are_both_found():
