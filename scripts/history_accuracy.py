@@ -592,12 +592,15 @@ def tails_cell(args: tuple[str, Planted, str, int, str | None]) -> tuple[int, in
     for pts in drawn:
         found = cp.detect(pts, alpha=ALPHA[0])
         false += Tally.cut_false(planted, [x.at for x in found.shifts])
-        for spells in (spell_runs, 0):  # the gate as it is, then with no spell passed over
-            history_gate.SPELL_RUNS = spells
-            g = history_gate.judge(pts, found, True, cp.DEFAULT_THRESHOLD_PCT, ALPHA[0])
-            exits, before = ((exits + bool(g and g.regressed), before) if spells else
-                             (exits, before + bool(g and g.regressed)))
-        history_gate.SPELL_RUNS = spell_runs
+        regressed = []
+        try:  # the gate as it is, then with no spell passed over
+            for spells in (spell_runs, 0):
+                history_gate.SPELL_RUNS = spells
+                g = history_gate.judge(pts, found, True, cp.DEFAULT_THRESHOLD_PCT, ALPHA[0])
+                regressed.append(bool(g and g.regressed))
+        finally:
+            history_gate.SPELL_RUNS = spell_runs
+        exits, before = exits + regressed[0], before + regressed[1]
     theirs = None
     if otava_py:
         theirs = sum(Tally.cut_false(planted, cuts)
