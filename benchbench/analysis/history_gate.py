@@ -222,13 +222,13 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         ref_what = f"run {baseline + 1} (--baseline), in the segment of {_span(ref)}"
     else:
         recent = [s for s in segs if window is None or s.runs[-1] >= n - window] or [last]
-        brief = spells(found)
+        brief = [] if from_first else spells(found)
         held = [s for s in recent if s not in brief]  # never empty: the latest is no spell
         ref = recent[0] if from_first else better(held, key=lambda s: s.level)
         ref_what = f"the {'first' if from_first else 'best'} segment ({_span(ref)})" \
             if len(segs) > 1 else f"the latest segment ({_span(ref)})"
-        passed = [s for s in recent if s in brief and not from_first
-                  and change_pct(ref.level, s.level, higher_is_better) > 0]
+        passed = [s for s in recent
+                  if s in brief and change_pct(ref.level, s.level, higher_is_better) > 0]
         if passed:  # no figure in the words: the series that share them read as one line
             top = better(passed, key=lambda s: s.level)
             ref_what = (f"the best segment ({_span(ref)}; {_span(top)} were better, but a spell "

@@ -91,7 +91,6 @@ def on_nodes(pairs: list[tuple[Measure, Entity]]) -> str:
     return f" on {n} node{'s' if n != 1 else ''}"
 
 
-
 def named_briefly(f: Fleet, pairs: list[tuple[Measure, Entity]]) -> str:
     """'node09 cuda:3 −20.2%; node05 −16.2%': the terminal's last line names the nodes (or
     GPUs) below their group, each at its largest deviation, the furthest off first, up to
