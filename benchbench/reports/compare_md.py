@@ -64,18 +64,20 @@ def _rule(comp: Comparison) -> list[str]:
     """How the summary was decided: after the summary and the conditions, so that the verdict
     comes first."""
     return ["## The rule", "",
-            f"A measurement regressed when it is worse than the baseline ({comp.baseline.label}) "
-            f"by more than {comp.threshold_pct:g}% in the direction of better and by more than "
-            "this machine's run-to-run noise explains. Its values are one per round (each a "
-            "fresh process, minutes apart) of every run; the samples inside one process share "
-            "its state and are not compared. With several runs a side: a two-sided t-test at "
-            f"α = {comp.alpha:g} on the logarithms of the values. With one run a side: every "
-            "value beyond every value of the other side by more than the threshold and the "
-            "widest spread between rounds in its family (the probe's metric across its keys), "
-            "and the family's median change beyond them too. With no second value in the "
-            "family the noise is unknown and the change inconclusive. A probe that measured in "
-            "every baseline run and was skipped or failed in a run of another side is a "
-            "regression of that probe.", ""]
+            f"- **A measurement regressed** when it is worse than the baseline "
+            f"({comp.baseline.label}) by more than {comp.threshold_pct:g}% in the direction of "
+            "better and by more than this machine's run-to-run noise explains.",
+            "- **Its values** are one per round (each a fresh process, minutes apart) of every "
+            "run; the samples inside one process share its state and are not compared.",
+            "- **With several runs a side**: a two-sided t-test at "
+            f"α = {comp.alpha:g} on the logarithms of the values.",
+            "- **With one run a side**: every value beyond every value of the other side by "
+            "more than the threshold and the widest spread between rounds in its family (the "
+            "probe's metric across its keys), and the family's median change beyond them too. "
+            "With no second value in the family the noise is unknown and the change "
+            "inconclusive.",
+            "- **A probe that stopped**: one that measured in every baseline run and was "
+            "skipped or failed in a run of another side is a regression of that probe.", ""]
 
 
 def _summary(comp: Comparison) -> list[str]:

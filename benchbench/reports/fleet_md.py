@@ -149,29 +149,35 @@ def _header(f: Fleet) -> list[str]:
 
 def _rule(f: Fleet) -> list[str]:
     """How the summary above was decided: after it, so that the verdict comes first."""
-    return ["## The rule", "",
-            "Each headline figure is held against the rest of its group. The node farthest "
-            "from the others' mean is taken out and held against "
-            "them, their mean and standard deviation (with the noise of their runs' rounds "
-            f"where the nodes scatter no more than that): it is an outlier {OUTLIER_RULE}. "
-            "Then the next, up to a fifth of the group; those taken out up to the last outlier "
-            "are the outliers (Rosner's generalized ESD), so that a second slow node cannot "
-            "hide the first. z = (x − the mean of the nodes that are no outliers) / their "
-            "standard deviation. A healthy fleet shows a low outlier with a chance of "
-            f"{f.alpha:g} in all ({f.node_tests:.0f} node tests"
-            + (f", {f.gpu_tests:.0f} GPU tests" if f.gpu_tests else "") + "). A figure "
-            "measured per GPU counts for its node as the median of its GPUs, and each GPU is "
-            "also held against its node's median GPU, with the spread of all the group's GPUs "
-            "about theirs. "
-            "An outlier's evidence is what its own run records that the group's median node (for "
-            "a GPU: its node's median GPU) does not."
-            + (f" {f.earlier} of the nodes were measured before ({f.earlier_from}): each one's "
-               "change since its own earlier run is also held against the other nodes' changes, by "
-               "the same rule and paid from the same alpha (the node tests count them). A "
-               "node's own level (its silicon, cooling and slots), which makes most of a "
-               "fleet's spread, drops out of its change, so a node that got slower stands out "
-               "where its level alone still lies within the group; its evidence is what its "
-               "run records that its earlier run does not." if f.change_tests else ""), ""]
+    tests = f"{f.node_tests:.0f} node tests" + (f", {f.gpu_tests:.0f} GPU tests"
+                                                 if f.gpu_tests else "")
+    out = ["## The rule", "",
+           "- **A node** is held against the rest of its group, in each headline figure. A "
+           "figure measured per GPU counts for its node as the median of its GPUs.",
+           "- **An outlier**: the node farthest from the others' mean is taken out and held "
+           "against them, their mean and standard deviation (with the noise of their runs' "
+           f"rounds where the nodes scatter no more than that). It is an outlier {OUTLIER_RULE}. "
+           "Then the next, up to a fifth of the group; those taken out up to the last outlier "
+           "are the outliers (Rosner's generalized ESD), so that a second slow node cannot "
+           "hide the first.",
+           "- **z** = (x − the mean of the nodes that are no outliers) / their standard "
+           "deviation.",
+           f"- **False alarms**: a healthy fleet shows a low outlier with a chance of "
+           f"{f.alpha:g} in all ({tests}).",
+           "- **A GPU** is also held against its node's median GPU, with the spread of all the "
+           "group's GPUs about theirs.",
+           "- **The evidence** for an outlier is what its own run records that the group's "
+           "median node (for a GPU: its node's median GPU) does not."]
+    if f.change_tests:
+        out.append(
+            f"- **Its change**: {f.earlier} of the nodes were measured before "
+            f"({f.earlier_from}). Each one's change since its own earlier run is also held "
+            "against the other nodes' changes, by the same rule and paid from the same alpha "
+            "(the node tests count them). A node's own level (its silicon, cooling and "
+            "slots), which makes most of a fleet's spread, drops out of its change, so a node "
+            "that got slower stands out where its level alone still lies within the group; "
+            "its evidence is what its run records that its earlier run does not.")
+    return out + [""]
 
 
 def _summary(f: Fleet) -> list[str]:
@@ -219,11 +225,13 @@ def _measures(f: Fleet) -> list[str]:
              ", ".join(entity_label(f, e) for e in m.entities + m.gpus if e.score.outlier)
              or "none"]
             for m in f.measures]
-    return ["## Measurements", "", "Spread: the standard deviation of the nodes that are no "
-            "outliers (see the rule) in percent of the group's median; unknown where it is 0 "
-            "(they all read the same: copies of one run, not a measured spread). Sees: the "
-            "smallest deviation from their mean this fleet's spread lets the rule call; a "
-            "node further off is an outlier. Each measurement is plotted in fleet.html.", ""] + \
+    return ["## Measurements", "",
+            "- **Spread**: the standard deviation of the nodes that are no outliers (see the "
+            "rule) in percent of the group's median; unknown where it is 0 (they all read the "
+            "same: copies of one run, not a measured spread).",
+            "- **Sees**: the smallest deviation from their mean this fleet's spread lets the "
+            "rule call; a node further off is an outlier.",
+            "- **Plots**: each measurement is plotted in fleet.html.", ""] + \
         _table(["measurement", "group", "nodes", "median", "spread", "sees", "worst node",
                 "outliers"], rows, 1, _one_scored(f))
 
@@ -247,12 +255,15 @@ def _since(f: Fleet) -> list[str]:
                      or "none"])
     if not rows:
         return []
-    return ["## Since the earlier runs", "", "Each node's change since its own earlier run "
-            f"({f.earlier_from}), held against the other nodes' changes. Median change: the "
-            "group's, + better (a change of the whole group is no node's fault: `benchbench "
-            "history` judges a machine over time). Spread: the standard deviation of the "
-            "changes of the nodes that are no outliers, in percent. Sees: the smallest "
-            "deviation from their mean change the rule can call.", ""] + _table(
+    return ["## Since the earlier runs", "",
+            f"Each node's change since its own earlier run ({f.earlier_from}), held against "
+            "the other nodes' changes.", "",
+            "- **Median change**: the group's, + better (a change of the whole group is no "
+            "node's fault: `benchbench history` judges a machine over time).",
+            "- **Spread**: the standard deviation of the changes of the nodes that are no "
+            "outliers, in percent.",
+            "- **Sees**: the smallest deviation from their mean change the rule can call.",
+            ""] + _table(
         ["measurement", "group", "nodes", "median change", "spread", "sees", "worst node",
          "outliers"], rows, 1, _one_scored(f))
 

@@ -62,41 +62,44 @@ def _header(h: History) -> list[str]:
 
 def _rule(h: History) -> list[str]:
     """How the summary above was decided: after it, so that the verdict comes first."""
-    reference = (f"run {h.baseline}'s segment (--baseline)" if h.baseline else
+    reference = (f"run {h.baseline}'s segment (--baseline)." if h.baseline else
                  "the best segment" + (f" of the last {h.window} runs" if h.window else "")
-                 + f" (a level of {history_gate.SPELL_RUNS} runs or fewer above the levels "
-                 "either side of it is a spell, not a level: never the reference"
-                 + ("; a GPU's against the other GPUs: its first"
-                    if any(s.peers for s in h.series) else "") + ")")
+                 + f", never a spell (a level of {history_gate.SPELL_RUNS} runs or fewer above "
+                 "the levels either side of it)"
+                 + ("; for a GPU against the other GPUs, its first segment"
+                    if any(s.peers for s in h.series) else "") + ".")
+    a = f"{h.alpha:g}"
     return ["## The rule", "",
-            "Each run counts once, as the geometric mean of its values per round. A run "
-            f"more than {OUTLIER_Z:g} run-to-run noises off the level its neighbours on both "
-            "sides agree on, alone (neither run beside it off with it), is an outlier run, "
-            "left out of the levels. Change points: binary "
-            "segmentation and PELT propose, and each is kept when the best split of the "
-            "segments either side of it, paid for having been chosen (the maximum-t test), "
-            f"gives p ≤ {h.alpha:g}. Where the environment changed between two runs (a driver, "
-            "a kernel), the record gave the place: a step there is tested by Student's t at "
-            f"that place alone, the series' recorded changes sharing {at_change(h.alpha):g}. "
-            "Whether the newest two runs are a new level is the question asked after every "
-            f"run, so their place is given too, and tested there alone at {h.alpha:g}. "
-            f"Where fewer than two cuts hold in at most {two_cuts.MAX_RUNS} runs, the best two "
-            "are tested at once (the variance they explain against what pure noise's best "
-            "pair explains, the rounds' noise joined as for one split) at "
-            f"{h.alpha:g}, each also holding given the other at "
-            f"{two_cuts.EACH_GIVEN * h.alpha:g} ({h.alpha:g} where the rounds' noise joined); "
-            "where none holds alone and the two hold only at once, the series is no noise: one "
-            "change point, at the best single split, held by their joint p. "
-            "A series regressed when its latest level (the latest "
-            "segment's level; where that segment drifts, or the runs since the reference drift "
-            "across change points, where the drift has taken it; or the "
-            f"latest run alone when it is an outlier run) is worse than {reference} by more than "
-            f"{h.threshold_pct:g}% and the difference holds at p ≤ {h.alpha:g} (one step at a "
-            "recorded change, at its level). A drift that holds at "
-            f"{at_change(h.alpha):g} but not at {h.alpha:g} and takes a series beyond the "
-            "threshold is listed as worse than its reference but not held (more runs will "
-            "tell), and does not fail. The method and its measured accuracy: "
-            "docs/history-method.md.", ""]
+            "- **A run** counts once, as the geometric mean of its values per round.",
+            f"- **An outlier run** lies more than {OUTLIER_Z:g} run-to-run noises off the level "
+            "its neighbours on both sides agree on, alone (neither run beside it off with it). "
+            "It is left out of the levels.",
+            "- **A change point** is proposed by binary segmentation and PELT, and kept when the "
+            "best split of the segments either side of it, paid for having been chosen (the "
+            f"maximum-t test), gives p ≤ {a}.",
+            "- **At a recorded change** (a driver, a kernel changed between two runs) the "
+            "record gives the place: a step there is tested by Student's t at that place "
+            f"alone, the series' recorded changes sharing {at_change(h.alpha):g}.",
+            "- **The newest two runs**: whether they are a new level is the question asked "
+            f"after every run, so their place is given too, and tested there alone at {a}.",
+            f"- **Two steps**: where fewer than two cuts hold in at most {two_cuts.MAX_RUNS} "
+            "runs, the best two are tested at once (the variance they explain against what "
+            "pure noise's best pair explains, the rounds' noise joined as for one split) at "
+            f"{a}, each also holding given the other at {two_cuts.EACH_GIVEN * h.alpha:g} "
+            f"({a} where the rounds' noise joined). Where none holds alone and the two hold "
+            "only at once, the series is no noise: one change point, at the best single "
+            "split, held by their joint p.",
+            "- **Regressed** (exit 3): the series' latest level is worse than its reference "
+            f"by more than {h.threshold_pct:g}%, and the difference holds at p ≤ {a} (one step "
+            "at a recorded change, at its level).",
+            f"- **The reference** is {reference}",
+            "- **The latest level** is the latest segment's; where that segment drifts, or the "
+            "runs since the reference drift across change points, where the drift has taken "
+            "it; or the latest run alone when it is an outlier run.",
+            f"- **Worse, not held**: a drift that holds at {at_change(h.alpha):g} but not at "
+            f"{a} and takes a series beyond the threshold is listed as worse than its "
+            "reference but not held (more runs will tell). It does not fail.", "",
+            "The method and its measured accuracy: docs/history-method.md.", ""]
 
 
 def _summary(h: History) -> list[str]:
@@ -331,26 +334,29 @@ def _series(h: History) -> list[str]:
                      f"{len(s.shifts)} each" if len(group) > 1 and s.shifts else
                      str(len(s.shifts)), state])
     whole = next((s for s in h.series if s.probe == "all"), None)
-    index = (f" The first, {whole.name}, is the machine as a whole: the geometric mean of "
-             "the figures every run measured, each about its median run and weighted by the "
-             "inverse of its noise, in percent of the median run; a change every figure shares "
-             "shows in it above the noise of any one." + shares_text(whole) if whole else "")
+    index = ([f"- **The machine as a whole**: the first series, {whole.name}, is the geometric "
+              "mean of the figures every run measured, each about its median run and weighted "
+              "by the inverse of its noise, in percent of the median run; a change every figure "
+              "shares shows in it above the noise of any one." + shares_text(whole)]
+             if whole else [])
     gpus = sorted({round(h.alpha / s.alpha) for s in h.series if s.alpha is not None})
-    against = (" A figure that several GPUs measure has a series per GPU against the median of "
-               "the other GPUs in the same run (\"against the other GPUs\"): what moves them "
-               "all alike (the day, the host, a driver) cancels there, so a GPU that fell "
-               "behind the others shows above its own noise; a figure's GPUs share "
-               f"p ≤ {h.alpha:g}, each held at {h.alpha:g} / "
-               + " or ".join(str(k) for k in gpus) + " GPUs; these series are "
-               "plotted where they have change points." if gpus else "")
-    return ["## Series", "", "Noise: the run-to-run spread (robust, from successive runs); "
-            f"unknown for a series of fewer than {MIN_RUNS} runs. Sees: the smallest slowdown "
-            "in the middle of these runs that this noise lets a change point be found for "
-            "about half the time, where nothing recorded changed / where a change was "
-            "recorded there (a driver, a kernel); a larger one is found more often, and more "
-            "runs see smaller ones. Each figure is plotted "
-            "in history.html (another GPU's where it changed otherwise than the first's)."
-            + index + against, ""] + fmt.table(
+    against = (["- **Against the other GPUs**: a figure that several GPUs measure has a series "
+                "per GPU against the median of the other GPUs in the same run. What moves them "
+                "all alike (the day, the host, a driver) cancels there, so a GPU that fell "
+                "behind the others shows above its own noise; a figure's GPUs share "
+                f"p ≤ {h.alpha:g}, each held at {h.alpha:g} / "
+                + " or ".join(str(k) for k in gpus) + " GPUs. These series are plotted where "
+                "they have change points."] if gpus else [])
+    return ["## Series", "",
+            "- **Noise**: the run-to-run spread (robust, from successive runs); unknown for a "
+            f"series of fewer than {MIN_RUNS} runs.",
+            "- **Sees**: the smallest slowdown in the middle of these runs that this noise lets "
+            "a change point be found for about half the time, where nothing recorded changed / "
+            "where a change was recorded there (a driver, a kernel). A larger one is found more "
+            "often, and more runs see smaller ones.",
+            *index, *against,
+            "- **Plots**: each figure is plotted in history.html (another GPU's where it "
+            "changed otherwise than the first's).", ""] + fmt.table(
         ["series", "runs", "latest run", "latest segment's level", "noise", "sees",
          "change points", "latest level"], rows)
 

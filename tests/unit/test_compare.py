@@ -256,8 +256,10 @@ def test_runs_with_different_probes_align_what_matches():
     # the verdict first, then what it was judged under and by which rule
     heads = [line for line in text.splitlines() if line.startswith("## ")]
     assert heads[:3] == ["## Summary", "## Conditions", "## The rule"]
-    assert "A measurement regressed when it is worse than the baseline" in text.split(
-        "## The rule")[1].split("## ")[0]
+    rule = text.split("## The rule")[1].split("## ")[0]
+    assert "- **A measurement regressed** when it is worse than the baseline" in rule
+    lines = [x for x in rule.splitlines() if x.strip()]  # a list, a bolded term a line
+    assert len(lines) == 5 and all(x.startswith("- **") for x in lines), lines
 
 
 def test_a_measurement_one_run_lacks_is_shown_with_what_that_runs_probe_said():

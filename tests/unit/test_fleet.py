@@ -279,7 +279,13 @@ def test_the_fleets_summary_comes_first_and_the_rule_after_it(tmp_path):
     heads = [line for line in md.splitlines() if line.startswith("## ")]
     assert heads[:3] == ["## Summary", "## The rule", "## Groups"]
     assert md.split("## Summary")[0].count("\n") <= 5
-    assert fleet_md.OUTLIER_RULE in md.split("## The rule")[1].split("## ")[0]
+    rule = md.split("## The rule")[1].split("## ")[0]
+    assert fleet_md.OUTLIER_RULE in rule
+    # a list a reader can scan, a bolded term a line
+    lines = [x for x in rule.splitlines() if x.strip()]
+    assert len(lines) >= 6 and all(x.startswith("- **") for x in lines), lines
+    key = [x for x in md.split("## Measurements")[1].split("\n| ")[0].splitlines() if x.strip()]
+    assert [x.split("**")[1] for x in key] == ["Spread", "Sees", "Plots"], key
 
 
 def test_nodes_compare_only_within_their_hardware_group(tmp_path):
@@ -563,6 +569,9 @@ def test_a_node_that_got_slower_within_the_groups_spread_is_found_by_its_change(
     assert text.endswith("driver 560.35.03 where its earlier run has 550.54.15")
     md = fleet_md.render(f)
     assert "## Since the earlier runs" in md and "32 of the nodes were measured before" in md
+    since = md.split("## Since the earlier runs")[1].split("\n| ")[0]
+    assert [x.split("**")[1] for x in since.splitlines() if x.startswith("- **")] == [
+        "Median change", "Spread", "Sees"], since
     assert "| earlier run |" in md and f"`{then / 'node03'}`" in md
     # the measurements' table names the level's outliers: none
     assert "| 32 | 786 TFLOP/s | ±3.1% | ±13.2% | 732 TFLOP/s (node19) | none |" in md

@@ -851,7 +851,16 @@ def test_the_summary_comes_first_and_the_rule_after_it(tmp_path):
     assert heads[:3] == ["## Summary", "## The rule", "## Change points"]
     assert md.split("## Summary")[0].count("\n") <= 5  # the title and the runs' span alone
     rule = md.split("## The rule")[1].split("## ")[0]
-    assert "Each run counts once" in rule and "against the other GPUs" not in rule  # no GPUs
+    assert "- **A run** counts once" in rule and "against the other GPUs" not in rule  # no GPUs
+    # a list a reader can scan, a bolded term a line, not one paragraph of 250 words
+    lines = [x for x in rule.splitlines() if x.strip()]
+    assert len(lines) >= 8 and all(x.startswith("- **") for x in lines[:-1]), lines
+    assert lines[-1] == "The method and its measured accuracy: docs/history-method.md."
+    assert max(len(x.split()) for x in lines) < 90
+    # the Series table's key the same way: a bolded term a line above the table
+    key = [x for x in md.split("## Series")[1].split("\n| ")[0].splitlines() if x.strip()]
+    assert [x.split("**")[1] for x in key] == ["Noise", "Sees", "The machine as a whole",
+                                               "Plots"], key
 
 
 def test_runs_are_ordered_by_start_time_not_by_name(tmp_path):
@@ -1040,8 +1049,8 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     ahead = named(h, "matmul peak bf16 against the other GPUs (cuda:7)")
     assert [x.at for x in ahead.shifts] == [8, 11] and not ahead.gate.regressed
     assert ahead.gate.reference_what == "the first segment (runs 1–8)", ahead.gate
-    assert "never the reference; a GPU's against the other GPUs: its first)" in text.split(
-        "## The rule")[1]
+    assert ("above the levels either side of it); for a GPU against the other GPUs, its first "
+            "segment.") in text.split("## The rule")[1]
     odd = text.split("## Outlier runs")[1].split("## ")[0]
     rows = [x.split(" | ") for x in odd.splitlines() if x.startswith("| 5 |")]
     # one row for the bad night: the figures it left alike named once, every GPU's as their
