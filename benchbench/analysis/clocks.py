@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchbench.core import units as fmt
 from benchbench.core.gpus import gpu_for
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import median
@@ -152,4 +153,4 @@ def carried(clock_pct: float, per_pct: float, change_pct: float) -> str | None:
 
 
 def signed(pct: float) -> str:
-    return f"{pct:+.1f}%".replace("-", "−")
+    return fmt.signed_percent(pct)

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchbench.core import stats
+from benchbench.core import units as fmt
 
 DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_ALPHA = 0.01
@@ -131,6 +132,11 @@ def unsteady_sides(cvs: tuple[float, float] | None) -> list[tuple[str, float]]:
         return []
     return [(name, v) for name, v in zip(("baseline", "candidate"), cvs, strict=True)
             if v > NOISY_CV]
+
+
+def _median_change(fam: Family) -> str:
+    """The family's median change, as its reasons give it: '−79%'."""
+    return fmt.signed_percent(100 * math.expm1(fam.change or 0), 0)
 
 
 def _noisy_note(cvs: tuple[float, float] | None) -> str:
@@ -275,13 +281,13 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
                         noise_pct=noise, units=units, cv=cvs,
                         reason=f"every value lies beyond the other side's by more than "
                                f"{math.expm1(bar):.0%}, and {fam.name} moved with it (median "
-                               f"{math.expm1(fam.change or 0):+.0%})" + _noisy_note(cvs))
+                               f"{_median_change(fam)})" + _noisy_note(cvs))
     big = r is not None and r > 0 and abs(math.log(r)) > math.log1p(threshold_pct / 100)
     if big:
         why = (f"with nothing changed, this machine's values of {fam.name} differ by up to "
                f"{widest:.0%} between rounds: a smaller change cannot be called here"
                if not gap or abs(gap) <= bar else
-               f"{fam.name} did not move with it (median {math.expm1(fam.change or 0):+.0%}):"
+               f"{fam.name} did not move with it (median {_median_change(fam)}):"
                " one kernel's state, which a VM can hold for a whole run, can explain it; "
                "pool runs to call it")
         return Decision(INCONCLUSIVE, r, pct, SPREAD, None, noise_pct=noise, units=units,

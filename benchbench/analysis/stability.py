@@ -14,6 +14,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
 
 # An SM clock under CLOCK_DROP of the GPU's busy median is a drop, while the GPU is over
@@ -244,7 +245,7 @@ def _causes(records: list[dict[str, Any]], tel: _Telemetry, share: str) -> list[
 
 
 def _pct(x: float | None, sign: bool = False) -> str:
-    return "n/a" if x is None else f"{x:+.1%}" if sign else f"{x:.1%}"
+    return "n/a" if x is None else fmt.signed_percent(100 * x) if sign else f"{x:.1%}"
 
 
 # --- the judgement ---------------------------------------------------------------------------

@@ -176,22 +176,32 @@ def run_label(run: RunResult) -> str:
     return run.label or (run.environment.get("host") or {}).get("hostname") or "run"
 
 
+def _start_texts(start: str) -> tuple[str, str, str]:
+    """A run's start, ever more precise: to the minute, to the second (both as UTC writes
+    them, 'YYYY-MM-DD HH:MM[:SS]'), and as recorded."""
+    plain = start.replace("T", " ")
+    return plain[:16], plain[:19], start
+
+
 def assign_labels(sides: list[Side]) -> None:
     """Each side's run label, else hostname; a pooled side's shared label, else its glob (or
-    'baseline'); the start time added where two would collide, then a number."""
+    'baseline'); where labels collide, the start time added to each of them, all to the same
+    precision (the minute if that tells them apart, else the second, else as recorded), then
+    a number."""
     for s in sides:
         names = {run_label(r) for r in s.runs}
         if len(names) == 1:
             s.label = names.pop()
         else:
             s.label = s.pattern or ("baseline" if s.baseline else "pooled")
-    for precise in (False, True):  # to the minute first; the whole timestamp if that clashes
-        clash = [sum(o.label == s.label for o in sides) > 1 for s in sides]
-        for s, c in zip(sides, clash, strict=True):
-            if c:
-                start = min(r.started_at for r in s.runs)
-                s.label = (f"{s.label.rsplit(' @ ', 1)[0]} @ "
-                           f"{start if precise else start[:16].replace('T', ' ')}")
+    for name in {s.label for s in sides}:
+        group = [s for s in sides if s.label == name]
+        if len(group) < 2:
+            continue
+        starts = [_start_texts(min(r.started_at for r in s.runs)) for s in group]
+        level = next((k for k in range(3) if len({x[k] for x in starts}) == len(group)), 2)
+        for s, x in zip(group, starts, strict=True):
+            s.label = f"{name} @ {x[level]}"
     seen: dict[str, int] = {}
     for s in sides:
         seen[s.label] = seen.get(s.label, 0) + 1

@@ -63,6 +63,12 @@ def percent(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def signed_percent(pct: float, digits: int = 1) -> str:
+    """A change in percent with its sign, as every report prints one: '+3.2%', '−20.0%' (a
+    true minus, U+2212, the width of the plus, so that a column of changes lines up)."""
+    return f"{pct:+.{digits}f}%".replace("-", "−")
+
+
 def key_value(name: str, v: Any) -> str:
     """A key's value as a table, label or legend shows it: byte counts in binary units, and a
     measured float (a rate a search found, 32.928172898271896 requests/s) to four significant

@@ -30,7 +30,7 @@ def _ratio(d: reg.Decision | None) -> str:
 
 
 def _pct(d: reg.Decision) -> str:
-    return "—" if d.change_pct is None else f"{d.change_pct:+.1f}%"
+    return "—" if d.change_pct is None else fmt.signed_percent(d.change_pct)
 
 
 def _cell(row: Row, label: str) -> str:

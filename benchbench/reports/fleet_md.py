@@ -151,9 +151,11 @@ def _rule(f: Fleet) -> list[str]:
     """How the summary above was decided: after it, so that the verdict comes first."""
     tests = f"{f.node_tests:.0f} node tests" + (f", {f.gpu_tests:.0f} GPU tests"
                                                  if f.gpu_tests else "")
+    gpus = bool(f.gpu_tests)  # a fleet of CPU boxes reads nothing of GPUs
     out = ["## The rule", "",
-           "- **A node** is held against the rest of its group, in each headline figure. A "
-           "figure measured per GPU counts for its node as the median of its GPUs.",
+           "- **A node** is held against the rest of its group, in each headline figure."
+           + (" A figure measured per GPU counts for its node as the median of its GPUs."
+              if gpus else ""),
            "- **An outlier**: the node farthest from the others' mean is taken out and held "
            "against them, their mean and standard deviation (with the noise of their runs' "
            f"rounds where the nodes scatter no more than that). It is an outlier {OUTLIER_RULE}. "
@@ -164,10 +166,10 @@ def _rule(f: Fleet) -> list[str]:
            "deviation.",
            f"- **False alarms**: a healthy fleet shows a low outlier with a chance of "
            f"{f.alpha:g} in all ({tests}).",
-           "- **A GPU** is also held against its node's median GPU, with the spread of all the "
-           "group's GPUs about theirs.",
+           *(["- **A GPU** is also held against its node's median GPU, with the spread of all "
+              "the group's GPUs about theirs."] if gpus else []),
            "- **The evidence** for an outlier is what its own run records that the group's "
-           "median node (for a GPU: its node's median GPU) does not."]
+           "median node" + (" (for a GPU: its node's median GPU)" if gpus else "") + " does not."]
     if f.change_tests:
         out.append(
             f"- **Its change**: {f.earlier} of the nodes were measured before "

@@ -28,7 +28,7 @@ def value(v: float, unit: str) -> str:
 
 
 def pct(x: float) -> str:
-    return f"{x:+.1f}%".replace("-", "−")
+    return fmt.signed_percent(x)
 
 
 def noise_text(pct: float | None) -> str:

@@ -19,7 +19,7 @@ MEANING = {
 
 
 def _pct(x: float | None, sign: bool = False) -> str:
-    return "—" if x is None else f"{x:+.1%}" if sign else fmt.percent(x)
+    return "—" if x is None else fmt.signed_percent(100 * x) if sign else fmt.percent(x)
 
 
 def section(run: RunResult) -> list[str]:

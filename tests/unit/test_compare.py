@@ -203,7 +203,7 @@ def test_a_loaded_machine_moves_the_family_and_is_a_regression():
     resnet = fam("resnet50 throughput", [[33.3, 28.6]], [[7.2, 5.6]])
     d = regression.decide([33.3, 28.6], [7.2, 5.6], True, family=resnet)
     assert d.outcome == regression.REGRESSED and d.test == regression.SPREAD
-    assert "resnet50 throughput moved with it (median -79%)" in d.reason
+    assert "resnet50 throughput moved with it (median −79%)" in d.reason
 
 
 def test_a_change_within_the_familys_spread_is_inconclusive():
@@ -365,6 +365,18 @@ def test_labels_default_to_hostname_and_get_the_time_on_collision():
     assert [s.label for s in comp.sides] == ["box @ 2026-11-30 01:00", "box @ 2026-11-30 02:00"]
 
 
+def test_colliding_labels_get_their_times_to_one_precision():
+    """Five quick runs a minute apart: two share a minute, so all five are told apart to the
+    second, in one format (a mix of '13:17' and '2026-12-05T13:16:57+00:00' read as two kinds
+    of side); runs that started at the same second are numbered."""
+    starts = ["13:16:19", "13:16:57", "13:17:32", "13:18:13", "13:18:50"]
+    comp = build(*[make_run(None, started=f"2026-12-05T{t}+00:00") for t in starts])
+    assert [s.label for s in comp.sides] == [f"box @ 2026-12-05 {t}" for t in starts]
+    same = [make_run(None, started="2026-12-05T13:16:19+00:00") for _ in range(2)]
+    assert [s.label for s in build(*same).sides] == ["box @ 2026-12-05T13:16:19+00:00",
+                                                     "box @ 2026-12-05T13:16:19+00:00 #2"]
+
+
 def test_a_run_without_its_finish_time_is_said_to_be_unfinished(tmp_path, capsys):
     """A run writes results.json after each probe and its finish time at the end: one read
     while it still runs, or killed before its end, is compared for what it measured, and the
@@ -447,12 +459,12 @@ def test_clear_drop_exits_3_and_identical_runs_exit_0(tmp_path, capsys):
     code, out, err = run_cli(capsys, "compare", a, b)
     assert code == 3 and "**4 regression(s)** (exit 3)" in out
     assert re.search(r"\| after \| matmul flops dtype=fp32 size=512 \| 100 GFLOP/s \| "
-                     r"80.0 GFLOP/s \| -20.0% \| ±\d+% \| 3 / 3 \|", out)
+                     r"80.0 GFLOP/s \| −20.0% \| ±\d+% \| 3 / 3 \|", out)
     assert "Not tested: 1 × a peak over sizes" in out
     # the terminal's last line, where a CI log ends, says the outcome and names the worst
     assert re.search(r"compared 2 run\(s\) in [\d.]+ s: 4 regression\(s\) \(matmul flops "
-                     r"dtype=fp32 size=256 -20.0%; matmul flops dtype=fp32 size=512 -20.0%; "
-                     r"resnet50 fp32 224px -20.0%; and 1 more\), exit 3\n$", err), err
+                     r"dtype=fp32 size=256 −20.0%; matmul flops dtype=fp32 size=512 −20.0%; "
+                     r"resnet50 fp32 224px −20.0%; and 1 more\), exit 3\n$", err), err
     same = save(tmp_path, "same", make_run("again"))
     code, out, err = run_cli(capsys, "compare", a, same)
     assert code == 0 and "**No regression** (exit 0)" in out
@@ -493,7 +505,7 @@ def test_inconclusive_for_unknown_noise_says_why_once_and_each_rows_unsteadiness
     section = out.split("## Inconclusive")[1].split("\n## ")[0]
     assert code == 0 and section.count("no measurement of their kind") == 1
     assert "Noise unknown in 2 measurement(s) of storage reads (`storage`):" in section
-    assert "| after | storage read_bandwidth job=seq1m | -10.0% | candidate CV 20% |" in section
+    assert "| after | storage read_bandwidth job=seq1m | −10.0% | candidate CV 20% |" in section
     assert "noise unknown:" not in section  # not once a row
 
 def test_threshold_and_alpha_flags(tmp_path, capsys):

@@ -288,6 +288,17 @@ def test_the_fleets_summary_comes_first_and_the_rule_after_it(tmp_path):
     assert [x.split("**")[1] for x in key] == ["Spread", "Sees", "Plots"], key
 
 
+def test_a_fleet_of_cpu_boxes_reads_a_rule_without_gpus(tmp_path):
+    """Nodes without GPUs: the rule names no GPU test, median GPU or per-GPU figure."""
+    rng = random.Random(3)
+    for i in range(6):
+        save(tmp_path, f"n{i}", cpu_run("2026-11-30T02:00:00+00:00", base=rng.gauss(1, 0.02),
+                                        env=environment(host=f"n{i}")))
+    rule = fleet_md.render(fleet.build([str(tmp_path / "*")])).split("## The rule")[1]
+    rule = rule.split("## ")[0]
+    assert "- **The evidence**" in rule and "GPU" not in rule, rule
+
+
 def test_nodes_compare_only_within_their_hardware_group(tmp_path):
     healthy_fleet(tmp_path, n=5)
     save(tmp_path, "h200a", gpu_node("h200a", name="NVIDIA H200", factor=1.6))

@@ -263,3 +263,13 @@ def test_the_probe_tables_are_folded_in_html():
     for p in measured:
         assert f"<summary>{html.inline(markdown.probe_title(p.name, p.resource))}</summary>" \
             in page
+
+
+def test_every_report_signs_a_change_alike_with_a_true_minus():
+    """compare, history, fleet, the stability probe and the clocks all print a change through
+    one formatter: '−20.0%' (U+2212, as wide as the plus), never '-20.0%' beside '−20.0%'."""
+    assert fmt.signed_percent(-20) == "−20.0%" and fmt.signed_percent(3.24) == "+3.2%"
+    assert fmt.signed_percent(-79.3, 0) == "−79%"
+    from benchbench.analysis import clocks
+    from benchbench.reports import history_text
+    assert clocks.signed(-5.44) == history_text.pct(-5.44) == "−5.4%"

@@ -212,7 +212,7 @@ def test_thermal_slide_without_drops_is_throttling():
     got = judge(series(values), telemetry(n, {"0": gpu(n, throttle=hot)}))
     assert got["summary"]["drops"] == 0
     assert got["judgement"] == "throttling"
-    assert got["evidence"][1].startswith("throughput slid -5.")
+    assert got["evidence"][1].startswith("throughput slid −5.")
     assert got["evidence"][2] == ("10 of the last 10 windows coincide with hw thermal "
                                   "slowdown on GPU 0 (SM clock 1,980 MHz vs median 1,980 MHz)")
 
@@ -220,7 +220,7 @@ def test_thermal_slide_without_drops_is_throttling():
 def test_slide_without_telemetry_is_noisy():
     got = judge(series([1000.0 - 0.6 * i for i in range(100)]), None)
     assert got["judgement"] == "noisy"
-    assert got["evidence"][1].startswith("throughput moved -5.")
+    assert got["evidence"][1].startswith("throughput moved −5.")
 
 
 def test_downsampled_telemetry_still_aligns():
