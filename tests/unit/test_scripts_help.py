@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = sorted((Path(__file__).resolve().parents[2] / "scripts").glob("*.py"))
+# A leading underscore marks a module the scripts beside it import, not a script to run.
+SCRIPTS = sorted(p for p in (Path(__file__).resolve().parents[2] / "scripts").glob("*.py")
+                 if not p.name.startswith("_"))
 
 
 def first_paragraph(path: Path) -> str:
