@@ -278,6 +278,27 @@ def test_mincore_sees_what_the_drop_left_in_the_page_cache(tmp_path):
     assert dataset_read.cached_share(files) < dataset_read.CACHED_SHARE
 
 
+def test_a_filesystem_that_refuses_fdatasync_still_gets_the_drop(tmp_path, monkeypatch):
+    """A dataset on a FUSE mount (gcsfuse, s3fs) may answer fdatasync with ENOSYS: the drop
+    goes ahead instead of failing the read."""
+    import errno
+
+    data = tmp_path / "data"
+    _dataset(data, files=4, size=64 * 1024)
+    files = dataset_read.list_files(str(data))
+    os.sync()
+    dropped = []
+
+    def refuse(fd):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "fdatasync", refuse)
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, *a: (dropped.append(fd), real(fd, *a)))
+    dataset_read.drop_cached(files)
+    assert len(dropped) == len(files)
+
+
 @pytest.mark.parametrize("why", ["no-op drop", "gVisor"])
 def test_a_drop_that_does_nothing_labels_the_read_as_the_page_cache(tmp_path, monkeypatch, why):
     """Under gVisor posix_fadvise(DONTNEED) is accepted and ignored: the "cold" read then

@@ -13,6 +13,7 @@ keyed and labelled as a page-cache read, and the verdict does not take it for st
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import mmap
@@ -88,11 +89,14 @@ def drop_cached(files: list[tuple[str, int]]) -> None:
     run makes) is still dirty for up to dirty_expire_centisecs (30 s by default), so its
     "cold" read was a page-cache read and the first run on a fresh machine judged no storage.
     fdatasync writes back what was already written, changing nothing in the files, and is
-    free where nothing is dirty."""
+    free where nothing is dirty. Some filesystems refuse it (a FUSE mount such as gcsfuse or
+    s3fs may answer ENOSYS, a read-only one EROFS): the drop goes ahead, and the mincore check
+    after it says whether the read is still cold."""
     for path, _ in files:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            os.fdatasync(fd)
+            with contextlib.suppress(OSError):
+                os.fdatasync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
