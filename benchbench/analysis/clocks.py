@@ -131,7 +131,8 @@ def moved(before: tuple[float, float], after: tuple[float, float], change_pct: f
     clock, per = shifts(before, after)
     which = carried(clock, per, change_pct)
     return (f"SM clock {before[0] / 1e6:,.0f} → {after[0] / 1e6:,.0f} MHz "
-            f"({signed(clock)}) while the samples ran, per GHz of it {signed(per)}"
+            f"({fmt.signed_percent(clock)}) while the samples ran, per GHz of it "
+            f"{fmt.signed_percent(per)}"
             + (f": {which}" if which else ""))
 
 
@@ -151,6 +152,3 @@ def carried(clock_pct: float, per_pct: float, change_pct: float) -> str | None:
         return "the work per cycle moved, not the clock"
     return None
 
-
-def signed(pct: float) -> str:
-    return fmt.signed_percent(pct)

@@ -379,9 +379,9 @@ def clock_text(group: list[tuple[Series, int]]) -> str:
         _, x, (before, after) = moves[0]
         return clocks.moved(before, after, x.change_pct)
     moved = [clocks.shifts(b, a) for _, _, (b, a) in moves]
-    text = "SM clock " + span([c for c, _ in moved], clocks.signed) + " while the samples ran"
+    text = "SM clock " + span([c for c, _ in moved], pct) + " while the samples ran"
     which = {clocks.carried(c, g, x.change_pct) for (c, g), (_, x, _) in zip(moved, moves,
                                                                               strict=True)}
-    text += ", per GHz of it " + span([g for _, g in moved], clocks.signed)
+    text += ", per GHz of it " + span([g for _, g in moved], pct)
     one = which.pop() if len(which) == 1 else None
     return text + (f": {one}" if one and len(moves) == len(group) else "")
