@@ -68,6 +68,7 @@ from _history_series import (
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
 from benchbench.compare.history_series import index_points
+from benchbench.core.units import signed_percent
 
 MACHINE_SERIES = 3  # a history's series in issue 31's harness (6,096 in 2,032 histories)
 
@@ -155,7 +156,7 @@ def latest(count: int) -> list[str]:
         out = pool.map(latest_cell, cells)
     for i, (n, cv, f) in enumerate(LATEST_CELLS):
         (a, oa, c), (b, ob, _) = out[2 * i], out[2 * i + 1]
-        what = "as the others" if f == 1.0 else f"{(f - 1) * 100:+.0f}%".replace("-", "−")
+        what = "as the others" if f == 1.0 else signed_percent((f - 1) * 100, 0)
         lines.append(f"| {n} | {cv}% | {what} | {a} of {c} | {b} of {c} | {oa} | {ob} |")
     print("\n".join(lines), flush=True)
     return lines

@@ -82,6 +82,7 @@ from _history_series import (
 from _history_studies import alone, gate, gpu_nodes, latest, machines, pooling, tails
 
 from benchbench.analysis import change_points as cp
+from benchbench.core.units import signed_percent
 from benchbench.engine.progress import task_progress
 
 
@@ -203,7 +204,7 @@ def summary(results: dict[str, Tallies]) -> list[str]:
                      and ("cv=1" in k.split() or "cv=3" in k.split())]
             low = min(cells, key=lambda kv: kv[1].gate / kv[1].series)
             reads = [statistics.median(t.reads) for _, t in cells if t.reads]
-            span = f"{min(reads):+.1f}% to {max(reads):+.1f}%".replace("-", "−")
+            span = f"{signed_percent(min(reads))} to {signed_percent(max(reads))}"
             lines.append(f"{family}, CV ≤ 3%, {judged}: the gate exits 3 in at least "
                          f"{pct(low[1].gate, low[1].series)} ({low[0]}); the change it "
                          f"reports, median per cell: {span} (planted: {PLANTED[family]})")
