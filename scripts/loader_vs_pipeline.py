@@ -78,17 +78,17 @@ def _one(a: argparse.Namespace) -> dict[str, Any]:
     h = pipeline.measure(ctx, job, lambda: build_loader("torchvision", samples, a.batch,
                                                         a.workers, a.image_size, dev), trainer)
     w = a.workers
-    per_round = [w * a.batch / sum(h.walls[i:i + w]) for i in range(0, len(h.walls), w)
-                 if len(h.walls[i:i + w]) == w]
+    per_round = [n / t for n, t in zip(h.rounds.images, h.rounds.walls, strict=True)]
     warm = h.context.get("warmup_waits_s") or []
     # The first warm wait is the workers' batch time only where the first step outlasted the
     # buffer's filling (two batches each, and a margin): else the workers were still busy.
     first_s = float(h.context.get("first_step_s") or 0.0)
     readable = bool(warm) and warm[0] > 0 and first_s > 3 * warm[0]
     compute = len(h.compute_times) * a.batch / sum(h.compute_times)
-    total = len(h.walls) * a.batch / sum(h.walls)
+    total, by = h.rounds.steady()
     return {"what": "pipeline", "img_s": total, "rounds": per_round, "compute_img_s": compute,
-            "au": total / compute, "waits_ms": [round(x * 1e3, 1) for x in h.waits],
+            "au": total / compute, "steady_by": by, "made_img_s": h.rounds.made,
+            "waits_ms": [round(x * 1e3, 1) for ws in h.rounds.waits for x in ws],
             "first_warm_wait_s": warm[0] if warm else None,
             "implied_loader_img_s": w * a.batch / warm[0] if readable else None,
             "first_step_s": h.context.get("first_step_s"), "start": h.context.get("worker_start")}

@@ -54,7 +54,8 @@ def au(true_au: float, workers: int = 16, batch_s: float = 0.32, budget_s: float
                          lambda: sleep_loader(batch_s / BATCH, BATCH, workers),
                          # a 1 s first step (allocation, autotuning): the buffer fills
                          lambda: SleepTrainer(true_au * batch_s / workers, first_step_s=1.0))
-    return (len(h.walls) / sum(h.walls)) / (len(h.compute_times) / sum(h.compute_times))
+    steady, _ = h.rounds.steady()
+    return steady / (BATCH * len(h.compute_times) / sum(h.compute_times))
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchbench.core.gpus import gpu_count
 from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.stats import rel_spread
 
 # torchvision's resnet50: 25,557,032 parameters. DDP all-reduces fp32 gradients, AMP included
 # (the parameters stay fp32; autocast only changes the activations' dtype).
@@ -33,6 +34,7 @@ class Capacity:
     how: str  # how the figure was derived, with its inputs
     missing: str | None = None  # why it is unknown or not applicable
     source: str | None = None  # the probe and measurement it came from: "resnet50 throughput"
+    spread: float | None = None  # its samples' robust spread, relative (rel_spread)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,7 +152,7 @@ def compute(run: RunResult, s: Setting) -> Capacity:
                 f"ResNet50's work grows with the pixels), the size the loader was measured at,"
                 f" = {s.per_device:,.1f} {s.unit}")
     return Capacity(resource, s.per_device * s.devices, "measured", f"{how} × {where}",
-                    source=source)
+                    source=source, spread=rel_spread(m.samples))
 
 
 def data_loading(run: RunResult, s: Setting) -> Capacity:
@@ -161,11 +163,30 @@ def data_loading(run: RunResult, s: Setting) -> Capacity:
                default=None)
     if best is None:
         return unknown("cpu_dataloading", why_missing(run, "dataloader"))
+    rounds = loader_alone(run, best.context.get("loader"), best.context.get("workers"))
     return Capacity("cpu_dataloading", best.value, "measured",
                     f"the best loader, {best.context.get('loader')} with "
                     f"{best.context.get('workers')} workers, decodes and augments "
                     f"{best.value:,.0f} images/s at {best.key.get('image_size')} px from the "
-                    "page cache", source="dataloader best_throughput")
+                    "page cache", source="dataloader best_throughput",
+                    spread=rel_spread(rounds.samples) if rounds else None)
+
+
+def loader_alone(run: RunResult, loader: Any, workers: Any) -> Measurement | None:
+    """The dataloader probe's throughput for this loader and worker count (a sample per
+    round of its workers)."""
+    return next(iter(metric(ok_probe(run, "dataloader"), "throughput", loader=loader,
+                            workers=workers)), None)
+
+
+def cores_to_feed(run: RunResult, compute: float | None) -> tuple[float, Measurement] | None:
+    """(cores, the per-core measurement): how many of the best loader's cores, at the rate
+    per core this run measured, decode `compute` images/s; None where it was not measured."""
+    per_core = max(metric(ok_probe(run, "dataloader"), "throughput_per_core"),
+                   key=lambda m: m.value, default=None)
+    if per_core is None or not compute or per_core.value <= 0:
+        return None
+    return compute / per_core.value, per_core
 
 
 def _fits_in_ram(run: RunResult, dataset_bytes: float) -> tuple[bool, float | None]:
@@ -276,3 +297,24 @@ def interconnect(run: RunResult, s: Setting, compute_cap: Capacity) -> Capacity:
            f"busbw {peak.value / 1e9:.3g} GB/s: the all-reduce takes "
            f"{t_comm * 1e3:.3g} ms a step if none of it overlaps the backward pass")
     return Capacity("interconnect", value, "measured", how, source="allreduce peak_busbw")
+
+
+@dataclass(frozen=True)
+class CoresNeeded:
+    """The cores that decode what this machine's GPUs train ResNet50 at."""
+
+    cores: float  # at the rate per core this run measured
+    per_core: Measurement  # the dataloader probe's best throughput_per_core
+    compute: Capacity  # the GPUs' ResNet50 rate
+    loader: Capacity  # what the machine's cores decoded, the best loader alone
+
+
+def gpu_cores_needed(run: RunResult) -> CoresNeeded | None:
+    """CoresNeeded on a GPU run that measured both the loader and ResNet50; None on a CPU run
+    or where either is missing."""
+    if str(run.config.get("device_resolved") or "cpu") != "cuda":
+        return None
+    s = setting(run, "resnet50", 1.0)
+    c = compute(run, s)
+    need = cores_to_feed(run, c.value)
+    return CoresNeeded(need[0], need[1], c, data_loading(run, s)) if need is not None else None

@@ -8,7 +8,7 @@ from benchbench.analysis import scaling, stability
 from benchbench.core.gpus import gpu_for
 from benchbench.core.peaks import PRECISION_DTYPE, gpu_peak, pcie_rate
 from benchbench.core.results import Measurement, RunResult
-from benchbench.core.stats import spread
+from benchbench.core.stats import rel_spread, spread
 
 # Within one node, GPUs of one model differ by a few percent; 5% or more deserves a look
 # (cooling, power capping, a degraded link).
@@ -153,6 +153,15 @@ def precision_speedups(run: RunResult) -> list[dict[str, Any]]:
 
 # MLPerf Storage's pass mark: the accelerator must be busy at least 90% of the time.
 AU_PASS = 0.9
+# The pipeline takes its batches from the loader the dataloader probe measured alone, so it
+# cannot train faster than that loader delivers. Beyond this ratio (the loader's rounds spread
+# by up to ~10% on an H200) the two figures disagree: the pipeline times again where it can,
+# and the verdict does not let it decide.
+LOADER_DISAGREES = 1.15
+# Timed rounds of the loader's workers (a batch from each) that show the pipeline's steady
+# state: a full prefetch buffer, two batches a worker, feeds the first rounds at the step's
+# speed, and one round after a late warm-up read 0.94 on an H200 whose loader fed 0.71.
+PIPELINE_MIN_ROUNDS = 5
 
 
 def accelerator_utilisation(run: RunResult) -> list[dict[str, Any]]:
@@ -169,13 +178,18 @@ def accelerator_utilisation(run: RunResult) -> list[dict[str, Any]]:
             continue
         au = m.value / c.value
         # Batches come in rounds, one from each worker at once: fewer timed steps than a
-        # round time a burst or a wait, not the loader's rate (workloads/pipeline/run.py).
+        # round time a burst or a wait, not the loader's rate (workloads/pipeline/steady.py).
+        # A sample per timed round; before rounds were kept, a sample per step.
         round_ = int(m.context.get("steps_per_round") or 1)
+        rounds = m.context.get("timed_rounds")
+        steps = int(m.context["steps"]) if rounds is not None else len(m.samples)
         rows.append({"key": m.key, "total_ips": m.value, "compute_ips": c.value, "au": au,
-                     "passes": au >= AU_PASS, "steps": len(m.samples),
+                     "passes": au >= AU_PASS, "steps": steps,
                      "compute_steps": len(c.samples),
                      "few_steps": bool(m.context.get("few_steps")),
-                     "round": round_, "partial_round": len(m.samples) < round_})
+                     "round": round_, "partial_round": steps < round_,
+                     "rounds": int(rounds) if rounds is not None else steps // round_,
+                     "spread": rel_spread(m.samples) if rounds is not None else None})
     return rows
 
 

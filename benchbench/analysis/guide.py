@@ -23,15 +23,15 @@ from typing import Any
 
 from benchbench.analysis.capacities import metric, ok_probe, why_missing
 from benchbench.analysis.memory_fit import (
-    CARD_80GB_B,
+    CARD_80GB_USABLE_B,
     LADDER,
     billions,
     derived_lines,
-    gb,
     needs,
 )
 from benchbench.core.gpus import gpu_count
 from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.core.units import iec
 
 # MLPerf Inference, datacenter, closed division, ResNet-50 v1.5 Offline, samples/s per
 # accelerator (TensorRT, INT8), as benchbench's issue 23 gives them. They were not re-read from
@@ -86,7 +86,7 @@ def fine_tuning(run: RunResult) -> Claim:
             lower = "" if bound in ("memory", "the ladder's end") else \
                 f", a lower bound (larger sizes were not tried: {bound})"
             parts.append(f"{label}{billions(int(m.value))} parameters ({m.context['rung']}, peak "
-                         f"{gb(m.context.get('peak_B') or 0)}){lower}")
+                         f"{iec(m.context.get('peak_B') or 0)}){lower}")
     measured = (f"largest full fine-tune here: {'; '.join(parts)} at seq {seq}, micro-batch 1, "
                 f"{precision}, AdamW (measured)")
     ratio = ratio_of(metric(pr, "step_peak_memory"))
@@ -98,9 +98,12 @@ def fine_tuning(run: RunResult) -> Claim:
                      "estimated memory is in the Memory fit table)", [])
     derived = derived_lines(seq, precision, ratio, float(memory), gpu_count(run.environment))
     seven = needs(LADDER["7b"], seq, precision, True, ratio)
-    verdict = ("holds: a 7B model's full fine-tune needs more than 80 GB even with activation "
-               f"checkpointing ({gb(seven)} at these bytes)" if seven > CARD_80GB_B else
-               f"does not hold for a 7B model: with checkpointing it needs {gb(seven)}")
+    card = f"an 80 GB card's {iec(CARD_80GB_USABLE_B)}"
+    verdict = (f"holds: a 7B model's full fine-tune needs more than {card} even with "
+               f"activation checkpointing ({iec(seven)} at these bytes)"
+               if seven > CARD_80GB_USABLE_B else
+               f"does not hold for a 7B model: with checkpointing it needs {iec(seven)}, "
+               f"within {card}")
     return Claim(claim, measured, verdict, derived)
 
 

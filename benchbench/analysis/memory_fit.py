@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.core.units import iec
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -223,13 +225,19 @@ def largest_size(fits: Callable[[Shape], bool]) -> Shape | None:
     return max((s for s in between if fits(s)), key=Shape.params, default=base)
 
 
-# "80 GB" cards (A100 80GB, H100 80GB) carry 80 GiB, 85.9e9 B, not 80e9: the name rounds GiB
-# to "GB" (NVML reports 81,920 MiB on an A100 80GB, a little less where the driver keeps some).
-CARD_80GB_B = 80 * 2**30
-
-
-def gb(n: float) -> str:
-    return f"{n / 1e9:,.0f} GB" if n >= 10e9 else f"{n / 1e9:,.1f} GB"
+MiB = 2**20
+# An "80 GB" card as the smaller of them, the H100 80GB HBM3, gives it (an A100 80GB shows
+# 81,920 MiB). CARD_80GB_TOTAL_B: nvidia-smi's (NVML's) memory.total there, 81,559 MiB
+# (85.5e9 B, 79.6 GiB; doctor/checks.py cites the same reading). CARD_80GB_USABLE_B: what
+# torch reports it can use, torch.cuda.get_device_properties().total_memory, 81,082-81,090
+# MiB on H100 80GB HBM3s in public logs (torch 2.0 with CUDA 11.8 to torch 2.7 with CUDA
+# 12.8; torch prints MiB as "MB"), the smallest taken: 79.2 GiB. It is the figure a run
+# records of its own GPU (memory_fit's memory_total_B), so "fits an 80 GB card" is judged as
+# "fits this GPU" is.
+CARD_80GB_TOTAL_B = 81_559 * MiB
+CARD_80GB_USABLE_B = 81_082 * MiB
+CARD_80GB_NAME = (f"{iec(CARD_80GB_TOTAL_B)}, nvidia-smi's {CARD_80GB_TOTAL_B // MiB:,} MiB, "
+                  f"{iec(CARD_80GB_USABLE_B)} of it usable by torch")
 
 
 def billions(params: int) -> str:
@@ -244,7 +252,7 @@ def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: i
     such full fine-tunes; the largest ZeRO-3 and LoRA fine-tunes by the plain estimate."""
     seven = LADDER["7b"]
     plain, ckpt = (needs(seven, seq, precision, c, ratio) for c in (False, True))
-    out = [f"a 7B model ({billions(seven.params())}) needs {gb(plain)} plain and {gb(ckpt)} "
+    out = [f"a 7B model ({billions(seven.params())}) needs {iec(plain)} plain and {iec(ckpt)} "
            f"with activation checkpointing at seq {seq} (derived: the estimate × the measured "
            f"ratio {ratio:.2f})"]
     over = sorted({gpus, 8} - {0, 1})  # one GPU: the plain figures are the answer
@@ -262,11 +270,12 @@ def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: i
 
     def on_80(checkpointing: bool) -> Shape | None:
         return largest_size(lambda s: needs(s, seq, precision, checkpointing, ratio)
-                            <= CARD_80GB_B)
+                            <= CARD_80GB_USABLE_B)
 
     out.append(f"the guide says LLM fine-tuning needs at least an A100 80GB: at this run's "
-               f"bytes, an 80 GB card (80 GiB) fully fine-tunes up to {_size(on_80(False))} "
-               f"plain and {_size(on_80(True))} with checkpointing (derived)")
+               f"bytes, an 80 GB card ({CARD_80GB_NAME}) fully fine-tunes up to "
+               f"{_size(on_80(False))} plain and {_size(on_80(True))} with checkpointing "
+               "(derived)")
     return out
 
 

@@ -10,6 +10,7 @@ probes read: a set larger than RAM is read from storage every epoch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from benchbench.analysis.config import (
 from benchbench.analysis.derive import (
     ANALYSIS_VERSION,
     AU_PASS,
+    LOADER_DISAGREES,
+    PIPELINE_MIN_ROUNDS,
     accelerator_utilisation,
 )
 from benchbench.analysis.verdict_types import (
@@ -41,10 +44,11 @@ from benchbench.core.stats import summarize
 from benchbench.core.units import figure
 
 INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")
-# The pipeline takes its batches from the loader the dataloader probe measured alone, so it
-# cannot train faster than that loader delivers. Beyond this ratio (the loader's rounds spread
-# by up to ~10% on an H200) the two figures disagree, and the evidence says so.
-LOADER_DISAGREES = 1.15
+# Two capacities this close are a close call whatever their samples say (rounds of one machine
+# move by about this much from run to run); further apart, when within CLOSE_SIGMAS of their
+# samples' combined spread.
+CLOSE_FLOOR = 0.05
+CLOSE_SIGMAS = 2.0
 
 
 def analysis_config(run: RunResult, workload: str | None = None) -> AnalysisConfig:
@@ -67,49 +71,183 @@ def _pipeline_check(run: RunResult, s: cap.Setting) -> dict[str, Any] | None:
     wait = next((m.value for m in cap.metric(pr, "data_wait") if m.key == best["key"]), None)
     work = next((m.value for m in cap.metric(pr, "compute_time") if m.key == best["key"]), None)
     share = wait / (wait + work) if wait is not None and work and wait + work > 0 else None
-    return {**best, "wait_share": share}
+    total = next((m for m in cap.metric(pr, "total_throughput") if m.key == best["key"]), None)
+    return {**best, "wait_share": share, "context": total.context if total else {}}
 
 
-def _decide(caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None, compute: str
-            ) -> tuple[str | None, list[str]]:
-    known = {r: c.value for r, c in caps.items() if c.value is not None}
-    if not known:
-        return None, []
-    limiting = min(known, key=lambda r: known[r])
-    notes = []
-    if pipe is not None and pipe.get("partial_round"):
+def _pipeline_line(run: RunResult, pipe: dict[str, Any], unit: str) -> str:
+    """The evidence line of the real pipeline: what it trained, over what, and from which of
+    its two rates (the steps' or the workers') the steady one came."""
+    key, c = pipe["key"], pipe.get("context") or {}
+    over = ""
+    if c.get("timed_rounds") is not None:
+        n, w = int(c["timed_rounds"]), int(pipe["round"])
+        what = f"{n} timed rounds of its {w} workers" if w > 1 else f"{n} timed batches"
+        later = n - int(c.get("judged_from_round") or 1) + 1
+        over = f" over {what} (the later {later} judged)"
+    line = (f"The real pipeline ({key.get('loader')}, {key.get('workers')} workers, "
+            f"{key.get('image_size')} px) trained {figure(pipe['total_ips'])} {unit}{over} "
+            f"against {figure(pipe['compute_ips'])} on synthetic data in the same process: "
+            f"{_au_note(run, pipe, rates=False)}.")
+    if c.get("steady_by") == "made":
+        line += (f" Its workers made {figure(c['made_ips'])} {unit} over the timed rounds, "
+                 f"below the {figure(c['taken_ips'])} the steps took: batches made before "
+                 "the rounds were used up, so the workers' rate is the steady one.")
+    return line
+
+
+def _rounds(n: int, workers: int) -> str:
+    """'one round of its 16 workers', '4 batches' (a loader that delivers one at a time)."""
+    if workers <= 1:
+        return "one batch" if n == 1 else f"{n} batches"
+    return f"{'one round' if n == 1 else f'{n} rounds'} of its {workers} workers"
+
+
+def _timed(pipe: dict[str, Any]) -> str:
+    """What the real pipeline timed, in words: 'its one timed round', '3 timed steps …'."""
+    if pipe.get("partial_round"):
+        return (f"{pipe['steps']} timed steps, under one round of its {pipe['round']} "
+                "workers,")
+    n = pipe.get("rounds") or 0
+    if pipe["round"] <= 1:
+        return f"its {n} timed batch{'es' if n != 1 else ''}"
+    return "its one timed round" if n == 1 else f"its {n} timed rounds"
+
+
+@dataclass(frozen=True)
+class Distrust:
+    """Why the real pipeline does not decide: `text` for the evidence, `short` for a cell."""
+
+    text: str
+    short: str
+
+
+def distrust(run: RunResult, pipe: dict[str, Any]) -> Distrust | None:
+    """Why the real pipeline's figure does not decide the verdict, or None where it does:
+    it read more than its loader delivers alone, or it timed too few rounds of the workers to
+    show a steady state."""
+    key = pipe["key"]
+    alone = cap.loader_alone(run, key.get("loader"), key.get("workers"))
+    over = pipe["total_ips"] / alone.value if alone is not None and alone.value > 0 else 0.0
+    timed = _timed(pipe)
+    if over > LOADER_DISAGREES and alone is not None:
+        batch = alone.key.get("batch_size")
+        at = f", batch {batch}" if batch and batch != key.get("batch_size") else ""
+        rounds = len(alone.samples)  # a sample per round of its workers
+        return Distrust(
+            f"the real pipeline's {timed.removeprefix('its ')} read "
+            f"{figure(pipe['total_ips'])} images/s, {over:.2f}× the {figure(alone.value)} its "
+            f"{key.get('loader')} loader delivered alone ({key.get('workers')} workers{at}, "
+            f"{rounds} rounds): a pipeline cannot train faster than its loader delivers, so "
+            "those steps took batches the workers had ready, not the rate they make them at, "
+            "and were not trusted; the verdict believes the loader alone, timed in steady state",
+            f"read {over:.2f}× what its loader delivered alone: ready batches, not a rate")
+    if pipe.get("partial_round"):
         # Seen on an H200: 3 timed steps of 16 workers read AU 0.93 in one run (a burst of
         # ready batches overruled the loader's 3,022 images/s) and 0.54 in the next.
-        notes.append(f"the real pipeline timed {pipe['steps']} steps, under one round of its "
-                     f"{pipe['round']} workers: a burst of batches they finished together or "
-                     "the wait for the next round, not the loader's rate, so it does not "
-                     "decide; the separate capacities do")
-    elif pipe is not None:
-        inputs = {r: v for r, v in known.items() if r in INPUT_SIDE and r != "storage"}
-        # Input-bound only when the steps really waited for data: a low AU with no wait means
-        # the loader's threads slowed the step itself (on a CPU box they share the cores).
-        waited = pipe.get("wait_share") is None or pipe["wait_share"] >= 1 - AU_PASS
-        if pipe["au"] < AU_PASS and limiting == compute and inputs and waited:
-            limiting = min(inputs, key=lambda r: inputs[r])
-            notes.append("the real pipeline waited for data although the loader alone was "
-                         "faster than compute: both compete for the same cores")
-        elif pipe["au"] < AU_PASS and limiting == compute and not waited:
-            notes.append(f"the steps waited for data only {pipe['wait_share']:.1%} of the "
-                         f"time: the AU shortfall is the loader's threads slowing the training "
-                         "step on shared cores, so compute still limits")
-        elif pipe["au"] >= AU_PASS and limiting == "cpu_dataloading":
-            rest = {r: v for r, v in known.items() if r != "cpu_dataloading"}
-            limiting = min(rest, key=lambda r: rest[r]) if rest else limiting
-            notes.append("the real pipeline kept the device busy at its configuration, so "
-                         "the loader's lower figure on its own does not limit training")
-            over = pipe["total_ips"] / known["cpu_dataloading"]
-            if over > LOADER_DISAGREES:
-                notes.append(f"the two disagree: the pipeline trained on "
-                             f"{figure(pipe['total_ips'])} images/s from the loader, "
-                             f"{over:.2f}× what it delivered alone, so one of the two figures "
-                             "is off; the verdict follows the pipeline, which ran the loader and "
-                             "the step together")
-    return limiting, notes
+        return Distrust(
+            f"the real pipeline timed {pipe['steps']} steps, under one round of its "
+            f"{pipe['round']} workers: a burst of batches they finished together or the wait "
+            "for the next round, not the loader's rate, so it does not decide; the separate "
+            "capacities do",
+            f"{pipe['steps']} steps are under one round of the {pipe['round']} workers, a burst "
+            "of ready batches or a wait for the next, not a rate")
+    rounds = pipe.get("rounds") or 0
+    if rounds < PIPELINE_MIN_ROUNDS:
+        return Distrust(
+            f"the real pipeline timed {_rounds(rounds, pipe['round'])}, under the "
+            f"{PIPELINE_MIN_ROUNDS} that show a steady state (a full prefetch buffer feeds the "
+            "first rounds at the step's speed), so it does not decide; the separate capacities "
+            "do",
+            f"{_rounds(rounds, pipe['round']).replace(' of its', ' of the')}, under the "
+            f"{PIPELINE_MIN_ROUNDS} that show a steady state")
+    return None
+
+
+def _with_pipeline(caps: dict[str, cap.Capacity], pipe: dict[str, Any], compute: str
+                   ) -> list[str]:
+    """Fold a trusted real pipeline into the data-loading capacity, where it measured the
+    loader as it feeds the real step: below its rate alone where the steps waited for data
+    (on a CPU the loader and the step share the cores), above it where the pipeline fed more
+    than the loader alone read. Returns what it decided, for the evidence."""
+    loader = caps.get("cpu_dataloading")
+    total, au = pipe["total_ips"], pipe["au"]
+    # Input-bound only when the steps really waited for data: a low AU with no wait means
+    # the loader's threads slowed the step itself (on a CPU box they share the cores).
+    waited = pipe.get("wait_share") is None or pipe["wait_share"] >= 1 - AU_PASS
+    key = pipe["key"]
+    what = (f"the real pipeline's rate ({key.get('loader')}, {key.get('workers')} workers, "
+            f"{pipe.get('rounds')} timed rounds)")
+    if loader is None or loader.value is None:
+        return []
+    if au < AU_PASS and waited and total < loader.value:
+        caps["cpu_dataloading"] = cap.Capacity(
+            "cpu_dataloading", total, "measured",
+            f"{what}: the loader as it feeds the training step, {_au_note_short(au)}; alone it "
+            f"delivered {figure(loader.value)} images/s", source="pipeline total_throughput",
+            spread=pipe.get("spread"))
+        return [f"the real pipeline waited for data: its loader fed {figure(total)} images/s "
+                f"with the step running, below the {figure(loader.value)} it delivered alone"
+                + (" (both compete for the same cores)" if compute == "cpu_compute" else "")]
+    if au < AU_PASS and not waited:
+        return [f"the steps waited for data only {pipe['wait_share']:.1%} of the time: the AU "
+                "shortfall is the loader's threads slowing the training step on shared cores, "
+                "so it is the compute figure's, not the loader's"]
+    if au >= AU_PASS and total > loader.value:
+        caps["cpu_dataloading"] = cap.Capacity(
+            "cpu_dataloading", total, "measured",
+            f"{what}: it fed the training step at least this, {_au_note_short(au)}, more than "
+            f"the {figure(loader.value)} images/s the loader read alone",
+            source="pipeline total_throughput", spread=pipe.get("spread"))
+        return ["the real pipeline kept the device busy at its configuration, feeding it more "
+                "than the loader read on its own"]
+    return []
+
+
+def _au_note_short(au: float) -> str:
+    return f"AU {min(au, 1.0):.0%}"
+
+
+def _close_call(caps: dict[str, cap.Capacity], limiting: str, unit: str
+                ) -> tuple[tuple[str, str] | None, str | None]:
+    """The limit and the next capacity when they lie within their measured noise of each
+    other (CLOSE_FLOOR, CLOSE_SIGMAS), with the sentence that says so."""
+    rest = [c for r, c in caps.items() if r != limiting and c.value is not None]
+    low = caps[limiting]
+    nxt = min(rest, key=lambda c: c.value or 0.0, default=None)
+    if nxt is None or not low.value or nxt.value is None:
+        return None, None
+    apart = nxt.value / low.value - 1
+    noise = math.hypot(low.spread or 0.0, nxt.spread or 0.0)
+    if apart > max(CLOSE_FLOOR, CLOSE_SIGMAS * noise):
+        return None, None
+    spreads = [f"±{c.spread:.0%} for {resource_name(c.resource)}" for c in (low, nxt)
+               if c.spread is not None]
+    within = (f"within {CLOSE_SIGMAS:g}× their samples' spread ({', '.join(spreads)})"
+              if noise and apart > CLOSE_FLOOR else f"within {CLOSE_FLOOR:.0%}")
+    pair = {low.resource, nxt.resource}
+    separate = ("the real pipeline over more rounds (a larger --time-budget) separates them: "
+                "it trains on the loader's batches"
+                if pair & {"cpu_dataloading"} and pair & {"gpu_compute", "cpu_compute"}
+                else "a longer run (a larger --time-budget) narrows both spreads")
+    return ((low.resource, nxt.resource),
+            f"a close call between {resource_name(low.resource)} ({figure(low.value)} {unit}) "
+            f"and {resource_name(nxt.resource)} ({figure(nxt.value)} {unit}): {apart:.1%} "
+            f"apart, {within}, so either may limit; {separate}")
+
+
+def _decide(run: RunResult, caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None,
+            compute: str) -> tuple[str | None, list[str]]:
+    """The limit: the lowest capacity once a trusted real pipeline has told the loader's
+    figure (_with_pipeline); one it does not trust says why (distrust)."""
+    notes = []
+    if pipe is not None:
+        why = distrust(run, pipe)
+        notes += [why.text] if why else _with_pipeline(caps, pipe, compute)
+    known = {r: c.value for r, c in caps.items() if c.value is not None}
+    if not known:
+        return None, notes
+    return min(known, key=lambda r: known[r]), notes
 
 
 def _constraints(run: RunResult, s: cap.Setting) -> list[Constraint]:
@@ -258,8 +396,9 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
     caps["host_device_link"] = cap.host_device_link(run, s)
     caps["interconnect"] = cap.interconnect(run, s, comp)
     pipe = _pipeline_check(run, s)
-    rated = pipe if pipe is not None and not pipe.get("partial_round") else None
-    limiting, notes = _decide(caps, pipe, comp.resource)
+    limiting, notes = _decide(run, caps, pipe, comp.resource)
+    rated = pipe if pipe is not None and not distrust(run, pipe) else None
+    close: tuple[str, str] | None = None
     if comp.value is None and limiting is not None:
         # Without the compute capacity there is nothing to hold the others against: name
         # no bottleneck rather than the lowest of what happened to be measured.
@@ -267,31 +406,31 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
                      f"{figure(caps[limiting].value or 0)} {s.unit}, but compute was not "
                      "measured, so no bottleneck is named")
         limiting = None
+    elif limiting is not None:
+        close, said_close = _close_call(caps, limiting, s.unit)
+        if said_close:
+            notes.append(said_close)
     for c in caps.values():
         if c.status == "measured":
             said.append((c.resource, capacity_line(c.resource, f"{figure(c.value or 0)} "
                                                                f"{s.unit} — {c.how}.")))
     if pipe is not None:
-        said.append(("pipeline", f"The real pipeline ({pipe['key'].get('loader')}, "
-                                 f"{pipe['key'].get('workers')} workers, "
-                                 f"{pipe['key'].get('image_size')} px) trained "
-                                 f"{figure(pipe['total_ips'])} {s.unit} against "
-                                 f"{figure(pipe['compute_ips'])} on synthetic data in the same "
-                                 f"process: {_au_note(run, pipe, rates=False)}."))
+        said.append(("pipeline", _pipeline_line(run, pipe, s.unit)))
     said += [("decision", _sentence(n)) for n in notes]
     unknown = [f"{c.resource}: {c.missing}" for c in caps.values() if c.status == "unknown"]
     known = [c.value for c in caps.values() if c.value is not None]
     au = (min(1.0, min(known) / comp.value) if comp.value and known else None)
     if limiting is not None and unknown:
-        said.append(("caveat", f"Among the measured resources only: {len(unknown)} "
-                               "capacity(ies) unknown, which could be lower."))
+        said.append(("caveat", "Among the measured resources only: " + (
+            "1 capacity is unknown, which could be lower." if len(unknown) == 1 else
+            f"{len(unknown)} capacities are unknown, which could be lower.")))
     evidence = _by_relevance(said, limiting, comp.resource)
     return WorkloadVerdict(
         analysis_version=ANALYSIS_VERSION, workload=workload, unit=s.unit,
         sample="image" if workload == "resnet50" else "token",
         precision=s.precision, limiting_resource=limiting, capacity_details=dict(caps),
         predicted_accelerator_utilisation=au,
-        # Under one round of the workers the pipeline timed no rate (_decide): the evidence
+        # A pipeline that does not decide (distrust) timed no rate to trust: the evidence
         # gives its figure and why, and no AU is called measured.
         measured_accelerator_utilisation=rated["au"] if rated else None,
         measured_accelerator_utilisation_note=_au_note(run, rated) if rated else None,
@@ -301,6 +440,7 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
             "larger --time-budget where they ran out of time)."],
         unknown=unknown, constraints=_constraints(run, s), first_epoch=first_epoch,
         dataset=JudgedDataset(ts.samples, ts.bytes, fits, ts.name, ts.basis),
+        close_call=close,
     )
 
 

@@ -69,6 +69,9 @@ class WorkloadVerdict:
     constraints: list[Constraint]
     first_epoch: FirstEpoch | None
     dataset: JudgedDataset
+    # The limit and the next capacity, where they lie within their measured noise of each
+    # other: either may limit (the evidence says what would separate them).
+    close_call: tuple[str, str] | None = None
 
     @property
     def capacities(self) -> dict[str, float | None]:
@@ -108,8 +111,9 @@ class WorkloadVerdict:
             value = values[r] if values is not None else c.get("value")
             details[r] = Capacity(r, value, c.get("status") or (
                 "measured" if value is not None else "unknown"), c.get("how", ""),
-                c.get("missing"), c.get("source"))
+                c.get("missing"), c.get("source"), c.get("spread"))
         first = d.get("first_epoch")
+        close = d.get("close_call")
         ds = d.get("dataset") or {}
         return cls(
             analysis_version=int(d.get("analysis_version") or 0),
@@ -127,6 +131,7 @@ class WorkloadVerdict:
             dataset=JudgedDataset(int(ds.get("samples") or 0), int(ds.get("bytes") or 0),
                                   bool(ds.get("fits_in_ram")), str(ds.get("name") or "?"),
                                   str(ds.get("basis") or "?")),
+            close_call=(str(close[0]), str(close[1])) if close else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,6 +148,7 @@ class WorkloadVerdict:
             "first_epoch": asdict(self.first_epoch) if self.first_epoch else None,
             "dataset": asdict(self.dataset),
             "measured_accelerator_utilisation_note": self.measured_accelerator_utilisation_note,
+            "close_call": list(self.close_call) if self.close_call else None,
         }
 
 

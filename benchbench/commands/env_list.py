@@ -18,7 +18,8 @@ def list_probes(args: argparse.Namespace) -> int:
     print(f"device here: {device}"
           + (f" ({facts.get('no_gpu_reason')})" if device == "cpu" else ""))
     for spec in registry:
-        why = spec.skip_reason(device, facts.get("no_gpu_reason"))
+        why = spec.skip_reason(device, facts.get("no_gpu_reason"),
+                               int(facts.get("cuda_device_count") or 0))
         status = "would run" if why is None else f"skipped, because {why}"
         print(f"{spec.name:<18} {spec.resource(device):<17} {status}")
         print(f"{'':<18} {spec.description}")

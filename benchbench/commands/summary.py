@@ -75,9 +75,11 @@ def _limit(v: WorkloadVerdict) -> list[str]:
         nxt, value = v.next_limit
         if cap:
             ratio = value / cap
-            head = (f"{ratio:.1f}× the current limit" if ratio < 10 else
-                    f"{ratio:,.0f}× the current limit") if ratio >= 1 else \
-                "lower on its own, but the real pipeline ranks it second"
+            head = (f"{ratio:.2f}× the current limit" if ratio < 1.1 else
+                    f"{ratio:.1f}× the current limit" if ratio < 10 else
+                    f"{ratio:,.0f}× the current limit")
+            if v.close_call:
+                head += ": a close call, within their measured noise"
             out.append(f"Next limit: {resource_name(nxt)} at {_rate(value, v)} ({head}).")
         else:
             out.append(f"Next limit: {resource_name(nxt)} at {_rate(value, v)}.")

@@ -20,11 +20,13 @@ from typing import Any, TypeVar
 from benchbench.core.results import Measurement, ProbeResult
 from benchbench.core.stats import median
 
-# Rounds when the run does not say, by (--quick, device): two with --quick (its time target
-# allows one more pass of the repeatable probes, not two) and on a CPU, where one 224 px
-# ResNet50 step takes seconds and a third round would not fit the default run's 4 minutes;
-# three on a GPU.
-DEFAULT_ROUNDS = {(True, "cpu"): 2, (False, "cpu"): 2, (True, "cuda"): 2, (False, "cuda"): 3}
+# Rounds when the run does not say, by (--quick, device): two with --quick on a CPU (its time
+# target allows one more pass of the repeatable probes, not two) and on a CPU by default, where
+# one 224 px ResNet50 step takes seconds and a third round would not fit the default run's 4
+# minutes; three on a GPU by default. A GPU's quick run makes one pass: a second would pay
+# every precision's start-up (cuDNN's autotuning) again, three quarters of an H200's quick
+# run, where one longer steady window per figure measures more.
+DEFAULT_ROUNDS = {(True, "cpu"): 2, (False, "cpu"): 2, (True, "cuda"): 1, (False, "cuda"): 3}
 
 
 def default_rounds(quick: bool, device: str) -> int:

@@ -112,3 +112,13 @@ def spread(values: Sequence[float]) -> float:
     vals = _check(values)
     top = max(vals)
     return (top - min(vals)) / top if top else 0.0
+
+
+def rel_spread(samples: Sequence[float]) -> float | None:
+    """Samples' spread as a share of their median: the interquartile range over 1.349 (a
+    normal distribution's standard deviation, robust to one odd sample); None under three
+    samples."""
+    if len(samples) < 3:
+        return None
+    s = summarize(samples)
+    return s.iqr / 1.349 / s.median if s.median > 0 else None

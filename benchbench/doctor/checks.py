@@ -337,7 +337,7 @@ def run_checks(env: dict[str, Any], run: RunResult | None = None,
         raise ValueError(f"scenario {scenario!r}: choose from {', '.join(SCENARIOS)}")
     env = env if isinstance(env, dict) else {}
     checks = [
-        check_ram(env), check_cpu(env), check_storage(env, run), check_driver_guide(env),
+        check_ram(env), check_cpu(env, run), check_storage(env, run), check_driver_guide(env),
         check_driver_torch(env), check_persistence(env), check_pcie(env, run),
         check_throttling(env, run), check_memory_errors(env), check_processes(env, run),
         check_virtualisation(env, run), check_network(env),

@@ -10,10 +10,12 @@ throttling during the run) fails.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis.capacities import CoresNeeded, gpu_cores_needed
 from benchbench.analysis.energy import steal_rows
 from benchbench.core import units as fmt
 from benchbench.core.results import RunResult
@@ -21,6 +23,9 @@ from benchbench.machine.steal import STEAL_FLAG
 
 STATUSES = ("pass", "warn", "fail", "skipped")
 GUIDE = "buyer's guide rule"
+# Cores the training process itself keeps busy beside the loader's workers: launching kernels,
+# the pin-memory thread, spin-waiting syncs (one to one and a half on an H200 box).
+TRAINING_CORES = 2
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,10 @@ def check_ram(env: dict[str, Any]) -> Check:
     return Check(name, "pass", measured, threshold, GUIDE, None, note)
 
 
-def check_cpu(env: dict[str, Any]) -> Check:
+def check_cpu(env: dict[str, Any], run: RunResult | None = None) -> Check:
+    """The guide's core counts; on a GPU run that measured the loader's rate per core, the
+    cores it takes to feed the GPUs' ResNet50 rate decide instead: a measurement before a rule
+    of thumb."""
     host = env.get("host") or {}
     usable, physical = host.get("cores_usable"), host.get("cores_physical")
     n = len(gpus(env))
@@ -114,6 +122,9 @@ def check_cpu(env: dict[str, Any]) -> Check:
     if limited:
         notes.append(f"the cgroup quota or CPU affinity leaves {usable} of {physical} physical "
                      "cores to benchbench")
+    fed = gpu_cores_needed(run) if run is not None else None
+    if fed is not None:
+        return _cores_by_measurement(fed, usable, measured, fix, notes)
     if not n:
         notes.append("no GPU is visible, so the per-GPU rule is not applied")
     if cores < need:
@@ -121,6 +132,29 @@ def check_cpu(env: dict[str, Any]) -> Check:
     if cores < 16:
         notes.append("16–32 preferred")
     return Check(name, "pass", measured, threshold, source, None, "; ".join(notes) or None)
+
+
+def _cores_by_measurement(fed: CoresNeeded, usable: int, measured: str, fix: str,
+                          notes: list[str]) -> Check:
+    """The cores check held against the run's own measurement: the loader's rate per core
+    against the GPUs' ResNet50 rate, plus the cores training itself takes."""
+    decode, per_core, comp = math.ceil(fed.cores), fed.per_core, fed.compute.value or 0.0
+    threshold = (f"enough cores to feed the GPUs: {comp:,.0f} images/s of ResNet50 at "
+                 f"{per_core.value:,.0f} images/s per core ({per_core.key.get('loader')}) "
+                 f"takes {decode}, plus {TRAINING_CORES} for training")
+    source = "this run's measurement (dataloader per core, resnet50 throughput)"
+    if usable < decode + TRAINING_CORES:
+        if fed.loader.value and comp:
+            notes.append(f"the run measured these CPUs decoding {fed.loader.value:,.0f} "
+                         f"images/s, {fed.loader.value / comp:.0%} of what the GPUs compute, "
+                         "before training takes its share")
+        notes.append("the guide's 16–32 is a rule of thumb; this run measured what the GPUs "
+                     "need")
+        return Check("CPU cores", "warn", measured, threshold, source,
+                     f"{fix}; or decode on the GPU (DALI) or ship uint8 batches",
+                     "; ".join(notes))
+    return Check("CPU cores", "pass", measured, threshold, source, None,
+                 "; ".join(notes) or None)
 
 
 # The buyer's guide on virtual machines, which check_virtualisation cites.

@@ -43,7 +43,9 @@ from benchbench.probes.api import ProbeSpec, RunInputs
 #   10 minutes of probe time over its three rounds (the whole run stays within 10 minutes on
 #   one H200 and 15 on eight H100s, as simulate.py estimates), so that ResNet50 measures all
 #   four precisions in every round, cuDNN's autotuning of each included; --quick gets
-#   2.5 minutes, enough for the AMP figures in both its rounds.
+#   about 3.4 minutes of budget in one pass (core/rounds.py): every precision of both models
+#   and the pipeline's five rounds; most probes end well before their budget, and the whole
+#   run plans under 3 minutes on one H200 (simulate.py, tests/unit/test_simulate.py).
 # The stability probe (weight 2 of 17 on a CPU, of 18 on a GPU) came with its own share on
 # top of these (45, 170, 150 and 600 s before it), so that the others kept theirs: it runs
 # 5 s with --quick, 20 s by default on a CPU and 60 s on a GPU. memory_fit and inference
@@ -244,12 +246,12 @@ class Runner:
     def worst_case_s(self) -> float:
         """The longest the selected probes can take together: the sum of their hard limits."""
         specs = selected_specs(self.registry, self.cfg)
-        total = sum(s.budget_weight for s in specs)
+        total = sum(s.weight(self.device) for s in specs)
         return sum(hard_limit(self.budget_for(s, total)) for s in specs)
 
     def budget_for(self, spec: ProbeSpec, total_weight: float) -> float:
         gpus = int(self.facts.get("cuda_device_count") or 1) if spec.per_gpu else 1
-        return probe_budget(spec.budget_weight, total_weight, self.cfg.quick,
+        return probe_budget(spec.weight(self.device), total_weight, self.cfg.quick,
                             self.cfg.time_budget, self.device, gpus)
 
     def analyse(self) -> None:
@@ -272,8 +274,10 @@ class Runner:
     def execute(self) -> int:
         specs = self.selected()
         no_gpu = self.facts.get("no_gpu_reason")
-        skip = {s.name: s.skip_reason(self.device, no_gpu) for s in specs}
-        total_weight = sum(s.budget_weight for s in specs if skip[s.name] is None)
+        gpus = int(self.facts.get("cuda_device_count") or 0)
+        skip = {s.name: s.skip_reason(self.device, no_gpu, gpus, self.launched is not None)
+                for s in specs}
+        total_weight = sum(s.weight(self.device) for s in specs if skip[s.name] is None)
         rounds = self.rounds
         plan = rounds_mod.schedule(
             specs, [s.repeatable and skip[s.name] is None for s in specs], rounds)

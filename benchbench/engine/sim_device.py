@@ -14,16 +14,18 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from benchbench.analysis.guide import FP8_PAYS_WIDTH
+from benchbench.analysis.memory_fit import CARD_80GB_USABLE_B
 from benchbench.core.config import ProbeConfig
 from benchbench.core.sampling import Budget
 from benchbench.core.timing import Timer
 from benchbench.probes.api import ProbeContext, RunInputs
-from benchbench.probes.meter import Meter
+from benchbench.probes.meter import Meter, SideStream, Staged
 
 GiB = 1024**3
+T = TypeVar("T")
 
 
 class FakeClock:
@@ -87,7 +89,7 @@ class DeviceProfile:
     gpu_name: str  # as NVML spells it: the peaks table and the precisions go by it
     capability: str  # compute capability: which precisions the tensor cores have
     resnet50_step_s: dict[str, float]  # one step at batch RESNET_BATCH, per precision
-    first_step_s: float  # each precision's first step: cuDNN autotuning, allocation
+    first_step_s: float  # a precision's first step: allocation, cuDNN's autotuning
     gpt_step_s: dict[str, float]  # one GPT-2 124M step, batch 16 x 1024 tokens
     gpt_first_step_s: float
     matmul_flops: dict[str, float]  # sustained by a large torch.mm, per dtype
@@ -133,30 +135,59 @@ class DeviceProfile:
     # median of 1,485-1,500 MHz of its 1,980 at its 700 W limit while its matmuls ran
     sm_clock_Hz: float | None = 1.485e9
     report_s: float = 5.0  # results.json, report.md/.html, plots
+    # ResNet50's first step by precision where it differs from first_step_s (cuDNN tunes each
+    # precision's kernels anew), and what cuDNN's autotuning of fp32 takes on its own: fp32
+    # convolutions without TF32 try slow algorithms at batch 256 (a fourth H200 spent about
+    # 56 s there before the probe skipped fp32).
+    resnet50_first_step_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    fp32_autotune_s: float = 0.0
+    # The first convolution of a process: cuDNN's libraries and kernels loaded (an H200's
+    # first ResNet50 step took 9.3 s where a later precision's took 2.7-4.0 s).
+    cuda_init_s: float = 0.0
 
 
-# ResNet50 at batch 256 and GPT-2 124M on one H200, as the GPU-readiness issue gives them; the
-# bf16 matmul rate is its "n=8192 in 1.4 ms" (2 * 8192^3 / 1.4e-3); HBM copy about 85% of the
-# 4.8 TB/s datasheet; pinned H2D "1 GiB in 20 ms" over PCIe Gen5 x16.
+# ResNet50 at batch 256 and GPT-2 124M on one H200 as the first four H200 boxes measured them
+# (docs/results/2026-12-04-h200*, ../shared/audits/h200-2026-12-04.md section 3): ResNet50
+# 4,694 images/s in amp_bf16, 5,745 in amp_fp16, 3,148 in tf32, a warm fp32 step 0.242 s;
+# first steps 3.95 s (bf16), 2.7 s (fp16), 4.04 s (tf32), fp32 with cuDNN's heuristics
+# estimated from its step and the others' allocation; GPT-2 124M steps 44.4, 45.5, 97.0 and
+# 296 ms, first steps about a second. The bf16 matmul rate is its "n=8192 in 1.4 ms"
+# (2 * 8192^3 / 1.4e-3); HBM copy about 85% of the 4.8 TB/s datasheet (4.15 TB/s measured);
+# pinned H2D "1 GiB in 20 ms" over PCIe Gen5 x16 (55.5 GB/s measured).
 H200 = DeviceProfile(
     name="1x H200", gpus=1, gpu_name="NVIDIA H200", capability="9.0",
-    resnet50_step_s={"fp32": 0.30, "tf32": 0.15, "amp_bf16": 0.085, "amp_fp16": 0.085},
+    resnet50_step_s={"fp32": 0.242, "tf32": 0.0813, "amp_bf16": 0.0545, "amp_fp16": 0.0446},
     first_step_s=3.0,
+    resnet50_first_step_s={"amp_bf16": 3.95, "amp_fp16": 2.7, "tf32": 4.04, "fp32": 2.5},
+    fp32_autotune_s=56.0, cuda_init_s=5.3,
     # fp8: amp_bf16's step over fp8_speedup (by the model's width and compile).
-    gpt_step_s={"fp32": 0.20, "tf32": 0.12, "amp_bf16": 0.05, "amp_fp16": 0.05},
+    gpt_step_s={"fp32": 0.296, "tf32": 0.097, "amp_bf16": 0.0444, "amp_fp16": 0.0455},
     gpt_first_step_s=1.0,
     # fp8: mamf-finder's ~1.77x of bf16 on H100 (e4m3 scaled_mm against bf16 torch.mm).
     matmul_flops={"bf16": 7.85e14, "fp16": 7.85e14, "tf32": 3.9e14, "fp32": 5.2e13,
                   "fp8": 1.77 * 7.85e14},
-    memory_bandwidth=4.1e12, h2d_pinned=5.37e10, h2d_pageable=2.0e10, all_gpus_h2d=5.37e10,
-    allreduce_busbw=2.0e12, allreduce_latency_s=10e-6)
+    memory_bandwidth=4.15e12, h2d_pinned=5.55e10, h2d_pageable=2.0e10, all_gpus_h2d=5.55e10,
+    allreduce_busbw=2.0e12, allreduce_latency_s=10e-6,
+    # 16 vCPUs decoding 3,300 images/s with 16 torchvision workers: ~206 a core; a lent box is
+    # fresh, so the run generates its synthetic dataset (1.5 s on the third H200).
+    decode_per_core=206.0, dataset_s=1.5)
 # Eight H100 SXM on NVSwitch: the same per-GPU figures; all-reduce of 1 GiB about 5 ms at
 # ~360 GB/s busbw; four PCIe switches, two GPUs behind each, for the copies to all at once.
+# One H100 SXM 80GB: the H200's compute (the same GH100 and datasheet peaks, so the same step
+# times: an estimate, no H100 run yet), HBM3 at 3.35 TB/s (the H200's measured share of its
+# datasheet, about 2.9 TB/s) and what torch can allocate of the card (memory_fit's figure).
+H100 = dataclasses.replace(
+    H200, name="1x H100", gpu_name="NVIDIA H100 80GB HBM3", memory_total=CARD_80GB_USABLE_B,
+    memory_bandwidth=4.15e12 * 3.35 / 4.8)
 H100X8 = dataclasses.replace(
-    H200, name="8x H100", gpus=8, gpu_name="NVIDIA H100 80GB HBM3", memory_total=80 * GiB,
-    all_gpus_h2d=4 * 5.37e10, allreduce_busbw=3.6e11, allreduce_latency_s=25e-6, cores=96,
-    rank_start_s=15.0)
-PROFILES = {"h200": H200, "8xh100": H100X8}
+    H100, name="8x H100", gpus=8, all_gpus_h2d=4 * 5.37e10, allreduce_busbw=3.6e11,
+    allreduce_latency_s=25e-6, cores=96, rank_start_s=15.0, dataset_s=0.0)
+PROFILES = {"h200": H200, "h100": H100, "8xh100": H100X8}
+
+
+def profile_for(gpu_name: str | None) -> DeviceProfile:
+    """The one-GPU profile of the GPU this is (an H100 or an H200), else the H200's."""
+    return H100 if gpu_name and "H100" in gpu_name else H200
 
 # fp8 training (torchao's float8: dynamic tensor-wise scales) against amp_bf16, the whole step,
 # on Hopper. Eager float8 launches an amax, a scale and a cast around each of a Linear's three
@@ -194,7 +225,7 @@ class SimMeter(Meter):
         # 1.12), on for cuDNN convolutions ("torch.backends.cudnn.allow_tf32 ... defaults to
         # True", PyTorch's notes on TF32 on Ampere).
         self.tf32_set: bool | None = None
-        self.cudnn_benchmark = False
+        self.benchmark = False  # cuDNN's autotuner, off unless a probe turns it on
 
     def timer_for(self, device: str) -> Timer:
         """As meter.cuda_timer: events around the calls, which queue their own work."""
@@ -242,7 +273,13 @@ class SimMeter(Meter):
         return self.tf32_set is not False
 
     def set_cudnn_benchmark(self, device: str, enabled: bool) -> None:
-        self.cudnn_benchmark = enabled
+        self.benchmark = enabled
+
+    def cudnn_benchmark(self, device: str) -> bool | None:
+        return self.benchmark
+
+    def side_stream(self, device: str) -> SimSideStream:
+        return SimSideStream(self.queue)
 
     def free(self, device: str | None = None) -> None:
         return None
@@ -275,6 +312,33 @@ class SimMeter(Meter):
     def peak_reserved(self, device: str) -> float | None:
         self._statistics("max_memory_reserved")
         return None
+
+
+@dataclass(frozen=True)
+class SimCopy:
+    """A host-to-device copy as a simulated trainer issues it: how long the link takes."""
+
+    seconds: float
+
+
+class SimSideStream(SideStream):
+    """meter.SideStream on the simulated device: a second stream on the fake clock whose
+    copies run beside the compute queue; `take` holds the compute queue's next work until the
+    copy it waits for is done, as a stream waiting on an event does."""
+
+    def __init__(self, queue: SimQueue) -> None:
+        self.queue, self.busy_until = queue, queue.clock()
+
+    def put(self, copy: Callable[[], T]) -> Staged[T]:
+        value = copy()
+        seconds = value.seconds if isinstance(value, SimCopy) else 0.0
+        self.busy_until = max(self.busy_until, self.queue.clock()) + seconds
+        return Staged(value, self.busy_until)
+
+    def take(self, staged: Staged[T]) -> T:
+        if staged.done is not None:
+            self.queue.busy_until = max(self.queue.busy_until, float(staged.done))
+        return staged.value
 
 
 def queue_of(ctx: ProbeContext) -> SimQueue:

@@ -13,13 +13,14 @@ from benchbench.engine.sim_device import (
     RESNET_BATCH,
     DeviceProfile,
     FakeClock,
+    SimCopy,
     _charge,
     conv_precision,
     fp8_speedup,
     queue_of,
 )
 from benchbench.engine.sim_models import _inference, _memory_fit
-from benchbench.probes.api import ProbeContext, ProbeOutput, throughput
+from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, throughput
 
 
 def scaled_mm_rule(a: Any, b: Any) -> None:
@@ -71,8 +72,9 @@ def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> 
         started.add(dev)
         timed = ctx.time_op(lambda: None, dev, left, cfg.min_sample_s,
                             timer=_charge(queue_of(ctx), 2 * n**3 / rate, first), warm=warm)
+        context = {"gpu_name": p.gpu_name, **(matmul.fp8_context() if dt == "fp8" else {})}
         return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
-                          "FLOP/s", {"gpu_name": p.gpu_name})
+                          "FLOP/s", context)
 
     out = matmul.sweep(ctx, devices, dtypes, sorted(cfg.sizes), measure, notes)
     return ProbeOutput(out, notes=notes)
@@ -145,16 +147,30 @@ def _steps(ctx: ProbeContext, p: DeviceProfile, step_s: float, first_s: float
     return step
 
 
+def resnet50_first_step(p: DeviceProfile, ctx: ProbeContext, runs_in: str) -> float:
+    """A ResNet50 precision's first step: allocation and cuDNN's kernel choice for its
+    precision, plus fp32's exhaustive search where cuDNN's autotuner is on for it."""
+    first = p.resnet50_first_step_s.get(runs_in, p.first_step_s)
+    if runs_in == "fp32" and ctx.meter.cudnn_benchmark("cuda:0"):
+        first += p.fp32_autotune_s
+    return first
+
+
 def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> ProbeOutput:
     from benchbench.workloads import _training
     from benchbench.workloads.resnet50 import run as resnet50
 
     job = resnet50.job_for(cfg, "cuda:0", {"gpu_name": p.gpu_name})
 
+    loaded: list[bool] = []  # the process loaded cuDNN with its first precision
+
     def build(batch: int, precision: _training.Precision) -> Callable[[], None]:
+        resnet50.cudnn_mode(ctx, "cuda:0", precision)
         scale = batch / RESNET_BATCH * (cfg.image_size / 224) ** 2
         runs_in = conv_precision(ctx.meter, precision.name)
-        return _steps(ctx, p, p.resnet50_step_s[runs_in] * scale, p.first_step_s)
+        first = resnet50_first_step(p, ctx, runs_in) + (0.0 if loaded else p.cuda_init_s)
+        loaded.append(True)
+        return _steps(ctx, p, p.resnet50_step_s[runs_in] * scale, first)
 
     out, notes = _training.run_training(ctx, job, build)
     return ProbeOutput(out, notes=notes)
@@ -189,7 +205,8 @@ class _SimLoader:
     """A loader that yields empty batches at the profiled decode rate. Its workers decode in
     the background: batch k is ready one interval after batch k-1, but no earlier than one
     interval after a slot of its buffer (parallel + prefetch batches) was freed; taking a
-    batch waits until it is ready."""
+    batch waits until it is ready. `made` stamps each batch when it was ready, as the real
+    loader's workers stamp theirs, on the fake clock."""
 
     def __init__(self, clock: FakeClock, batch: int, rate: float, start_s: float,
                  parallel: int = 1, prefetch: int = 0) -> None:
@@ -197,7 +214,11 @@ class _SimLoader:
         self.output_device, self.threads, self.corrupt = "cpu", 1, 0
         self.parallel, self.prefetch, self.start = parallel, prefetch, "simulated"
         self.corrupt_files: dict[str, str] = {}
+        self.made: list[tuple[float, int, int]] = []
         clock.advance(start_s)
+
+    def made_clock(self) -> float:
+        return self.clock()
 
     def stream(self) -> Iterator[tuple[list[int], list[int]]]:
         interval, room = self.batch / self.rate, self.parallel + self.prefetch
@@ -208,6 +229,7 @@ class _SimLoader:
             ready = max(ready, freed) + interval
             self.clock.now = max(self.clock.now, ready)
             taken.append(self.clock())
+            self.made.append((ready, self.batch, len(self.made) % self.parallel))
             yield [0] * self.batch, [0] * self.batch
 
     def __enter__(self) -> _SimLoader:
@@ -270,16 +292,20 @@ def _storage(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) ->
 
 
 class _SimTrainer:
-    """ResNet50 on the simulated device: a batch's copy and a step each queue device work."""
+    """ResNet50 on the simulated device: a batch's copy goes on the side stream, a step
+    queues device work."""
 
     def __init__(self, ctx: ProbeContext, p: DeviceProfile, step_s: float, batch: int,
                  image: int) -> None:
         self.queue = queue_of(ctx)
         self.copy_s = batch * 3 * image * image * 4 / p.h2d_pinned  # fp32 images, pinned
-        self.step_fn = _steps(ctx, p, step_s, p.first_step_s)
+        self.step_fn = _steps(ctx, p, step_s, p.cuda_init_s + p.first_step_s)
 
-    def set_batch(self, x: Any, y: Any) -> None:
-        self.queue.launch(self.copy_s)
+    def prepare(self, x: Any, y: Any) -> SimCopy:
+        return SimCopy(self.copy_s)  # run beside the step, on the side stream
+
+    def use(self, batch: Any) -> None:
+        return None
 
     def set_synthetic_batch(self, batch: int, image: int) -> None:
         return None
@@ -313,12 +339,12 @@ def _allreduce(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
     from benchbench.probes.allreduce import run as allreduce
 
     n = p.gpus
+    if why := allreduce.nothing_to_exchange(n, "cuda"):
+        raise ProbeSkipped(why)  # as the probe does, before it spawns a rank
     deadline = clock() + ctx.budget.remaining()
 
     def call_s(size: int) -> float:
-        moved = size * 2 * (n - 1) / n if n > 1 else size
-        return p.allreduce_latency_s + moved / (p.allreduce_busbw if n > 1 else
-                                                p.memory_bandwidth / 2)
+        return p.allreduce_latency_s + size * 2 * (n - 1) / n / p.allreduce_busbw
 
     def prepare(size: int) -> int:
         clock.advance(cfg.warmup * call_s(size) + size / 5e10)
@@ -342,8 +368,10 @@ def _ddp_scaling(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
     from benchbench.workloads import _training
     from benchbench.workloads.ddp_scaling import run as ddp_scaling
 
-    deadline = clock() + ctx.budget.remaining()
     counts = ddp_scaling.counts_for(p.gpus, cfg.counts)
+    if why := ddp_scaling.nothing_to_exchange(counts, "cuda"):
+        raise ProbeSkipped(why)  # as the probe does, before it spawns a rank
+    deadline = clock() + ctx.budget.remaining()
     step_s = p.resnet50_step_s[cfg.precision] * cfg.batch_size / RESNET_BATCH
     out, notes = [], []
     for i, n in enumerate(counts):

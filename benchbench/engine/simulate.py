@@ -22,6 +22,7 @@ from benchbench.core.results import Measurement, ProbeResult
 from benchbench.core.rounds import default_rounds, merge, schedule, start
 from benchbench.engine.catalog import default_registry
 from benchbench.engine.runner import probe_budget
+from benchbench.engine.sim_device import H100 as H100
 from benchbench.engine.sim_device import H100X8 as H100X8
 from benchbench.engine.sim_device import H200 as H200
 from benchbench.engine.sim_device import PROFILES as PROFILES
@@ -30,8 +31,9 @@ from benchbench.engine.sim_device import FakeClock as FakeClock
 from benchbench.engine.sim_device import SimMeter as SimMeter
 from benchbench.engine.sim_device import context as context
 from benchbench.engine.sim_device import facts_for as facts_for
+from benchbench.engine.sim_device import profile_for as profile_for
 from benchbench.engine.sim_probes import SIMULATORS, _pipeline
-from benchbench.probes.api import ProbeOutput
+from benchbench.probes.api import ProbeOutput, ProbeSkipped
 from benchbench.probes.meter import long_lived_frozen
 
 
@@ -86,14 +88,18 @@ def simulate_probe(p: DeviceProfile, name: str, quick: bool, budget_s: float,
     clock = FakeClock()
     ctx = context(p, quick, budget_s, cfg, clock)
     start = clock()
-    with long_lived_frozen():  # as in a probe's worker (engine/worker.py)
-        if name == "pipeline":
-            out = _pipeline(p, ctx, cfg, clock, loader_rate or p.dali_gpu_rate)
-        else:
-            out = SIMULATORS[name](p, ctx, cfg, clock)
     # The distributed probes' ranks count their budget from when they have all joined (see
-    # workloads/_ranks.py): spawning them is start-up, like a worker process's.
+    # probes/_ranks.py): spawning them is start-up, like a worker process's. A probe that
+    # skips (one GPU: nothing to exchange) says so before it spawns any, and pays none.
     startup = p.rank_start_s if spec.distributed else 0.0
+    with long_lived_frozen():  # as in a probe's worker (engine/worker.py)
+        try:
+            if name == "pipeline":
+                out = _pipeline(p, ctx, cfg, clock, loader_rate or p.dali_gpu_rate)
+            else:
+                out = SIMULATORS[name](p, ctx, cfg, clock)
+        except ProbeSkipped as exc:  # as the worker reports it: skipped, with the reason
+            out, startup = ProbeOutput([], notes=[str(exc)]), 0.0
     return SimProbe(name, budget_s, clock() - start, out, list(out.notes), startup)
 
 
@@ -117,8 +123,12 @@ def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = Non
     plus the runner's own costs: the forkserver and the facts worker, the environment
     snapshot, a worker per probe round, the dataset and the reports. `overrides` are the
     --set values, by probe."""
-    specs = list(default_registry())
-    total_weight = sum(s.budget_weight for s in specs)
+    # What the runner skips before starting a worker (the exchanging probes on one GPU) costs
+    # nothing and takes no share of the budget, as in runner.execute.
+    skipped = {s.name: why for s in default_registry()
+               if (why := s.skip_reason("cuda", None, p.gpus)) is not None}
+    specs = [s for s in default_registry() if s.name not in skipped]
+    total_weight = sum(s.weight("cuda") for s in specs)
     times = rounds or default_rounds(quick, "cuda")
     probes: dict[str, SimProbe] = {}
     merged: dict[str, ProbeResult] = {}
@@ -126,7 +136,7 @@ def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = Non
     plan = schedule(specs, [s.repeatable for s in specs], times)
     for spec, round_no in plan:
         n = times if spec.repeatable else 1
-        budget = probe_budget(spec.budget_weight, total_weight, quick, None, "cuda",
+        budget = probe_budget(spec.weight("cuda"), total_weight, quick, None, "cuda",
                               p.gpus if spec.per_gpu else 1)
         sim = simulate_probe(p, spec.name, quick, budget / n, best_loader,
                              (overrides or {}).get(spec.name))
@@ -146,6 +156,8 @@ def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = Non
             notes=[*prev.notes, *[f"round {round_no}: {x}" for x in sim.notes]])
     for name, sim in probes.items():
         sim.output = ProbeOutput(merged[name].measurements, notes=sim.notes)
+    for name, why in skipped.items():
+        probes[name] = SimProbe(name, 0.0, 0.0, None, [why])
     overhead = (3.0 + p.process_start_s + 1.0 + p.dataset_s + p.report_s
                 + len(plan) * p.process_start_s)
     return RunEstimate(p.name, quick, list(probes.values()), overhead)

@@ -8,7 +8,9 @@ batches never ends an epoch, which would idle most workers and stall at every re
 real training set keeps them busy. `stream(n)` gives n batches. The batches arrive on
 `Loader.output_device`: the GPU for dali_gpu, else the CPU (in pinned memory for torchvision
 when the device is CUDA, ready for a non_blocking copy). A Loader releases its worker
-processes or DALI pipeline on `close()` or at the end of a `with` block.
+processes or DALI pipeline on `close()` or at the end of a `with` block. torchvision's workers
+stamp each batch when they finish it (`Loader.made`), so that a caller can tell the rate the
+workers make batches at from the rate it takes them at, which a full prefetch buffer inflates.
 
 Each loader runs the pipeline the way its own documentation recommends, so that the comparison
 is between what a user would really deploy:
@@ -36,6 +38,7 @@ import platform
 import shutil
 import signal
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -170,6 +173,16 @@ class Loader:
 
     def __init__(self) -> None:
         self.corrupt_files: dict[str, str] = {}
+        # (when its worker finished it, on `made_clock`; its images; which worker) for each
+        # batch delivered so far, in delivery order; empty for a loader that cannot say
+        # (DALI's threads).
+        self.made: list[tuple[float, int, int]] = []
+
+    @staticmethod
+    def made_clock() -> float:
+        """The clock `made` is stamped on: CLOCK_MONOTONIC, the same in every process of
+        this machine, so a worker's stamp and this process's reading compare."""
+        return time.monotonic()
 
     @property
     def corrupt(self) -> int:
@@ -241,14 +254,18 @@ class _Files(torch.utils.data.Dataset[tuple[Any, ...]]):
 
 
 def _collate(items: list[tuple[Any, ...]]
-             ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
-    """Stack the decoded samples; hand the failures (path, reason) back beside the batch."""
+             ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]], tuple[float, int]]:
+    """Stack the decoded samples; hand the failures (path, reason) back beside the batch, and
+    when which worker finished it (Loader.made_clock; 0 for the main process)."""
     good = [it for it in items if it[0] is not None]
     failed = [(it[1], it[2]) for it in items if it[0] is None]
+    info = torch.utils.data.get_worker_info()
     if not good:
-        return torch.empty(0), torch.empty(0, dtype=torch.int64), failed
-    images = torch.stack([it[0] for it in good])
-    return images, torch.tensor([it[1] for it in good], dtype=torch.int64), failed
+        images, labels = torch.empty(0), torch.empty(0, dtype=torch.int64)
+    else:
+        images = torch.stack([it[0] for it in good])
+        labels = torch.tensor([it[1] for it in good], dtype=torch.int64)
+    return images, labels, failed, (time.monotonic(), info.id if info is not None else 0)
 
 
 class _Cycle(torch.utils.data.Sampler[int]):
@@ -343,7 +360,8 @@ class _TorchvisionLoader(Loader):
         return any(w.exitcode == -signal.SIGBUS for w in workers)
 
     def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for images, labels, failed in self._loader:
+        for images, labels, failed, (made, worker) in self._loader:
+            self.made.append((made, len(images), worker))
             for path, reason in failed:
                 if path not in self.corrupt_files and self.corrupt < _MAX_WARNINGS:
                     warnings.warn(f"skipped corrupt image {path}: {reason}", stacklevel=2)

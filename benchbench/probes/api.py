@@ -46,6 +46,12 @@ class ProbeSpec:
     needs_data: bool = False  # reads the dataset (the user's --data-dir or a generated one)
     distributed: bool = False  # runs on every rank of a torchrun/srun launch, not per node
     budget_weight: float = 1.0  # its share of a shared time budget, relative to other probes
+    # Its share on a GPU where that differs: a training probe pays each precision's start-up
+    # (allocation, cuDNN's autotuning) on a GPU, seconds where its steps take milliseconds.
+    gpu_weight: float | None = None
+    # Exchanges data between GPUs: on a single-GPU machine, outside a multi-node launch, it
+    # has nothing to measure, and is skipped before its worker starts.
+    exchanges: bool = False
     per_gpu: bool = False  # measures every GPU: its budget grows with their number
     repeatable: bool = False  # cheap to run again in a fresh worker: it runs in every round
     # The auto fields' values for a device, --quick and the machine's facts; applied before
@@ -60,10 +66,20 @@ class ProbeSpec:
     def resource(self, device: str) -> str:
         return self.gpu_resource if device == "cuda" else self.cpu_resource
 
-    def skip_reason(self, device: str, no_gpu_reason: str | None) -> str | None:
-        """Why this probe would not run on `device`, or None when it would."""
+    def weight(self, device: str) -> float:
+        """Its share of the run's time budget on `device`."""
+        return self.gpu_weight if device == "cuda" and self.gpu_weight is not None \
+            else self.budget_weight
+
+    def skip_reason(self, device: str, no_gpu_reason: str | None, gpus: int | None = None,
+                    launched: bool = False) -> str | None:
+        """Why this probe would not run on `device` (with `gpus` GPUs visible, in a multi-node
+        launch or not), or None when it would."""
         if self.requires_gpu and device != "cuda":
             return f"it needs a CUDA GPU and {no_gpu_reason or 'the run uses the CPU'}"
+        if self.exchanges and device == "cuda" and gpus == 1 and not launched:
+            return ("one GPU: there is nothing to exchange (its collectives would move no data "
+                    "between devices)")
         return None
 
     def resolve(self, device: str, quick: bool, facts: Facts,

@@ -1,7 +1,8 @@
 """How a probe observes and sets up a device: CUDA-event timers for GPU work, the host clock
 for the CPU, device syncs, per-step times, CUDA's initialisation, the precision modes (TF32 for
-matmuls and cuDNN convolutions, cuDNN's autotuner), the allocator's cache and its high-water
-marks (allocated and reserved), and garbage collection kept off the imports' objects.
+matmuls and cuDNN convolutions, cuDNN's autotuner), host-to-device copies on a side stream, the
+allocator's cache and its high-water marks (allocated and reserved), and garbage collection kept
+off the imports' objects.
 
 The CPU path makes no CUDA call at all; the GPU path records events on the current stream, so
 no host overhead or queueing delay is counted, and synchronizes on the end event before
@@ -18,9 +19,12 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from benchbench.core.timing import Clock, Timer, wall_timer
+
+T = TypeVar("T")
 
 # torch.cuda._sleep counts GPU cycles; at the highest data-center clock (~2 GHz) a cycle is
 # shortest, so this rate makes a hold at least as long as asked on any GPU.
@@ -83,24 +87,34 @@ def synchronized_wall_timer(devices: list[str], meter: Meter | None = None) -> T
 
 def apply_tf32(enabled: bool) -> None:
     """TF32 on or off for matmuls and cuDNN convolutions alike. cuDNN defaults to TF32, so a
-    true fp32 measurement must switch off both. Where torch has the fp32_precision API (2.9
-    and later) it is used: the legacy allow_tf32 flags print a deprecation warning in every
-    worker there, and mixing the two raises ("mix of legacy and new APIs")."""
+    true fp32 measurement must switch off both.
+
+    torch 2.9 and later keep the mode twice, in the legacy flags and in the per-backend
+    fp32_precision, and raise ("mix of the legacy and new APIs") on a legacy read,
+    `torch.get_float32_matmul_precision()` or either `allow_tf32`, whenever the two disagree;
+    torch.compile's backend makes those reads (pytorch#166387). A legacy setter writes both
+    records and an fp32_precision setter only its own, so the mode goes through the legacy
+    setters first (their deprecation warning, which torch 2.9 prints once per worker,
+    silenced), then through fp32_precision too: the two records agree."""
+    import warnings
+
     import torch
 
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(TF32|fp32_precision)")
+        matmul.allow_tf32 = enabled
+        cudnn.allow_tf32 = enabled
     if hasattr(matmul, "fp32_precision"):
         mode = "tf32" if enabled else "ieee"
         matmul.fp32_precision = mode
         cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
         cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
-    else:
-        matmul.allow_tf32 = enabled
-        cudnn.allow_tf32 = enabled
 
 
 def tf32_enabled() -> bool:
-    """Whether fp32 matmuls run in TF32, read through the same API apply_tf32 sets."""
+    """Whether fp32 matmuls run in TF32: read from fp32_precision where torch has it (a read
+    that never raises), from the legacy flag before it."""
     import torch
 
     matmul = torch.backends.cuda.matmul
@@ -240,6 +254,10 @@ class Meter:
         """Whether fp32 matmuls run in TF32 now."""
         return tf32_enabled()
 
+    def side_stream(self, device: str) -> SideStream:
+        """Host-to-device copies overlapped with the compute stream's work (see SideStream)."""
+        return SideStream(device)
+
     def set_cudnn_benchmark(self, device: str, enabled: bool) -> None:
         """cuDNN's autotuner for fixed shapes: it times the candidate kernels on the first
         call of each shape and keeps the fastest. Nothing to do on the CPU."""
@@ -247,6 +265,14 @@ class Meter:
             import torch
 
             torch.backends.cudnn.benchmark = enabled
+
+    def cudnn_benchmark(self, device: str) -> bool | None:
+        """Whether cuDNN's autotuner is on now; None on the CPU."""
+        if not device.startswith("cuda"):
+            return None
+        import torch
+
+        return bool(torch.backends.cudnn.benchmark)
 
     def free(self, device: str | None = None) -> None:
         """Drop what Python still holds, and give the caching allocator's free blocks back to
@@ -297,3 +323,61 @@ class Meter:
         import torch
 
         return float(torch.cuda.max_memory_reserved(device))
+
+
+@dataclass
+class Staged(Generic[T]):
+    """What SideStream.put issued: its result, and the event its copies end at (None where
+    nothing was queued: the CPU)."""
+
+    value: T
+    done: Any = None
+
+
+class SideStream:
+    """Host-to-device copies on a CUDA stream of their own, overlapped with the compute
+    stream, as NVIDIA's DeepLearningExamples' data_prefetcher feeds ResNet50: `put` issues
+    the next batch's copy while the current step runs, `take` makes the compute stream wait
+    for that copy alone, and tells the caching allocator the tensors are used there, so their
+    memory is not handed out again before the step is done with it. The copy must read pinned
+    memory to run asynchronously. On the CPU both run the copy function as it is."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self._stream: Any = None
+        if device.startswith("cuda"):
+            import torch
+
+            self._stream = torch.cuda.Stream(device)
+
+    def put(self, copy: Callable[[], T]) -> Staged[T]:
+        if self._stream is None:
+            return Staged(copy())
+        import torch
+
+        with torch.cuda.stream(self._stream):
+            value = copy()
+            done = torch.cuda.Event()
+            done.record(self._stream)
+        return Staged(value, done)
+
+    def take(self, staged: Staged[T]) -> T:
+        if staged.done is not None:
+            import torch
+
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(staged.done)
+            for t in _tensors(staged.value):
+                t.record_stream(current)
+        return staged.value
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The tensors in a value, a tuple or list of them included."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []

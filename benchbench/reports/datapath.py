@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchbench.analysis import derive as analysis
+from benchbench.analysis import verdict
 from benchbench.core import units as fmt
 from benchbench.core.results import RunResult
 
@@ -30,14 +33,19 @@ def section(run: RunResult) -> list[str]:
             [str(r["key"]["loader"]), str(r["key"]["workers"]),
              fmt.value(r["total_ips"], "samples/s"), fmt.value(r["compute_ips"], "samples/s"),
              f"{r['steps']} + {r['compute_steps']}" + (" (few steps)" if r["few_steps"] else ""),
-             f"**{fmt.percent(r['au'])}**",
-             f"not judged: {r['steps']} steps are under one round of the {r['round']} workers, "
-             "a burst of ready batches or a wait for the next, not a rate"
-             if r["partial_round"] else "passes" if r["passes"] else
-             f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data"]
-            for r in rows])
+             f"**{fmt.percent(r['au'])}**", _judged(run, r)] for r in rows])
         out += ["AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "
                 "the real loader feeding the real training step, against synthetic data on the "
                 "device, same batch, size and precision; timed steps on loader batches + on "
-                "synthetic data, in steady state (the prefetched batches discarded).", ""]
+                "synthetic data, in steady state (the prefetched batches discarded, a warm "
+                "round, then whole rounds of the workers).", ""]
     return ["## Data path", "", *out] if out else []
+
+
+def _judged(run: RunResult, r: dict[str, Any]) -> str:
+    """Whether the AU passes, or why the verdict did not judge by it (analysis/verdict.py)."""
+    why = verdict.distrust(run, r)
+    if why:
+        return f"not judged: {why.short}"
+    return ("passes" if r["passes"] else
+            f"below {fmt.percent(analysis.AU_PASS)}: the device waits for data")

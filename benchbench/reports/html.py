@@ -16,7 +16,7 @@ from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
 from benchbench.core.names import capitalised, precision_name, resource_name
 from benchbench.core.results import RunResult
-from benchbench.reports import noise
+from benchbench.reports import noise, speedups
 
 # esc is imported from here by the other pages (compare, ops): exported explicitly.
 from benchbench.reports.html_markdown import esc as esc
@@ -119,7 +119,7 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
     else:
         big = '<h1 class="none">No limiting resource named</h1>'
     parts = [head, f'<p class="kicker">What limits <strong>{esc(model_name(v.workload))}'
-             "</strong> training on this machine</p>", big, _headline(v),
+             "</strong> training on this machine</p>", big, _headline(v), _speedups(run),
              '<div class="cols"><div>', _items("Evidence", evidence_beyond_table(v)),
              "</div><div>", _items("Advice", v.advice), "</div></div>",
              _items("Unknown capacities", [unknown_line(u) for u in v.unknown])]
@@ -148,6 +148,17 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
     return f'<section id="verdict" class="verdict">{"".join(parts)}</section>'
 
 
+def _speedups(run: RunResult) -> str:
+    """The precision speedups of both models, under the headline."""
+    header, body = speedups.rows(run)
+    if not body:
+        return ""
+    return (f'<p class="notes"><strong>{esc(speedups.TITLE)}</strong>: training throughput of '
+            "one precision over another's, beside the datasheet's ratio of the dense "
+            "tensor-core peaks</p>"
+            + "".join(table_rows(header, [[esc(c) for c in r] for r in body])))
+
+
 def _headline(v: WorkloadVerdict) -> str:
     """The big line under the limit: on a CPU-only machine, that the CPU trains and at what
     rate (an accelerator utilisation would be about a device that is not there); on a GPU
@@ -172,6 +183,11 @@ def _headline(v: WorkloadVerdict) -> str:
           f"{esc(prec.replace(', ', ' in ', 1))}." if cap is not None else "")
     if v.measured_accelerator_utilisation is not None:
         at += f" The real input pipeline measured {esc(au_short(v))}."
+    if v.close_call:
+        other = next(r for r in v.close_call if r != limit)
+        at += (f" A close call with {esc(resource_name(other))} at "
+               f"{esc(fmt.si(v.capacity(other) or 0.0, v.sample_unit))}: the two lie within their "
+               "measured noise.")
     au = v.predicted_accelerator_utilisation
     return (f'<p class="au">Predicted accelerator utilisation: <strong>'
             f"{esc(fmt.percent(au)) if au is not None else 'unknown'}</strong>.{at}</p>")

@@ -7,13 +7,28 @@ from typing import Any
 
 from benchbench.analysis import scaling
 from benchbench.core import units as fmt
-from benchbench.core.results import RunResult
+from benchbench.core.results import ProbeResult, RunResult
+
+
+def single_rank_allreduce(pr: ProbeResult) -> str | None:
+    """The one line that stands for an all-reduce measured over one rank (in runs from before
+    the probe skipped that case itself), or None. No byte left the device: its times are the
+    timer's floor and its algbw is no bandwidth, so neither a table nor a plot shows them."""
+    if pr.name != "allreduce" or pr.status != "ok":
+        return None
+    if {m.key.get("world_size") for m in pr.measurements} != {1}:
+        return None
+    one = "one GPU" if pr.params.get("backend") == "nccl" else "one rank"
+    return (f"- All-reduce skipped, because {one}: there is nothing to exchange (this run "
+            "timed it over one rank, where no data moves; its figures are not shown).")
 
 
 def _allreduce(run: RunResult) -> list[str]:
     pr = run.probe("allreduce")
     if pr is None or pr.status != "ok":
         return []
+    if line := single_rank_allreduce(pr):
+        return [line, ""]
     by_size: dict[int, dict[str, Any]] = {}
     for m in pr.measurements:
         if "size_bytes" in m.key:
@@ -74,6 +89,10 @@ def _ddp(run: RunResult) -> list[str]:
     d = scaling.ddp_scaling(run)
     if not d or "rows" not in d:
         return []
+    if len(d["rows"]) < 2:  # one rank alone (runs from before the probe skipped it)
+        return ["- DDP scaling skipped, because one GPU: there is nothing to exchange, and one "
+                "point has no scaling or cost knee to read (this run trained one rank only).",
+                ""]
     rows = [[str(r["ranks"]), fmt.value(r["throughput"], d["unit"]),
              fmt.percent(r["efficiency"]),
              fmt.percent(r["marginal"]) if "marginal" in r else "—"] for r in d["rows"]]

@@ -14,7 +14,7 @@ from benchbench.core.names import listed, probe_name, resource_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import summarize
 from benchbench.doctor.checks import Check
-from benchbench.reports import datapath, energy, guide, interconnect, noise, training
+from benchbench.reports import datapath, energy, guide, interconnect, noise, speedups, training
 from benchbench.reports import doctor as doctor_section
 from benchbench.reports import references as references_section
 from benchbench.reports import stability as stability_section
@@ -229,6 +229,8 @@ def _merged(by_metric: dict[str, list[Measurement]]) -> list[tuple[list[str], li
 
 def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     out = [f"### {probe_title(pr.name, pr.resource)}", ""]
+    if line := interconnect.single_rank_allreduce(pr):  # figures of nothing moving
+        return out + [line, ""]
     if pr.reason:
         out += [f"Partly skipped: {pr.reason}.", ""]
     flags = ((run.extra.get("telemetry") or {}).get("flags") or {}).get(pr.name) or []
@@ -294,7 +296,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     ]
     if paced := pacing_note(run):
         out += [paced, ""]
-    out += verdict_section.section(verdict)
+    out += verdict_section.section(verdict, speedups.section(run))
     out += references_section.section(run, checks)
     out += environment_section(run.environment)
     said = len(out)

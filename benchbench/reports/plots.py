@@ -21,7 +21,7 @@ from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
 from benchbench.core.stats import summarize
-from benchbench.reports import plots_telemetry
+from benchbench.reports import interconnect, plots_telemetry
 from benchbench.reports.plot_base import (
     draw_all,
     figure,
@@ -288,7 +288,7 @@ def precision_speedups_figure(run: RunResult) -> Any:
 
 def allreduce_figure(run: RunResult) -> Any:
     pr = run.probe("allreduce")
-    if pr is None or pr.status != "ok":
+    if pr is None or pr.status != "ok" or interconnect.single_rank_allreduce(pr):
         return None
     series: dict[tuple[str, tuple[Any, ...]], list[Measurement]] = {}
     for m in pr.measurements:

@@ -64,6 +64,10 @@ def lead(v: WorkloadVerdict) -> str:
             f"**{fmt.percent(au) if au is not None else 'unknown'}**")
     if v.measured_accelerator_utilisation is not None:
         text += f", measured by the real pipeline at {au_short(v)}"
+    if v.close_call:
+        other = next(r for r in v.close_call if r != limiting)
+        text += (f". A close call with {resource_name(other)} at "
+                 f"{_cap(v.capacity(other))} {unit}: the two lie within their measured noise")
     return text + "."
 
 
@@ -76,7 +80,8 @@ def au_short(v: WorkloadVerdict) -> str:
     return fmt.percent(x) if x <= 1.0 else f"100% (measured {fmt.percent(x)}, see the evidence)"
 
 
-def section(verdict: Verdict) -> list[str]:
+def section(verdict: Verdict, after_lead: list[str] | None = None) -> list[str]:
+    """The verdict section; `after_lead` (Markdown lines) follows its first sentence."""
     v = verdict.main
     limiting = v.limiting_resource
     unit = v.unit
@@ -85,7 +90,7 @@ def section(verdict: Verdict) -> list[str]:
         head = f"## Verdict: unknown — nothing measured names what limits {name}"
     else:
         head = f"## Verdict: {sentence_name(limiting)} limits {name} training here"
-    out = [head, "", lead(v), ""]
+    out = [head, "", lead(v), "", *(after_lead or [])]
     if verdict.health:
         out += [verdict.health, ""] + [f"- {c}" for c in verdict.health_causes] + (
             [""] if verdict.health_causes else [])

@@ -245,19 +245,38 @@ class TrainingJob:
     unit: str  # "samples/s" or "tokens/s"
     key: Callable[[str], dict[str, Any]]  # the measurement key for a precision
     context: dict[str, Any] = field(default_factory=dict)
+    min_timed_s: float = 0.0  # the timed steps of a precision last at least this long
+
+
+# The first precision's start pays what a process pays once (CUDA's and cuDNN's libraries and
+# kernels loaded: an H200's first ResNet50 step took 9.3 s, a later precision's 2.7-4.0 s): a
+# later one is expected to start in this share of it until one has been seen.
+FIRST_START_SHARE = 0.5
 
 
 @dataclass
 class _Seen:
     """What earlier precisions cost: the next one is only started when it can finish."""
 
-    first_s: float = 0.0  # the longest build + first step (cuDNN autotuning, allocation)
+    starts: list[float] = field(default_factory=list)  # build + first step, each precision
     step_s: float = 0.0  # the slowest warm step
 
+    @property
+    def first_s(self) -> float:
+        """What the next precision's start is expected to take: the longest start after the
+        first, else the first's FIRST_START_SHARE."""
+        if len(self.starts) > 1:
+            return max(self.starts[1:])
+        return self.starts[0] * FIRST_START_SHARE if self.starts else 0.0
+
+    @property
+    def need_s(self) -> float:
+        """A start, the estimate step and MIN_STEPS timed steps at the slowest pace seen so
+        far: a lower bound, so a slower precision may still run short (plan_steps trims it)."""
+        return self.first_s + (1 + MIN_STEPS) * self.step_s
+
     def blocks(self, remaining_s: float) -> bool:
-        # A start, the estimate step and MIN_STEPS timed steps at the slowest pace seen so far:
-        # a lower bound, so a slower precision may still run short (plan_steps trims it).
-        return bool(self.first_s) and self.first_s + (1 + MIN_STEPS) * self.step_s > remaining_s
+        return bool(self.first_s) and self.need_s > remaining_s
 
 
 def _cpu_preview(build: Callable[[int], Step], batch: int, ctx: ProbeContext) -> float:
@@ -285,8 +304,9 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
         remaining = ctx.budget.remaining()
         if seen.blocks(remaining):
             notes.append(f"{name} skipped, because {remaining:.3g} s of the time budget were "
-                         f"left and starting a precision took {seen.first_s:.3g} s before its "
-                         "first timed step")
+                         f"left, under the ~{seen.need_s:.3g} s its start ({seen.first_s:.3g} s, "
+                         f"as the precisions before it started) and {1 + MIN_STEPS} steps at "
+                         "their slowest pace would take")
             continue
         p = PRECISIONS[name]
         ctx.meter.set_tf32(p.tf32)
@@ -341,11 +361,16 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             warm = warm_up(step, ctx, dev, ctx.budget.remaining() / left)
             # The precisions still to come will each pay a start like this one (build, first
             # step, cuDNN's autotuning): keep that back before sharing out the timed steps.
-            starts = (left - 1) * max(seen.first_s, built_s + warm.first_s)
+            this = built_s + warm.first_s
+            starts = (left - 1) * (max(seen.first_s, this) if seen.starts
+                                   else this * FIRST_START_SHARE)
             remaining = ctx.budget.remaining()
-            n = plan_steps(warm.step_s, job.steps, max(0.0, remaining - starts) / left)
+            wanted = job.steps
+            if job.min_timed_s and warm.step_s > 0:
+                wanted = max(wanted, math.ceil(job.min_timed_s / warm.step_s))
+            n = plan_steps(warm.step_s, wanted, max(0.0, remaining - starts) / left)
             if n is None:  # the later ones will not fit anyway: do not keep time for them
-                n = plan_steps(warm.step_s, job.steps, remaining / left)
+                n = plan_steps(warm.step_s, wanted, remaining / left)
             if n is None and first:
                 # The first figure is the core one: it may take what the later precisions
                 # were to share, and they are skipped for it.
@@ -375,7 +400,7 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             continue
         finally:
             free_memory()
-        seen.first_s = max(seen.first_s, built_s + warm.first_s)
+        seen.starts.append(built_s + warm.first_s)
         seen.step_s = max(seen.step_s, warm.step_s)
         if times is None:
             notes.append(f"{name} skipped, because one warm step takes ~{warm.step_s:.3g} s, "
@@ -387,7 +412,11 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                  # its samples: the energy analysis integrates power over these seconds only.
                  "timed_monotonic_s": [round(x, 4) for x in window[-1]],
                  "first_step_s": warm.first_s, "tf32_enabled": p.tf32,
-                 "autocast": str(p.autocast) if p.autocast else None, "grad_scaler": p.scaler}
+                 "autocast": str(p.autocast) if p.autocast else None, "grad_scaler": p.scaler,
+                 "timed_s": round(sum(times), 4)}
+        bench = ctx.meter.cudnn_benchmark(dev)
+        if bench is not None:
+            ctx_m["cudnn_benchmark"] = bench
         out += step_measurements(job.key(name), times, job.work_per_sample * used, job.unit,
                                  ctx_m)
         peak = ctx.meter.peak_memory(dev)

@@ -67,16 +67,20 @@ def test_a_gpu_limited_by_compute_as_it_should_be():
     assert len(got) <= summary.MAX_LINES and not _no_raw_ids("\n".join(got))
 
 
-def test_an_input_bound_gpu_gives_its_utilisation_and_a_lower_runner_up_honestly():
+def test_an_input_bound_gpu_gives_its_utilisation_and_a_close_call_as_such():
     v = verdict(gpu_node("h100"))
-    # As when the real pipeline waited for data although the link alone was faster.
-    main = dataclasses.replace(v.main, limiting_resource="host_device_link",
-                               predicted_accelerator_utilisation=0.4)
+    link = v.main.capacity("host_device_link")
+    compute = dataclasses.replace(v.main.capacity_details["gpu_compute"], value=link * 1.03)
+    main = dataclasses.replace(
+        v.main, limiting_resource="host_device_link", predicted_accelerator_utilisation=0.4,
+        capacity_details={**v.main.capacity_details, "gpu_compute": compute},
+        close_call=("host_device_link", "gpu_compute"))
     got = summary.lines(dataclasses.replace(v, main=main))
     assert got[0].startswith("Training here is limited by the host-to-GPU link (PCIe): ")
     assert got[0].endswith("; predicted accelerator utilisation 40.0%.")
     assert got[1].startswith("Next limit: GPU compute at ")
-    assert got[1].endswith("(lower on its own, but the real pipeline ranks it second).")
+    assert got[1].endswith("(1.03× the current limit: a close call, within their measured "
+                           "noise).")
 
 
 def test_a_cpu_run_says_no_accelerator_utilisation():

@@ -55,12 +55,46 @@ def test_two_gloo_ranks_sweep_small_sizes():
     assert seen[-1][0] == "done"  # rank 0's progress crossed the process boundary
 
 
-def test_one_rank_has_no_busbw():
+@pytest.fixture
+def no_ranks(monkeypatch):
+    """Fails a probe that starts a rank: one that skips must say so before it pays for any."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("ranks were spawned")
+
+    monkeypatch.setattr(allreduce, "run_ranks", refuse)
+    monkeypatch.setattr(ddp_scaling, "run_ranks", refuse)
+
+
+def one_gpu():
+    from benchbench.engine import simulate
+
+    facts = simulate.facts_for(simulate.H200)
+    assert facts["cuda_device_count"] == 1
+    return ProbeContext(device="cuda", policy=RepeatPolicy(min_repeats=3, max_repeats=3),
+                        budget=Budget(20.0), facts=facts)
+
+
+@pytest.mark.usefixtures("no_ranks")
+def test_one_rank_has_nothing_to_exchange_and_starts_no_rank():
     c, _ = ctx()
-    out = allreduce.run(c, resolved("allreduce", sizes=(4096,), iters=3, warmup=1, ranks=1))
-    metrics = {m.metric for m in out.measurements}
-    assert metrics == {"allreduce_time", "algbw"}
-    assert any("busbw skipped, because at world size 1" in n for n in out.notes)
+    with pytest.raises(ProbeSkipped, match=r"^one rank: there is nothing to exchange"):
+        allreduce.run(c, resolved("allreduce", sizes=(4096,), iters=3, warmup=1, ranks=1))
+    with pytest.raises(ProbeSkipped, match=r"^one GPU: there is nothing to exchange"):
+        allreduce.run(one_gpu(), resolved("allreduce", "cuda", facts=one_gpu().facts))
+    assert allreduce.nothing_to_exchange(2, "cpu") is None
+    assert allreduce.nothing_to_exchange(8, "cuda") is None
+
+
+@pytest.mark.usefixtures("no_ranks")
+def test_ddp_at_one_rank_has_nothing_to_exchange_and_starts_no_rank():
+    with pytest.raises(ProbeSkipped, match=r"^one GPU: there is nothing to exchange .*no "
+                                           r"scaling to read"):
+        ddp_scaling.run(one_gpu(), resolved("ddp_scaling", "cuda", facts=one_gpu().facts))
+    c, _ = ctx()
+    with pytest.raises(ProbeSkipped, match=r"^one rank: there is nothing to exchange"):
+        ddp_scaling.run(c, resolved("ddp_scaling", counts=(1,)))
+    assert ddp_scaling.nothing_to_exchange([1, 2], "cpu") is None
+    assert ddp_scaling.nothing_to_exchange([4], "cuda") is None  # one count, but exchanging
 
 
 def test_bus_factor_follows_nccl_tests():

@@ -178,6 +178,59 @@ def test_a_probe_that_lays_fp8_out_row_major_fails_in_the_simulator(monkeypatch)
                         "col_major, got stride (4096, 1)"]
 
 
+# -- the fast-accumulation path ------------------------------------------------------------
+
+def _fp8_call(monkeypatch, scaled_mm=None):
+    """The probe's fp8 matmul at n=32 on this CPU (torch runs scaled_mm here too), through
+    `scaled_mm` in place of torch.nn.functional's where one is given."""
+    if scaled_mm is not None:
+        monkeypatch.setattr(torch.nn.functional, "scaled_mm", scaled_mm)
+    a, b = matmul.fp8_operands(torch.randn(32, 32), torch.randn(32, 32))
+    return matmul.fp8_mm(a, b, torch.ones(()))()
+
+
+def test_the_fp8_matmul_runs_the_fast_accumulation_path_and_records_it(monkeypatch):
+    seen = []
+    public = getattr(torch.nn.functional, "scaled_mm", None)
+    if public is None:  # a torch before the public API: its torch._scaled_mm takes the flag
+        real = torch._scaled_mm
+
+        def recorder(*args, use_fast_accum=False, **kwargs):
+            seen.append(use_fast_accum)
+            return real(*args, use_fast_accum=use_fast_accum, **kwargs)
+
+        monkeypatch.setattr(torch, "_scaled_mm", recorder)
+        out = _fp8_call(monkeypatch)
+    else:
+        def recorder(*args, use_fast_accum=False, **kwargs):
+            seen.append(use_fast_accum)
+            return public(*args, use_fast_accum=use_fast_accum, **kwargs)
+
+        out = _fp8_call(monkeypatch, recorder)
+    assert seen == [True] and out.dtype == torch.bfloat16
+    assert matmul.fp8_context() == {"inputs": "e4m3", "output": "bf16", "scaling": "tensor-wise",
+                                    "fast_accum": True}
+
+
+def test_a_torch_whose_scaled_mm_has_no_fast_accum_calls_without_it_and_records_that(
+        monkeypatch):
+    def older(a, b, scale_a, recipe_a, scale_b, recipe_b, output_dtype=None):
+        return torch.mm(a.float(), b.float()).to(output_dtype)
+
+    if not hasattr(torch.nn.functional, "ScalingType"):
+        pytest.skip("this torch has no public scaled_mm to stand in for")
+    assert _fp8_call(monkeypatch, older).dtype == torch.bfloat16  # no TypeError: no flag given
+    assert matmul.fp8_fast_accum() is False and matmul.fp8_context()["fast_accum"] is False
+
+
+def test_the_simulated_fp8_rows_ran_the_fast_path_through_cudas_layout_rule():
+    mm = simulate.simulate_probe(simulate.H200, "matmul", False, 37.5,
+                                 overrides={"sizes": (4096,), "dtypes": ("bf16", "fp8")})
+    context = {m.key["dtype"]: m.context for m in mm.measurements if m.metric == "flops"}
+    assert context["fp8"]["fast_accum"] is True and "fast_accum" not in context["bf16"]
+    assert mm.notes == []
+
+
 # -- a failure stays local ------------------------------------------------------------------
 
 def test_an_fp8_matmul_that_raises_is_a_skipped_row_and_bf16_stays(monkeypatch):

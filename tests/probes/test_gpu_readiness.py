@@ -56,8 +56,12 @@ def test_a_precision_that_cannot_finish_is_skipped_before_it_is_built():
     assert measured[0] == "amp_bf16"
     assert "fp32" not in measured
     (note,) = [n for n in sim.notes if n.startswith("fp32")]
-    assert re.match(r"fp32 skipped, because [\d.]+ s of the time budget were left and starting "
-                    r"a precision took [\d.]+ s", note)
+    # What it would need is said beside what was left, so the two compare.
+    got = re.match(r"fp32 skipped, because ([\d.]+) s of the time budget were left, under the "
+                   r"~([\d.]+) s its start \(([\d.]+) s, as the precisions before it started\) "
+                   r"and 3 steps at their slowest pace would take$", note)
+    assert got and float(got.group(1)) < float(got.group(2)), note
+    assert float(got.group(3)) < float(got.group(2))
     assert sim.duration_s <= 12.0
 
 

@@ -34,7 +34,7 @@ def test_the_report_shows_the_three_claims_beside_the_measurements():
         "| H100's Transformer Engine cuts large-model training time by over 40%",
         "| batch inference is fine on 1-2 T4, L4 or RTX 4090"]
     assert "largest full fine-tune here: 8.0B parameters (7b@38L" in rows[0]  # as measured
-    assert "holds: a 7B model's full fine-tune needs more than 80 GB" in rows[0]
+    assert "holds: a 7B model's full fine-tune needs more than an 80 GB card's 79.2 GiB" in rows[0]
     # The default run's fp8 is eager torchao on gpt2-124m: it cannot speak to the claim.
     assert "fp8 (torchao float8 training) takes 18% more step time" in rows[1]
     assert "cannot judge the claim, because it was measured eager" in rows[1]

@@ -6,6 +6,7 @@ from helpers import cpu_facts, resolved
 
 from benchbench.analysis import memory_fit as mf
 from benchbench.analysis.memory_fit import LADDER, estimate
+from benchbench.core.units import iec
 
 
 def test_the_ladder_holds_the_published_sizes():
@@ -59,8 +60,9 @@ def test_the_estimate_meets_the_h200s_measured_peaks(mode, layers, measured):
 
 def test_derived_lines_say_they_are_derived_and_answer_the_guide():
     lines = mf.derived_lines(2048, "amp_bf16", 1.0, 141e9, 1)
-    assert lines[0].startswith("a 7B model (6.7B) needs 110 GB plain and 108 GB with activation "
-                               "checkpointing at seq 2048 (derived")
+    # in GiB, as every other memory figure of the report
+    assert lines[0].startswith("a 7B model (6.7B) needs 102 GiB plain and 100 GiB with "
+                               "activation checkpointing at seq 2048 (derived")
     # 70B's states over 8 GPUs are 155 GB each: 34B is the largest, as practice finds.
     zero3 = [ln for ln in lines if ln.startswith("ZeRO-3 over")]
     assert zero3 == [ln for ln in zero3 if "not measured" in ln] and len(zero3) == 1
@@ -69,9 +71,11 @@ def test_derived_lines_say_they_are_derived_and_answer_the_guide():
                 if ln.startswith("ZeRO-3 over")]) == 2  # this machine's 4 and a node's 8
     assert any(ln.startswith("LoRA on one such GPU would fit up to") for ln in lines)
     (guide,) = [ln for ln in lines if ln.startswith("the guide says")]
-    # Between the rungs, as memory_fit bisects on a GPU: 3B's width at more layers.
-    assert ("an 80 GB card (80 GiB) fully fine-tunes up to 5.0B (3B's width at 39 layers, "
-            "between the ladder's rungs) plain and 5.3B (3B's width at 41 layers") in guide
+    # Between the rungs, as memory_fit bisects on a GPU: 3B's width at more layers; the card
+    # as nvidia-smi and torch give it (at 80 GiB, plain reached 39 layers).
+    assert ("an 80 GB card (79.6 GiB, nvidia-smi's 81,559 MiB, 79.2 GiB of it usable by torch) "
+            "fully fine-tunes up to 4.9B (3B's width at 38 layers, between the ladder's rungs) "
+            "plain and 5.3B (3B's width at 41 layers") in guide
 
 
 # An H200 as CUDA reports it (143,771 MiB), and a measured ratio under 1: the estimate
@@ -96,29 +100,41 @@ def test_lora_and_zero3_lines_take_the_plain_estimate_not_the_measured_ratio():
     assert mf.zero3_largest(2048, "amp_bf16", UNDER_ONE, H200_B, 8) == "34b"  # the doctor's
     # The full fine-tune it was measured on keeps it: 7B's line is the estimate x 0.9.
     seven = mf.estimate(mf.LADDER["7b"], 2048, 1, "amp_bf16", False).total
-    assert lines[0].startswith(f"a 7B model (6.7B) needs {mf.gb(seven * UNDER_ONE)} plain")
+    assert lines[0].startswith(f"a 7B model (6.7B) needs {iec(seven * UNDER_ONE)} plain")
 
 
-def test_an_80_gb_card_has_80_gib():
-    """A100 80GB and H100 80GB carry 80 GiB: 85.9e9 B, not 80e9. At a ratio that puts
-    3B's full fine-tune at 83 GB, it fits such a card; counted as 80e9 B it did not."""
-    assert mf.CARD_80GB_B == 80 * 2**30
-    three = mf.estimate(mf.LADDER["3b"], 2048, 1, "amp_bf16", False).total
-    ratio = 83e9 / three
+def _plain_on_80(ratio):
     (guide,) = [ln for ln in mf.derived_lines(2048, "amp_bf16", ratio, H200_B, 1)
                 if ln.startswith("the guide says")]
-    plain = guide.split("fully fine-tunes up to ", 1)[1].split(" plain")[0]
-    assert plain.startswith(("3B (3.4B)", "3.")), guide  # 3B or more, not 1.3B
+    return guide.split("fully fine-tunes up to ", 1)[1].split(" plain")[0]
 
 
-def test_the_guide_judges_a_7b_against_80_gib():
-    """The guide's verdict: a 7B with checkpointing at 83 GB fits an 80 GB card (85.9e9 B)."""
+def test_an_80_gb_card_gives_what_nvidia_smi_and_torch_show():
+    """An H100 80GB shows 81,559 MiB in nvidia-smi and torch can use 81,082 MiB of it: neither
+    80e9 B nor 80 GiB. A 3B fine-tune fits up to exactly what torch can use; one needing
+    80 GiB, which the card's name seems to promise, does not."""
+    assert mf.CARD_80GB_TOTAL_B == 81_559 * 2**20 == 85_520_809_984
+    assert mf.CARD_80GB_USABLE_B == 81_082 * 2**20
+    assert 80e9 < mf.CARD_80GB_USABLE_B < mf.CARD_80GB_TOTAL_B < 80 * 2**30
+    three = mf.needs(mf.LADDER["3b"], 2048, "amp_bf16", False, 1.0)
+    assert _plain_on_80(83e9 / three).startswith("3B (3.4B)")
+    assert _plain_on_80(mf.CARD_80GB_USABLE_B / three).startswith("3B (3.4B)")  # just fits
+    for over in (mf.CARD_80GB_USABLE_B + 1, 80 * 2**30):
+        assert "1.3B's width" in _plain_on_80(over / three)  # 3B does not fit
+
+
+def test_the_guide_judges_a_7b_against_what_an_80_gb_card_gives():
+    """The guide's verdict: a 7B with checkpointing at 83e9 B (77.3 GiB) fits within the
+    79.2 GiB torch can use of an 80 GB card; at 80 GiB it does not."""
     pytest.importorskip("torch")
     from benchbench.analysis import guide
     from benchbench.core.results import ProbeResult, RunResult
     from benchbench.engine import simulate
 
     sim = simulate.simulate_probe(simulate.H200, "memory_fit", False, 60.0)
+    # the device's memory in GiB, as the report's environment table gives it
+    assert sim.notes[0] == ("34b, 70b plain not tried, because their estimates are over 2x "
+                            "the device's 141 GiB")
     ratio = 83e9 / estimate(LADDER["7b"], 2048, 1, "amp_bf16", True).total
     for m in sim.measurements:
         if m.metric == "step_peak_memory":
@@ -127,7 +143,14 @@ def test_the_guide_judges_a_7b_against_80_gib():
                     probes=[ProbeResult(name="memory_fit", status="ok", resource="gpu_memory",
                                         measurements=sim.measurements)])
     claim = guide.fine_tuning(run)
-    assert claim.check == "does not hold for a 7B model: with checkpointing it needs 83 GB"
+    assert claim.check == ("does not hold for a 7B model: with checkpointing it needs 77.3 GiB, "
+                           "within an 80 GB card's 79.2 GiB")
+    for m in sim.measurements:
+        if m.metric == "step_peak_memory":
+            m.context["ratio"] = ratio * 80 * 2**30 / 83e9
+    assert guide.fine_tuning(run).check == (
+        "holds: a 7B model's full fine-tune needs more than an 80 GB card's 79.2 GiB even with "
+        "activation checkpointing (80 GiB at these bytes)")
 
 
 def test_cpu_search_measures_the_small_end_and_checks_the_estimate_against_rss():
@@ -182,8 +205,8 @@ def test_cpu_free_ram_refusal_judges_the_runs_precision(monkeypatch):
                    precision="amp_bf16", ram_share=0.5)
     out = memory_fit.run(ctx, cfg)
     assert not [m for m in out.measurements if m.metric == "step_peak_memory"]
-    assert (f"125m plain skipped, because its estimate of {bf16 / 1e9:,.1f} GB is over 50% of "
-            f"the {free / 1e9:,.1f} GB of free RAM") in "; ".join(out.notes)
+    assert (f"125m plain skipped, because its estimate of {iec(bf16)} is over 50% of "
+            f"the {iec(free)} of free RAM") in "; ".join(out.notes)
 
 
 # --- the search on the simulated GPUs: the real run's attempt skeleton, the profile's memory --
@@ -192,8 +215,9 @@ def _largest(sim):
     return {m.key["mode"]: m for m in sim.measurements if m.metric == "largest_model"}
 
 
+# An H100 80GB lends torch 81,082 MiB (79.2 GiB), not 80 GiB: checkpointed 3B fits 39 layers.
 @pytest.mark.parametrize("profile, plain, ckpt", [("h200", "7b@38L", "7b@43L"),
-                                                  ("8xh100", "3b@33L", "3b@40L")])
+                                                  ("8xh100", "3b@33L", "3b@39L")])
 def test_planning_on_the_simulated_gpus(profile, plain, ckpt):
     """The ladder's 2x gaps, then a bisection between the last rung that fits and the first
     that does not: the largest is the lower rung's width at the most layers that fit, one

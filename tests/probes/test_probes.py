@@ -236,21 +236,3 @@ def test_pre_ampere_gpus_skip_tf32_and_bf16(monkeypatch):
                      "tensor cores" for m in ("tf32", "amp_bf16")]
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev: (9, 0))  # H100/H200
     assert usable_on("cuda:0", ("fp32", "bf16"), (), ("bf16",), "n/a", []) == ["fp32", "bf16"]
-
-
-def test_tf32_is_set_through_the_new_api_without_a_warning():
-    """torch 2.9+ warns on the legacy allow_tf32 flags in every worker, and raises when the
-    legacy and new APIs are mixed; benchbench sets and reads the new one only."""
-    import warnings
-
-    from benchbench.probes.meter import apply_tf32
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        apply_tf32(True)
-        assert tf32_enabled()
-        apply_tf32(False)
-        assert not tf32_enabled()
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
-        assert torch.backends.cudnn.conv.fp32_precision == "ieee"

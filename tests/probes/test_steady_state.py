@@ -98,11 +98,12 @@ def test_pipeline_au_is_the_steady_state_not_the_prefetch_buffer(true_au):
                                   # A slow first step, as a GPU's allocation and autotuning
                                   # take: the workers fill their prefetch buffer meanwhile.
                                   lambda: SleepTrainer(step_s, first_step_s=2.5 * batch_s))
-        assert len(halves.walls) % workers == 0 and not halves.context["few_steps"]
+        assert all(len(w) == workers for w in halves.rounds.waits)
+        assert len(halves.rounds.walls) >= 5 and not halves.context["few_steps"]
         assert halves.context["prefetched_discarded"] == 2 * workers
-        total = len(halves.walls) / sum(halves.walls)
-        compute = len(halves.compute_times) / sum(halves.compute_times)
-        return total / compute, halves.context
+        by = {m.metric: m for m in pipeline.measurements_of(halves, {}, BATCH, halves.context)}
+        return (by["total_throughput"].value / by["compute_throughput"].value,
+                by["total_throughput"].context)
 
     # The median of three measurements, so that one stall of the VM cannot decide it. Timing
     # the prefetch buffer, the bug this test guards against, biases all three.

@@ -14,9 +14,14 @@ from benchbench.machine.environment import torch_facts  # noqa: E402
 from benchbench.probes.api import ProbeContext  # noqa: E402
 from benchbench.probes.meter import tf32_enabled  # noqa: E402
 from benchbench.workloads import _training  # noqa: E402
-from benchbench.workloads.models.gpt import GPT, transformer_flops_per_token  # noqa: E402
+from benchbench.workloads.models.gpt import (  # noqa: E402
+    GPT,
+    gpt_n_params,
+    transformer_flops_per_token,
+)
 from benchbench.workloads.resnet50 import run as resnet50  # noqa: E402
 from benchbench.workloads.transformer import run as transformer  # noqa: E402
+from benchbench.workloads.transformer.config import PRESETS  # noqa: E402
 
 
 def ctx(budget=120.0):
@@ -75,11 +80,42 @@ def test_transformer_cpu_each_precision():
 
 def test_gpt_counts_parameters_without_position_embeddings():
     model = GPT(n_layers=2, d_model=64, n_heads=4, vocab_size=256, max_seq_len=32)
-    total = sum(p.numel() for p in model.parameters())
-    assert model.n_params() == total - 32 * 64
+    total = sum(p.numel() for p in model.parameters())  # the tied head's weight once
+    assert gpt_n_params(2, 64, 256) == total - 32 * 64
     assert model.lm_head.weight is model.wte.weight
     with pytest.raises(ValueError, match="exceeds"):
         model(torch.zeros(1, 33, dtype=torch.long), torch.zeros(1, 33, dtype=torch.long))
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_the_parameter_count_from_the_shape_is_the_built_models(preset):
+    dims = PRESETS[preset]
+    # small on the CPU for real; the larger ones on the meta device (no memory, no time)
+    model = transformer.build_model(dims, "cpu" if preset == "small" else "meta")
+    counted = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
+    assert gpt_n_params(dims["n_layers"], dims["d_model"], dims["vocab_size"]) == counted
+    if preset == "gpt2-124m":
+        assert counted == 123_587_328  # GPT-2 small without biases or position embeddings
+
+
+def test_the_transformer_builds_its_model_on_the_device_and_only_to_train(monkeypatch):
+    model = transformer.build_model(PRESETS["gpt2-124m"], "meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"}  # never made on the host
+    built, steps = [], []
+
+    class Counted(GPT):
+        def __init__(self, *args):
+            super().__init__(*args)
+            built.append(next(self.parameters()).device.type)
+
+    make_step = transformer.make_step
+    monkeypatch.setattr(transformer, "GPT", Counted)
+    monkeypatch.setattr(transformer, "make_step", lambda *a: steps.append(1) or make_step(*a))
+    cfg = resolved("transformer", precisions=("fp32", "amp_bf16"), preset="small", n_layers=1,
+                   d_model=32, n_heads=2, vocab_size=128, seq_len=16, batch_size=2, steps=2,
+                   warmup_steps=1)
+    transformer.run(ctx(), cfg)
+    assert built == ["cpu"] * len(steps) and len(steps) >= 2  # one model per step built
 
 
 def test_flops_per_token_and_mfu_by_hand():

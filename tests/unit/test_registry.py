@@ -38,3 +38,28 @@ def test_skip_reason_for_gpu_probe():
     why = s.skip_reason("cpu", "NVML unavailable: NVML Shared Library Not Found")
     assert why == "it needs a CUDA GPU and NVML unavailable: NVML Shared Library Not Found"
     assert default_registry().get("matmul").skip_reason("cpu", "x") is None
+
+
+@pytest.mark.parametrize("name", ["allreduce", "ddp_scaling"])
+def test_an_exchanging_probe_on_one_gpu_skips_before_its_worker_starts(name):
+    """On one GPU an all-reduce or DDP moves nothing: the runner skips it without a worker or
+    a share of the budget; on two GPUs, on the CPU's ranks or in a multi-node launch it runs."""
+    s = default_registry().get(name)
+    assert s.skip_reason("cuda", None, gpus=1).startswith("one GPU: there is nothing to exchange")
+    assert s.skip_reason("cuda", None, gpus=2) is None
+    assert s.skip_reason("cuda", None, gpus=1, launched=True) is None
+    assert s.skip_reason("cpu", None, gpus=0) is None
+    assert default_registry().get("resnet50").skip_reason("cuda", None, gpus=1) is None
+
+
+def test_a_probe_weighs_its_gpu_weight_on_a_gpu():
+    """Each precision's start-up (cuDNN's autotuning) costs seconds on a GPU, where the steps
+    take milliseconds: ResNet50's share is larger there; a probe without a GPU weight has one
+    weight everywhere."""
+    r = default_registry()
+    resnet = r.get("resnet50")
+    assert resnet.weight("cuda") == resnet.gpu_weight > resnet.weight("cpu") == 2.0
+    pipe = r.get("pipeline")
+    assert (pipe.weight("cuda"), pipe.weight("cpu")) == (pipe.gpu_weight, pipe.budget_weight)
+    assert r.get("matmul").gpu_weight is None
+    assert r.get("matmul").weight("cuda") == r.get("matmul").weight("cpu")

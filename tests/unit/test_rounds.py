@@ -80,7 +80,8 @@ def test_a_measurement_of_one_round_only_has_one_value():
     assert [round_values(m) for m in got.measurements] == [[10.0], [3.0]]
     assert round_values(other) == [3.0]  # an older run without rounds: its value
     assert rounds.default_rounds(False, "cuda") == 3
-    assert rounds.default_rounds(False, "cpu") == rounds.default_rounds(True, "cuda") == 2
+    assert rounds.default_rounds(False, "cpu") == rounds.default_rounds(True, "cpu") == 2
+    assert rounds.default_rounds(True, "cuda") == 1  # one pass, longer windows
 
 
 def test_the_samples_clocks_follow_the_samples_when_rounds_join():

@@ -66,7 +66,7 @@ def test_inference_lets_cudnn_autotune_its_fixed_shapes():
     from benchbench.engine.sim_models import _SimModels
 
     inference.measure(ctx, cfg, _SimModels(ctx, H200, cfg.preset), "cuda:0", ["bf16"], [])
-    assert ctx.meter.cudnn_benchmark and ctx.meter.tf32_set is False
+    assert ctx.meter.cudnn_benchmark("cuda:0") and ctx.meter.tf32_set is False
 
 
 def test_resnet50_fp32_trains_in_true_fp32():

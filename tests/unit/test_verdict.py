@@ -4,90 +4,12 @@ import dataclasses
 
 import pytest
 from helpers import render_md, verdict_dict
+from verdict_runs import ROUNDS, gpu_run, m, probe  # noqa: F401 - the tests' hand-built runs
 
-from benchbench.core.results import Measurement, ProbeResult, RunResult
+from benchbench.commands import summary
+from benchbench.core.results import Measurement, RunResult
 
 GiB = 2**30
-
-
-def m(metric, key, value, unit, context=None, statistic="median"):
-    return Measurement(
-        metric=metric,
-        key=key,
-        value=value,
-        unit=unit,
-        statistic=statistic,
-        samples=[value],
-        higher_is_better=True,
-        context=context or {},
-    )
-
-
-def probe(name, *ms, status="ok", reason=None, resource="gpu_compute", params=None):
-    return ProbeResult(
-        name=name,
-        status=status,
-        resource=resource,
-        reason=reason,
-        measurements=list(ms),
-        params=params or {},
-    )
-
-
-def gpu_run(compute=2500.0, loader=6000.0, cold_files=20000.0, rand_Bps=5e9, h2d=50e9,
-            busbw=None, gpus=1, ram=1024 * GiB, pipeline_au=None, extra=(), overrides=None,
-            skip=(), wait_s=None):
-    env = {"host": {"memory_available": ram, "memory_total": ram, "cores_usable": 32},
-           "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "memory_total": 80 * GiB}
-                    for i in range(gpus)]}
-    key = {"device": "cuda:0", "precision": "amp_bf16", "image_size": 224, "batch_size": 256}
-    probes = {
-        "resnet50": probe("resnet50", m("throughput", key, compute, "samples/s",
-                                        {"batch": 256, "oom_backoff": []}),
-                          m("peak_memory", key, 30 * GiB, "B", {"batch": 256})),
-        "transformer": probe("transformer", m(
-            "throughput", {"device": "cuda:0", "precision": "amp_bf16", "preset": "gpt2-124m",
-                           "seq_len": 1024, "batch_size": 16}, 400000.0, "tokens/s",
-            {"batch": 16, "n_params": 124_000_000})),
-        "dataloader": probe("dataloader",
-                            m("throughput", {"loader": "torchvision", "workers": 16}, loader,
-                              "samples/s"),
-                            m("throughput_per_core", {"loader": "torchvision", "workers": 16},
-                              loader / 16, "samples/s"),
-                            m("best_throughput", {"batch_size": 64}, loader, "samples/s",
-                              {"loader": "torchvision", "workers": 16}, statistic="max"),
-                            resource="cpu_dataloading"),
-        "storage": probe("storage",
-                         m("dataset_read_rate", {"access": "cold"}, cold_files, "files/s"),
-                         m("read_bandwidth", {"job": "rand128k", "iodepth": 32, "numjobs": 4},
-                           rand_Bps, "B/s"),
-                         m("read_bandwidth", {"job": "seq1m", "iodepth": 32, "numjobs": 1},
-                           rand_Bps * 2, "B/s"), resource="storage"),
-        "host_device_copy": probe("host_device_copy", m(
-            "peak_bandwidth", {"device": "cuda:0", "direction": "h2d", "memory": "pinned"},
-            h2d, "B/s", statistic="max"), resource="host_device_link"),
-        "memory_bandwidth": probe("memory_bandwidth", m(
-            "copy_bandwidth", {"memory": "host", "size_bytes": GiB}, 100e9, "B/s")),
-    }
-    if busbw is not None:
-        probes["allreduce"] = probe("allreduce", m(
-            "peak_busbw", {"backend": "nccl", "world_size": gpus, "nodes": 1}, busbw, "B/s",
-            statistic="max"), resource="interconnect", params={"world_size": gpus})
-    if pipeline_au is not None:
-        pk = {**key, "loader": "torchvision", "workers": 16}
-        timing = [] if wait_s is None else [m("data_wait", pk, wait_s, "s"),
-                                            m("compute_time", pk, 0.1, "s")]
-        probes["pipeline"] = probe("pipeline",
-                                   m("total_throughput", pk, compute * pipeline_au, "samples/s"),
-                                   m("compute_throughput", pk, compute, "samples/s"),
-                                   *timing, resource="cpu_dataloading")
-    for name in skip:
-        probes[name] = probe(name, status="skipped", reason="fio is not installed")
-    run = RunResult(tool={"name": "benchbench", "version": "t"}, label="t",
-                    started_at="2026-11-30T00:00:00+00:00", environment=env,
-                    config={"device_resolved": "cuda", "overrides": overrides or {}},
-                    argv=[], probes=[*probes.values(), *extra])
-    return run
 
 
 def test_compute_bound_gpu():
@@ -104,8 +26,13 @@ def test_loader_bound_names_the_cores_needed():
     assert v["limiting_resource"] == "cpu_dataloading"
     assert v["predicted_accelerator_utilisation"] == pytest.approx(1200 / 2500)
     # 75 img/s per core: 2500 / 75 = 33.3 cores needed, 32 here
-    assert any("2 more cores would be needed at the measured 75 img/s per core" in a
-               for a in v["advice"])
+    assert v["advice"][0] == ("At the measured 75 img/s per core (torchvision), feeding "
+                              "2,500 images/s takes 34 cores plus 1–2 for training: this "
+                              "machine has 32.")
+    # The other routes: decoding on the GPU (not measured in this run), uint8 batches.
+    assert any(a.startswith("Decode on the GPU with NVIDIA DALI (nvJPEG)") and
+               "this run measured torchvision only" not in a for a in v["advice"])
+    assert any(a.startswith("Ship uint8 batches and normalise on the GPU") for a in v["advice"])
 
 
 def test_storage_bound_when_the_set_does_not_fit_in_ram():
@@ -166,11 +93,15 @@ def test_unknown_capacities_are_listed_not_guessed():
 
 
 def test_the_real_pipeline_arbitrates_between_compute_and_loader():
-    # Each side alone keeps up, but end to end the step waited for data (shared cores).
+    # Each side alone keeps up, but end to end the step waited for data: the loader as it
+    # feeds the real step is the data-loading capacity, below compute, so it limits.
     v = verdict_dict(gpu_run(loader=3000.0, pipeline_au=0.6))
     assert v["limiting_resource"] == "cpu_dataloading"
+    assert v["capacities"]["cpu_dataloading"] == pytest.approx(1500.0)
     assert v["measured_accelerator_utilisation"] == pytest.approx(0.6)
-    assert any("compete for the same cores" in e for e in v["evidence"])
+    assert any(e.startswith("The real pipeline waited for data: its loader fed 1,500 images/s "
+                            "with the step running, below the 3,000 it delivered alone")
+               for e in v["evidence"]), v["evidence"]
     # ... but only when the steps really waited: a low AU with ~no wait is contention that
     # slowed the step itself, and compute still limits
     waited = verdict_dict(gpu_run(loader=3000.0, pipeline_au=0.6, wait_s=0.05))
@@ -178,47 +109,111 @@ def test_the_real_pipeline_arbitrates_between_compute_and_loader():
     busy = verdict_dict(gpu_run(loader=3000.0, pipeline_au=0.85, wait_s=0.0005))
     assert busy["limiting_resource"] == "gpu_compute"
     assert any("waited for data only 0.5% of the time" in e for e in busy["evidence"])
-    # and a loader figure below compute does not limit when the pipeline kept up
-    kept = verdict_dict(gpu_run(loader=2400.0, pipeline_au=0.97))
-    assert kept["limiting_resource"] == "gpu_compute"
 
 
-def test_a_pipeline_timed_over_less_than_one_round_of_its_workers_does_not_arbitrate():
-    """The first two H200 runs: 3 timed steps of 16 workers read AU 0.93 (the workers' ready
-    batches, a burst) and overruled the loader's 3,022 images/s against compute's 4,683; the
-    next run read 0.54. Under one round the pipeline timed no rate: the capacities decide, no
-    AU is called measured, and the evidence says why. A whole round still arbitrates."""
-    def run(steps):
-        r = gpu_run(compute=4683.0, loader=3022.0, pipeline_au=0.93)
-        pr = r.probe("pipeline")
-        pr.measurements = [dataclasses.replace(x, samples=[x.value] * steps,
-                                               context={**x.context, "steps_per_round": 16})
-                           for x in pr.measurements]
+def test_the_next_limit_is_never_below_the_limit():
+    """A loader that read 2,400 alone fed a pipeline at AU 0.97 (2,425 of 2,500): the limit is
+    the lower capacity, with the pipeline's figure for the loader, and the two are a close
+    call; before, compute was named and the loader 'ranked second' below it."""
+    from benchbench.analysis.verdict import verdict
+
+    run = gpu_run(loader=2400.0, pipeline_au=0.97)
+    v = verdict(run).main
+    assert v.limiting_resource == "cpu_dataloading"
+    assert v.capacity("cpu_dataloading") == pytest.approx(2425.0)
+    nxt = v.next_limit
+    assert nxt is not None and nxt[1] >= v.capacity(v.limiting_resource)
+    assert v.close_call == ("cpu_dataloading", "gpu_compute")
+    assert any(e.startswith("A close call between CPU data loading (2,425 images/s) and GPU "
+                            "compute (2,500 images/s): 3.1% apart, within 5%") and
+               "the real pipeline over more rounds" in e for e in v.evidence), v.evidence
+    lines = summary.lines(verdict(run))
+    assert lines[1] == ("Next limit: GPU compute at 2,500 images/s (1.03× the current limit: "
+                        "a close call, within their measured noise).")
+    assert "A close call with GPU compute at 2,500 images/s" in render_md(run)
+    # Far apart, no close call.
+    assert verdict(gpu_run(loader=1200.0)).main.close_call is None
+
+
+def test_a_close_call_reads_the_capacities_spread():
+    """Within twice their samples' combined spread two capacities are a close call even
+    beyond 5% apart: a loader whose rounds spread ±8% at 9% under compute."""
+    from benchbench.analysis.verdict import verdict
+
+    def run(samples):
+        r = gpu_run(loader=2290.0)
+        pr = r.probe("dataloader")
+        pr.measurements = [dataclasses.replace(x, samples=samples) if x.metric == "throughput"
+                           else x for x in pr.measurements]
         return r
 
-    burst = verdict_dict(run(3))
+    v = verdict(run([2100.0, 2200.0, 2290.0, 2400.0, 2500.0])).main
+    assert v.limiting_resource == "cpu_dataloading" and v.close_call is not None
+    assert any("within 2× their samples' spread (±" in e for e in v.evidence), v.evidence
+    assert verdict(run([2285.0, 2290.0, 2295.0])).main.close_call is None
+
+
+def _pipeline_of(r, steps, rounds=None):
+    """The run's pipeline as an older benchbench recorded it (a sample per step), or with
+    `rounds` timed rounds of its 16 workers."""
+    pr = r.probe("pipeline")
+    pr.measurements = [
+        dataclasses.replace(x, samples=[x.value] * steps, context={"steps_per_round": 16})
+        if rounds is None else
+        dataclasses.replace(x, samples=[x.value] * rounds,
+                            context={**ROUNDS, "timed_rounds": rounds, "steps": 16 * rounds})
+        for x in pr.measurements]
+    return r
+
+
+def test_a_pipeline_that_read_more_than_its_loader_alone_does_not_decide():
+    """The three H200 runs: 3 timed steps of 16 workers read AU 0.93 (a burst of ready batches)
+    against a loader of 3,022 images/s alone and compute's 4,683; one round read 4,427 against
+    3,318. A pipeline cannot train faster than its loader delivers: beyond 1.15x the loader
+    alone it does not decide, no AU is called measured, and the evidence says which figure the
+    verdict believed and why."""
+    def run(steps=None, rounds=None, loader=3022.0):
+        return _pipeline_of(gpu_run(compute=4683.0, loader=loader, pipeline_au=0.93), steps,
+                            rounds)
+
+    burst = verdict_dict(run(steps=3))
     assert burst["limiting_resource"] == "cpu_dataloading"
     assert burst["measured_accelerator_utilisation"] is None
-    assert any("timed 3 steps, under one round of its 16 workers" in e and "does not decide"
-               in e for e in burst["evidence"])
-    table = render_md(run(3))
-    assert "not judged: 3 steps are under one round of the 16 workers" in table
+    assert any(e.startswith("The real pipeline's 3 timed steps, under one round of its 16 "
+                            "workers, read 4,355 images/s, 1.44× the 3,022 its torchvision "
+                            "loader delivered alone") and "were not trusted; the verdict "
+                            "believes the loader alone" in e for e in burst["evidence"])
+    table = render_md(run(steps=3))
+    assert "not judged: read 1.44× what its loader delivered alone" in table
     assert "measured by the real pipeline" not in table
-    whole = verdict_dict(run(16))
-    assert whole["limiting_resource"] == "gpu_compute"
-    assert whole["measured_accelerator_utilisation"] == pytest.approx(0.93)
-    assert not any("one round" in e for e in whole["evidence"])
-    # The pipeline trained on 4,355 images/s from a loader that delivered 3,022 alone: the
-    # evidence says the two disagree (the third H200: 4,427 against 3,318).
-    assert any(e.startswith("The two disagree: the pipeline trained on 4,355 images/s from "
-                            "the loader, 1.44× what it delivered alone") for e in
-               whole["evidence"]), whole["evidence"]
+    one = verdict_dict(run(steps=16))
+    assert one["limiting_resource"] == "cpu_dataloading"
+    assert any(e.startswith("The real pipeline's one timed round read 4,355 images/s, 1.44×")
+               for e in one["evidence"]), one["evidence"]
+    # Five rounds that still read 1.44x the loader alone: not trusted either.
+    five = verdict_dict(run(rounds=5))
+    assert five["limiting_resource"] == "cpu_dataloading"
+    assert five["measured_accelerator_utilisation"] is None
+    assert any(e.startswith("The real pipeline's 5 timed rounds read 4,355") for e in
+               five["evidence"])
+
+
+def test_a_pipeline_over_too_few_rounds_does_not_decide():
+    """Within its loader's rate but over fewer rounds than show a steady state."""
+    v = verdict_dict(_pipeline_of(gpu_run(compute=4683.0, loader=4000.0, pipeline_au=0.6),
+                                  None, rounds=2))
+    assert v["measured_accelerator_utilisation"] is None
+    assert v["limiting_resource"] == "cpu_dataloading"
+    assert v["capacities"]["cpu_dataloading"] == 4000.0  # the loader alone, not the pipeline
+    assert "The real pipeline timed 2 rounds of its 16 workers, under the 5 that show a steady " \
+        "state (a full prefetch buffer feeds the first rounds at the step's speed), so it does " \
+        "not decide; the separate capacities do." in v["evidence"]
 
 
 def test_a_pipeline_within_its_loaders_rate_raises_no_disagreement():
     kept = verdict_dict(gpu_run(loader=2400.0, pipeline_au=0.97))
-    assert kept["limiting_resource"] == "gpu_compute"
-    assert not any("disagree" in e for e in kept["evidence"])
+    assert kept["measured_accelerator_utilisation"] == pytest.approx(0.97)
+    assert not any("not trusted" in e for e in kept["evidence"])
 
 
 def test_memory_constraints():
@@ -342,9 +337,9 @@ def _cpu_run(resnet=None, pipeline=None, loader_px=224):
                     value=total,
                     unit="samples/s",
                     statistic="total_over_time",
-                    samples=[total * f for f in (0.99, 1, 1.01)],
+                    samples=[total * f for f in (0.99, 1, 1.01, 0.995, 1.005)],
                     higher_is_better=True,
-                    context={},
+                    context={**ROUNDS, "steps_per_round": 2, "steps": 10},
                 ),
                 Measurement(
                     metric="compute_throughput",

@@ -1,10 +1,11 @@
 """Probe `allreduce`: torch.distributed all_reduce time, algbw and busbw over a sweep of sizes.
 
 nccl-tests' definitions, so the figures compare with it: algbw = bytes / time, and busbw =
-algbw x 2(n-1)/n, the bytes each rank's link carries in a ring all-reduce. At one rank the
-factor is 0 and busbw does not apply. NCCL on GPUs (one rank per GPU), gloo on CPU ranks. The
-GPU timer is CUDA events on each rank; the CPU timer a perf_counter between barriers. Each
-sample is the slowest rank's, since a collective ends when its last rank does.
+algbw x 2(n-1)/n, the bytes each rank's link carries in a ring all-reduce. At one rank nothing
+is exchanged, and the probe skips before it starts a rank. NCCL on GPUs (one rank per GPU),
+gloo on CPU ranks. The GPU timer is CUDA events on each rank; the CPU timer a perf_counter
+between barriers. Each sample is the slowest rank's, since a collective ends when its last
+rank does.
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ def choose_backend(requested: str, device: str) -> str:
     if requested != "auto":
         return requested
     return "nccl" if device == "cuda" and dist.is_nccl_available() else "gloo"
+
+
+def nothing_to_exchange(world: int, device: str) -> str | None:
+    """Why an all-reduce over `world` ranks would measure nothing (it completes "skipped,
+    because …"), or None when it measures a collective. Over one rank no byte leaves the
+    device: every size times the same launch floor, and bytes over that floor is no
+    bandwidth. Decided before any rank is spawned, so such a run pays no rank start-up."""
+    if world > 1:
+        return None
+    return (f"{'one GPU' if device == 'cuda' else 'one rank'}: there is nothing to exchange "
+            "(an all-reduce over one rank moves no data, so it would time only its launch)")
 
 
 # Host time to queue one all_reduce through torch.distributed (20-40 us on a server CPU), with
@@ -215,6 +227,8 @@ def run(ctx: ProbeContext, cfg: AllreduceConfig) -> ProbeOutput:
     else:
         local = cfg.ranks or CPU_RANKS
     world = launched["world_size"] if launched else local
+    if why := nothing_to_exchange(world, ctx.device):
+        raise ProbeSkipped(why)
     env = {}
     log_pattern = None
     if backend == "nccl" and ctx.inputs.run_dir:
@@ -253,9 +267,5 @@ def run(ctx: ProbeContext, cfg: AllreduceConfig) -> ProbeOutput:
             context["nccl"] = nccl_facts(text)
             artifacts = [os.path.basename(f) for f in files]
     key = {"backend": backend, "dtype": cfg.dtype, "world_size": world, "nodes": nodes}
-    notes = list(answer["notes"])
-    if world == 1:
-        notes.append("busbw skipped, because at world size 1 the bus factor 2(n-1)/n is 0: "
-                     "nothing crosses a link, and algbw is a local copy")
     return ProbeOutput(_measurements(answer["rows"], key, world, context), params=params,
-                       notes=notes, artifacts=artifacts)
+                       notes=list(answer["notes"]), artifacts=artifacts)

@@ -20,7 +20,9 @@ class DataloaderConfig(ProbeConfig):
     workers: tuple[int, ...] | None = doc_field(
         None, "worker counts to sweep; auto: 0, 1, 2, 4 … up to the usable cores (the usable "
               "cores only with --quick)")
-    batch_size: int = doc_field(64, "images per batch")
+    batch_size: int | None = doc_field(
+        None, "images per batch; auto: 256 on a GPU (ResNet50's and the pipeline's batch, so "
+              "that the loader alone and inside the pipeline compare), 64 on a CPU")
     batches: int | None = doc_field(None, "timed batches per configuration, at least: rounded up "
                                           "to whole rounds of the workers and never under three "
                                           "rounds; auto: 20 (5 with --quick)")
@@ -33,7 +35,8 @@ class DataloaderConfig(ProbeConfig):
         check_choices("loaders", self.loaders, LOADERS)
         if self.workers is not None and (not self.workers or min(self.workers) < 0):
             raise ConfigError("workers must be a non-empty list of counts >= 0")
-        if self.batch_size < 1 or (self.batches is not None and self.batches < 1):
+        if (self.batch_size is not None and self.batch_size < 1) or \
+                (self.batches is not None and self.batches < 1):
             raise ConfigError("batch_size and batches must be at least 1")
         if self.min_seconds is not None and self.min_seconds < 0:
             raise ConfigError("min_seconds must be >= 0")
@@ -60,6 +63,7 @@ def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     # (the probe warms up for the larger of those and warmup_steps), which each configuration
     # pays.
     return {"batches": 5 if quick else 20, "min_seconds": 1.0 if quick else 2.0,
+            "batch_size": 256 if device == "cuda" else 64,
             "warmup_steps": 1 if quick else 2, "warmup_s": 0.0,
             "loaders": ("torchvision", "dali_cpu", *(("dali_gpu",) if device == "cuda" else ())),
             **({"workers": auto_workers(int(cores), quick)} if cores else {})}

@@ -83,7 +83,8 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     dataset = ctx.inputs.dataset or {}
     params: dict[str, Any] = {
         "loaders": kinds, "workers": list(workers), "batches": cfg.batches,
-        "batch_size": cfg.batch_size, "image_size": cfg.image_size, "usable_cores": cores,
+        "batch_size": resolved(cfg.batch_size, "batch_size"), "image_size": cfg.image_size,
+        "usable_cores": cores,
         "dataset_mean_file_size": dataset.get("mean_file_size"),
         "dataset_source": dataset.get("source")}
 
@@ -143,7 +144,7 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
             notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
             break
         share = ctx.budget.remaining() / len(left)
-        key = {"loader": kind, "workers": w, "batch_size": cfg.batch_size,
+        key = {"loader": kind, "workers": w, "batch_size": resolved(cfg.batch_size, "batch_size"),
                "image_size": cfg.image_size}
         t0 = ctx.clock()
         try:
@@ -173,7 +174,7 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
     wanted = resolved(cfg.batches, "batches")
     min_s = resolved(cfg.min_seconds, "min_seconds")
     start = ctx.clock()
-    with make_loader(key["loader"], data, cfg.batch_size, key["workers"], cfg.image_size,
+    with make_loader(key["loader"], data, key["batch_size"], key["workers"], cfg.image_size,
                      device) as loader:
         group = max(1, loader.parallel)
         warmup = max(ctx.policy.warmup_steps, group + loader.prefetch, 1)
@@ -228,7 +229,7 @@ def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:
     best = max(rates, key=lambda m: m.value)
     return Measurement(
         metric="best_throughput",
-        key={"batch_size": cfg.batch_size, "image_size": cfg.image_size},
+        key={"batch_size": resolved(cfg.batch_size, "batch_size"), "image_size": cfg.image_size},
         value=best.value,
         unit="samples/s",
         statistic="max",

@@ -13,6 +13,7 @@ matrices.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -55,19 +56,52 @@ def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
     return got if dev == "cpu" else sorted(got, key=lambda d: GPU_ORDER.get(d, len(GPU_ORDER)))
 
 
-def fp8_mm(a: Any, b: Any, scale: Any) -> Callable[[], Any]:
-    """A call of the scaled fp8 matmul a @ b with one tensor-wise scale each, bf16 out:
-    torch.nn.functional.scaled_mm where this torch has it (its public successor), else
-    torch._scaled_mm. `b` must be column-major, as cuBLASLt wants it (fp8_operands)."""
+def _public_scaled_mm() -> tuple[Callable[..., Any], Any] | None:
+    """torch.nn.functional.scaled_mm and its TensorWise recipe, where this torch has both (its
+    public successor of torch._scaled_mm; the enum has been spelled differently across torch
+    versions, so it is taken only where both it and the member are there)."""
     functional = torch.nn.functional
-    # The public API's enum has been spelled differently across torch versions: take it only
-    # where both it and its TensorWise member are there.
     tensor_wise = getattr(getattr(functional, "ScalingType", None), "TensorWise", None)
     if hasattr(functional, "scaled_mm") and tensor_wise is not None:
-        return lambda: functional.scaled_mm(a, b, scale, tensor_wise, scale, tensor_wise,
-                                            output_dtype=torch.bfloat16)
+        return functional.scaled_mm, tensor_wise
+    return None
+
+
+def fp8_fast_accum() -> bool:
+    """Whether the call fp8_mm makes takes `use_fast_accum`, and so runs the fast path: the
+    tensor cores accumulate in their own reduced precision instead of promoting to fp32 as
+    they go ("enable/disable tensor-core fast accumulation (Hopper-GPUs only)", torch's
+    scaled_mm docstring). It is the path torchao's float8 training runs its forward matmul on
+    (Float8LinearConfig's gemm_config_output), so the probe's ceiling is the one such a
+    matmul meets."""
+    public = _public_scaled_mm()
+    if public is not None:
+        return "use_fast_accum" in inspect.signature(public[0]).parameters
+    return any(arg.name == "use_fast_accum"
+               for arg in torch.ops.aten._scaled_mm.default._schema.arguments)
+
+
+def fp8_mm(a: Any, b: Any, scale: Any) -> Callable[[], Any]:
+    """A call of the scaled fp8 matmul a @ b with one tensor-wise scale each, bf16 out, on the
+    fast-accumulation path where this torch offers it (fp8_fast_accum):
+    torch.nn.functional.scaled_mm where this torch has it, else torch._scaled_mm. `b` must be
+    column-major, as cuBLASLt wants it (fp8_operands)."""
+    fast = fp8_fast_accum()
+    public = _public_scaled_mm()
+    if public is not None:
+        scaled_mm, tensor_wise = public
+        flag = {"use_fast_accum": True} if fast else {}  # absent from some versions' API
+        return lambda: scaled_mm(a, b, scale, tensor_wise, scale, tensor_wise,
+                                 output_dtype=torch.bfloat16, **flag)
     return lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale,
-                                    out_dtype=torch.bfloat16)
+                                    out_dtype=torch.bfloat16, use_fast_accum=fast)
+
+
+def fp8_context() -> dict[str, Any]:
+    """What an fp8 measurement's context records of the call: its operands' formats, its
+    scaling, and whether it ran the fast-accumulation path."""
+    return {"inputs": "e4m3", "output": "bf16", "scaling": "tensor-wise",
+            "fast_accum": fp8_fast_accum()}
 
 
 # cuBLASLt's fp8 GEMM takes sizes in multiples of 16 only, and torch refuses the rest before
@@ -195,7 +229,7 @@ def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
     context: dict[str, Any] = {"tf32_enabled": ctx.meter.tf32()}
     if dt == "fp8":
         call = fp8_mm(*fp8_operands(a, b), torch.ones((), device=dev, dtype=torch.float32))
-        context.update(inputs="e4m3", output="bf16", scaling="tensor-wise")
+        context.update(fp8_context())
     else:
         c = torch.empty(n, n, device=dev, dtype=dtype)
 

@@ -71,5 +71,6 @@ SPEC = ProbeSpec(
     gpu_resource="interconnect",
     cpu_resource="interconnect",
     distributed=True,
+    exchanges=True,
     defaults=defaults,
 )

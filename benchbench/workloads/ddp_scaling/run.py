@@ -4,7 +4,8 @@ Weak scaling, as data-parallel training runs: every rank trains its own batch of
 images on its own GPU, and DDP all-reduces the gradients (overlapped with the backward pass).
 The ranks start once; each count trains on a sub-group of the first N ranks while the others
 wait. A step's time is the slowest rank's. Efficiency and the cost knee are derived from these
-throughputs in analysis.py. On CPU ranks that share a few cores this is a functional check.
+throughputs in analysis/scaling.py. At one rank there is nothing to exchange, and the probe
+skips before it starts a rank. On CPU ranks that share a few cores this is a functional check.
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ def counts_for(world: int, requested: tuple[int, ...] | None) -> list[int]:
         wanted.append(world)
     ends = list(dict.fromkeys([wanted[0], wanted[-1]])) if wanted else []
     return ends + [n for n in wanted if n not in ends]
+
+
+def nothing_to_exchange(counts: list[int], device: str) -> str | None:
+    """Why DDP at these rank counts would measure nothing of the interconnect (it completes
+    "skipped, because …"), or None. At one rank DDP exchanges no gradient: the step is
+    resnet50's own, which that probe measures, and one point has no scaling or cost knee.
+    Decided before any rank is spawned, so such a run pays no rank start-up."""
+    if max(counts) > 1:
+        return None
+    return (f"{'one GPU' if device == 'cuda' else 'one rank'}: there is nothing to exchange "
+            "(DDP over one rank trains as resnet50 does alone, and one rank count has no "
+            "scaling to read)")
 
 
 def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +134,8 @@ def run(ctx: ProbeContext, cfg: DdpScalingConfig) -> ProbeOutput:
     counts = counts_for(world, cfg.counts)
     if not counts:
         raise ProbeSkipped(f"no requested count fits {world} ranks")
+    if why := nothing_to_exchange(counts, ctx.device):
+        raise ProbeSkipped(why)
     job = {"counts": counts, "precision": precision, "batch": batch,
            "image_size": image, "channels_last": bool(cfg.channels_last),
            "steps": steps, "warmup_steps": cfg.warmup_steps,

@@ -5,6 +5,7 @@ it. Shared by the real run and the simulator; torch-free."""
 from __future__ import annotations
 
 from benchbench.core.results import Measurement
+from benchbench.core.units import iec
 from benchbench.probes.api import ProbeOutput
 from benchbench.workloads.memory_fit.search import FAR_BEYOND, Point
 
@@ -20,7 +21,7 @@ def output(points: list[Point], dev: str, seq: int, precision: str, memory: floa
         far = [p.rung for p in points if p.mode == mode and p.bound == "estimate"]
         if far:
             notes.append(f"{', '.join(far)} {mode} not tried, because their estimates are over "
-                         f"{FAR_BEYOND:g}x the device's {(memory or 0) / 1e9:,.0f} GB")
+                         f"{FAR_BEYOND:g}x the device's {iec(memory or 0)}")
     for p in points:
         if p.fits is None and p.bound != "estimate":
             notes.append(f"{p.rung} {p.mode} skipped, because {p.why}")

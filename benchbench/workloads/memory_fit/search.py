@@ -20,6 +20,7 @@ from benchbench.analysis.memory_fit import (
     estimate,
     layers_to_reach,
 )
+from benchbench.core.units import iec
 from benchbench.probes._devices import is_oom
 from benchbench.probes.api import ProbeContext
 
@@ -157,8 +158,8 @@ def search(ladder: list[Shape], mode: str, attempt: Attempt, refuse: Refusal, mo
         if far:
             hi = far[0]
             tried += [Point(s, mode, est(s, mode), None, bound="estimate",
-                            why=f"its estimate of {est(s, mode).total / 1e9:,.0f} GB is over "
-                                f"{FAR_BEYOND:g}x the device's {memory / 1e9:,.0f} GB")
+                            why=f"its estimate of {iec(est(s, mode).total)} is over "
+                                f"{FAR_BEYOND:g}x the device's {iec(memory)}")
                       for s in ladder[hi:]]
     guess = max((i for i, s in enumerate(ladder[:hi])
                  if memory is None or est(s, mode).total <= memory), default=0)
@@ -236,8 +237,8 @@ def refusal(ctx: ProbeContext, dev: str, est: Estimator, ram_share: float) -> Re
             need = est(shape, mode).total
             free = psutil.virtual_memory().available
             if need > ram_share * free:
-                return (f"its estimate of {need / 1e9:,.1f} GB is over {ram_share:.0%} of the "
-                        f"{free / 1e9:,.1f} GB of free RAM (a CPU does not report out of "
+                return (f"its estimate of {iec(need)} is over {ram_share:.0%} of the "
+                        f"{iec(free)} of free RAM (a CPU does not report out of "
                         "memory: the OOM killer would end the run)"), "free RAM"
         share = ctx.budget.remaining() / max(1, modes_left)
         if not measured:

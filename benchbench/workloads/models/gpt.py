@@ -68,10 +68,6 @@ class GPT(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
-    def n_params(self) -> int:
-        """Parameters without position embeddings (PaLM / nanoGPT's N); tied weights once."""
-        return sum(p.numel() for p in self.parameters()) - self.wpe.weight.numel()
-
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         t = idx.shape[1]
         if t > self.max_seq_len:
@@ -82,6 +78,14 @@ class GPT(nn.Module):
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
+def gpt_n_params(n_layers: int, d_model: int, vocab_size: int) -> int:
+    """GPT's parameters without position embeddings (PaLM's and nanoGPT's N), from its shape:
+    the token embedding, counted once for the output head it is tied to; per block two
+    LayerNorm weights, the attention's qkv and output projections (4·d²) and the MLP's two
+    (8·d²), none with a bias; the final LayerNorm. The heads split d_model and add nothing."""
+    return vocab_size * d_model + n_layers * (12 * d_model**2 + 2 * d_model) + d_model
 
 
 def transformer_flops_per_token(n_params: int, n_layers: int, n_heads: int, head_dim: int,

@@ -40,7 +40,10 @@ def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
 # Runs after dataloader (it reuses the best loader configuration) and after storage.
 SPEC = ProbeSpec(
     name="pipeline",
-    budget_weight=2.0,
+    # A warm round and five timed rounds of the loader's workers, after the first step (its
+    # cuDNN autotuning on a GPU) and the drain.
+    budget_weight=3.5,
+    gpu_weight=2.7,
     description="the real input pipeline feeding the ResNet50 training step: total_ips against "
                 "compute_ips (accelerator utilisation), data wait and compute per step",
     config_cls=PipelineConfig,

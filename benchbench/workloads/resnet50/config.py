@@ -43,6 +43,8 @@ SPEC = ProbeSpec(
     name="resnet50",
     repeatable=True,
     budget_weight=2.0,
+    # four precisions on a GPU, each with its own start-up (cuDNN's autotuning)
+    gpu_weight=3.2,
     description="ResNet50 training-step throughput per precision (images/s), synthetic "
                 "data on the device",
     config_cls=ResNet50Config,

@@ -27,18 +27,25 @@ def job_for(cfg: ResNet50Config, dev: str, context: dict[str, Any]) -> TrainingJ
         dev=dev, precisions=resolved(cfg.precisions, "precisions"), batch_size=batch,
         default_batch=RESNET_BATCH["cpu" if dev == "cpu" else "cuda"],
         batch_cap=BATCH_CAP, steps=resolved(cfg.steps, "steps"), work_per_sample=1.0,
-        unit="samples/s",
+        unit="samples/s", min_timed_s=resolved(cfg.min_timed_s, "min_timed_s"),
         key=lambda precision: {"device": dev, "precision": precision,
                                "image_size": cfg.image_size, "batch_size": batch},
         context=context)
 
 
+def cudnn_mode(ctx: ProbeContext, dev: str, precision: Precision) -> None:
+    """cuDNN's autotuner for ResNet50's fixed shapes, so that each precision runs its fastest
+    kernels; fp32 (TF32 off) takes cuDNN's heuristics instead: its search tries slow fp32
+    algorithms at every shape, about a minute on an H200, more than a quick run's share."""
+    ctx.meter.set_cudnn_benchmark(dev, precision.name != "fp32")
+
+
 def run(ctx: ProbeContext, cfg: ResNet50Config) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     image, channels_last = resolved(cfg.image_size, "image_size"), bool(cfg.channels_last)
-    ctx.meter.set_cudnn_benchmark(dev, True)  # fixed shapes: cuDNN picks its fastest kernels
 
     def build(batch: int, precision: Precision) -> Step:
+        cudnn_mode(ctx, dev, precision)
         trainer = ResNetTrainer(dev, channels_last, cfg.compile)
         trainer.set_synthetic_batch(batch, image)
         return trainer.step(precision)

@@ -2,7 +2,8 @@
 tokens/s, with the FLOP count per token that MFU is derived from.
 
 Synthetic tokens already on the device; AdamW (fused on CUDA). flops_per_token follows the
-PaLM appendix and nanoGPT: 6N + 12·L·H·Q·T, with N the parameters without position embeddings.
+PaLM appendix and nanoGPT: 6N + 12·L·H·Q·T, with N the parameters without position embeddings,
+counted from the shape (models/gpt.py: gpt_n_params).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from benchbench.core.results import Measurement
 from benchbench.probes.api import ProbeContext, ProbeOutput, resolved
 from benchbench.probes.matmul.run import FP8_MULTIPLE
 from benchbench.workloads._training import Precision, Step, TrainingJob, make_step, run_training
-from benchbench.workloads.models.gpt import GPT, transformer_flops_per_token
+from benchbench.workloads.models.gpt import GPT, gpt_n_params, transformer_flops_per_token
 from benchbench.workloads.transformer.config import BATCH, BATCH_CAP, TransformerConfig
 
 
@@ -42,18 +43,23 @@ def to_float8(model: GPT) -> None:
     convert_to_float8_training(model, module_filter_fn=float8_eligible)
 
 
+def build_model(dims: dict[str, int], dev: str) -> GPT:
+    """The GPT of these dimensions, its weights made and randomly initialised on `dev` itself:
+    built on the host and then copied, every build would pay the host's initialisation of
+    them (gpt2-124m: 0.5 GB in fp32) and the copy."""
+    with torch.device(dev):
+        return GPT(dims["n_layers"], dims["d_model"], dims["n_heads"], dims["vocab_size"],
+                   dims["max_seq_len"])
+
+
 def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     dims = cfg.shape()
     seq = resolved(cfg.seq_len, "seq_len")  # at most the preset's maximum: the config checked it
 
-    def new_model() -> GPT:
-        return GPT(dims["n_layers"], dims["d_model"], dims["n_heads"], dims["vocab_size"],
-                   dims["max_seq_len"])
-
     def build(batch: int, precision: Precision) -> Step:
         gen = torch.Generator(device=dev).manual_seed(batch)
-        model = new_model().to(dev)
+        model = build_model(dims, dev)
         if precision.fp8:
             to_float8(model)
         forward = torch.compile(model) if cfg.compile else model
@@ -64,7 +70,7 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
         x, y = tokens[:, :-1], tokens[:, 1:]
         return make_step(lambda: forward(x, y), optimizer, precision, dev)
 
-    n_params = new_model().n_params()
+    n_params = gpt_n_params(dims["n_layers"], dims["d_model"], dims["vocab_size"])
     head_dim = dims["d_model"] // dims["n_heads"]
     fpt = transformer_flops_per_token(n_params, dims["n_layers"], dims["n_heads"], head_dim, seq)
     shape = {"n_params": n_params, "n_layers": dims["n_layers"], "d_model": dims["d_model"],
@@ -100,7 +106,7 @@ def job_for(cfg: TransformerConfig, dev: str, context: dict[str, Any]) -> Traini
         dev=dev, precisions=resolved(cfg.precisions, "precisions"), batch_size=batch,
         default_batch=BATCH["cpu" if dev == "cpu" else "cuda"],
         batch_cap=BATCH_CAP, steps=resolved(cfg.steps, "steps"), work_per_sample=float(seq),
-        unit="tokens/s",
+        unit="tokens/s", min_timed_s=resolved(cfg.min_timed_s, "min_timed_s"),
         key=lambda precision: {"device": dev, "precision": precision, "preset": cfg.preset,
                                "seq_len": seq, "batch_size": batch},
         context=context)
