@@ -1,22 +1,28 @@
-"""The headline figures of a run beside the references a healthy H100/H200-class GPU should
-reach, one table, for the GPU check (scripts/gpu-validate.sh).
+"""The headline figures of a run beside the references of the GPU that ran, one table, for the
+GPU check (scripts/gpu-validate.sh).
 
     python scripts/gpu_headline.py RUN_DIR_OR_RESULTS_JSON [--steps STEPS.tsv]
+                                   [--ground-truth GROUND_TRUTH.json]
 
-The references are the GPU-validation issue's: measured figures for this class of GPU, with the
-datasheet beside them where that is the ceiling. A figure the run did not measure is listed as
-"not measured", with the probe's reason. With --steps (gpu-validate.sh's steps.tsv: step, exit,
-seconds, limit) the script's steps follow, a killed one as "timed out", and the whole script's
-time against its 7 minutes.
+Every reference comes from the GPU's own rows: the published figures of its model
+(references.toml, through analysis/reference_check) and its datasheet or PCIe link
+(core/peaks.py), as scripts/_headline_references.py says; the first line names the GPU, and a
+figure with no published reference for it says so. A figure the run did not measure is listed
+as "not measured", with the probe's reason. With --ground-truth (scripts/ground_truth.py's
+JSON: a minute of real training on the run's data) the verdict's predicted training rate and
+limit are held against what that training measured. With --steps (gpu-validate.sh's
+steps.tsv: step, exit, seconds, limit) the script's steps follow, a killed one as "timed out",
+and the whole script's time against its 7 minutes.
 
 GPT MFU: the reference is a band for what this probe runs, eager PyTorch (no torch.compile,
-SDPA attention, fused AdamW) training gpt2-124m at 16 x 1024 tokens in bf16, against H100/H200's
-dense bf16 peak of 989 TFLOP/s; 0.45 and more is what tuned, compiled code reaches. The band's
-reasoning: gpt2-124m's width of 768 gives matmuls with K = 768 or 3072, at which cuBLAS runs
-well under the ~790 TFLOP/s of an 8192^3 matmul (0.8 of the peak, the best case); its LayerNorm,
-GELU, residual adds and optimizer run unfused and memory-bound; and nanoGPT reports that
-torch.compile nearly halves this model's step time on an A100 (about 250 ms to 135 ms), so eager
-code reaches about half of what tuned code does: 0.2 to 0.4 of the peak. Under 0.2 says the GPU
+SDPA attention, fused AdamW) training gpt2-124m at 16 x 1024 tokens in bf16, against the GPU's
+dense bf16 peak (989 TFLOP/s on an H100 or H200 SXM); 0.45 and more is what tuned, compiled
+code reaches. The band's reasoning: gpt2-124m's width of 768 gives matmuls with K = 768 or
+3072, at which cuBLAS runs well under the ~790 TFLOP/s of an 8192^3 matmul (0.8 of the peak,
+the best case); its LayerNorm, GELU, residual adds and optimizer run unfused and memory-bound;
+and nanoGPT reports that torch.compile nearly halves this model's step time on an A100 (about
+250 ms to 135 ms), so eager code reaches about half of what tuned code does: 0.2 to 0.4 of the
+peak. Under 0.2 says the GPU
 is held back (clocks, power, a host too slow to launch the kernels); over 0.4 is better than
 expected, not a fault.
 
@@ -27,9 +33,10 @@ the inference server's rate within MLPerf's p99 bound, with what drove it (LoadG
 scenario, with its VALID/INVALID, p99 and completed samples/s; on the GPU box, which has no
 network to install LoadGen, the simulated server, said so) and what stopped its search (at most
 the offline rate at its largest batch; a search the budget cut short gives a lower bound); and
-fp8 ÷ bf16, for the matmul (1.5-1.9x on H100/H200 by mamf-finder's best shapes: H100 SXM 1402.6
-÷ 794.5 = 1.77x) and for the transformer's training (at or below 1.0: torchao's eager float8 is
-slower than bf16 below a width of about 2048, pytorch/ao#685, and gpt2-124m's width is 768).
+fp8 ÷ bf16, for the matmul (the GPU's published fp8 and bf16 matmul figures, mamf-finder's best
+shapes: H100 SXM 1402.6 ÷ 794.5 = 1.77x) and for the transformer's training (at or below 1.0:
+torchao's eager float8 is slower than bf16 below a width of about 2048, pytorch/ao#685, and
+gpt2-124m's width is 768).
 
 The matmul's SM clock: each peak's samples carry the SM clock NVML read around them
 (analysis/clocks.py), shown with the rate per GHz of it, and fp16 ÷ bf16 per GHz held against
@@ -51,40 +58,31 @@ from collections.abc import Callable
 from itertools import takewhile
 from typing import Any
 
+import _headline_references as refs
+import _headline_truth as truths
+
 from benchbench.analysis import clocks, guide
 from benchbench.analysis import derive as analysis
 from benchbench.core import results
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
 
-# The expected MFU of eager gpt2-124m in bf16 on H100/H200-class GPUs (see the docstring).
+# The expected MFU of eager gpt2-124m in bf16 on Hopper-class GPUs (see the docstring).
 MFU_BAND = (0.2, 0.4)
 # A step killed by `timeout`: 124 when it stopped on the signal, 137 when --kill-after killed it.
 TIMED_OUT = (124, 137)
-SCRIPT_LIMIT_S = 420  # gpu_plan.py's TOTAL_LIMIT_S: the 7 minutes of one lent H200's check
+SCRIPT_LIMIT_S = 420  # gpu_plan.py's TOTAL_LIMIT_S: the 7 minutes of one lent GPU's check
 
-# (figure, reference text, test on the value, unit for display)
+
+# (figure, reference text, test on the value, unit for display): the figures no published or
+# datasheet row judges (_headline_references.py has those). The GPT MFU band's text names the
+# GPU's peak (refs.mfu_reference).
 REFERENCES: list[tuple[str, str, Callable[[float], bool], str]] = [
-    ("matmul bf16 peak", "≥ 750 TFLOP/s (measured max ~790 on H100/H200; datasheet 989)",
-     lambda v: v >= 750e12, "FLOP/s"),
-    ("matmul fp32 peak (TF32 off)", "≤ 67 TFLOP/s (datasheet)", lambda v: v <= 67e12 * 1.02,
-     "FLOP/s"),
-    ("GPU memory copy", "≥ 4.1 TB/s (datasheet 4.8)", lambda v: v >= 4.1e12, "B/s"),
-    ("pinned H2D", "50-57 GB/s (PCIe Gen5 x16)", lambda v: 50e9 <= v <= 57e9, "B/s"),
-    ("pinned D2H", "50-57 GB/s (PCIe Gen5 x16)", lambda v: 50e9 <= v <= 57e9, "B/s"),
-    ("ResNet50 amp_bf16", "≥ 2,800 img/s at batch 256 (published H100 figures reach ~2,800)",
-     lambda v: v >= 2800, "samples/s"),
-    ("ResNet50 amp_fp16", "—", lambda v: True, "samples/s"),
-    ("ResNet50 tf32", "—", lambda v: True, "samples/s"),
-    ("ResNet50 fp32", "—", lambda v: True, "samples/s"),
-    ("GPT MFU amp_bf16", "0.2-0.4 of the dense bf16 peak: eager gpt2-124m at 16 x 1024 tokens "
-     "(0.45+ is tuned, compiled code; see the docstring)", lambda v: v >= MFU_BAND[0], "ratio"),
+    ("GPT MFU amp_bf16", "", lambda v: v >= MFU_BAND[0], "ratio"),
     ("pipeline AU", "≥ 0.9, or the verdict names the loader and the cores it needs",
      lambda v: v >= 0.9, "ratio"),
-    ("GPT-2 124M decode TPOT, bf16, batch 1", "≤ 10 ms: eager, ~300 kernels a token (ResNet-50's "
-     "176 took 3-5 ms a forward at batch 1 on the first H200s; their 35-58 ms were cuDNN "
-     "attention's graph build per key length, now left out: 2.2 ms on the third)",
-     lambda v: v <= 0.010, "s"),
+    ("GPT-2 124M decode TPOT, bf16, batch 1", "≤ 10 ms: eager, ~300 kernels a token, bound by "
+     "their launches on any GPU (see the docstring)", lambda v: v <= 0.010, "s"),
 ]
 
 # The newer probes' references (see the docstring).
@@ -95,9 +93,6 @@ RATIO_REF = "near 1.0-1.2 (the estimate leaves out the allocator's rounding and 
 SERVER_REF = ("within MLPerf's p99 bound; at most the offline rate at its largest batch; the "
               "search ends by narrowing or at that ceiling, not at the budget (then a lower "
               "bound)")
-MATMUL_FP8 = 1.5
-MATMUL_FP8_REF = ("1.5-1.9x (mamf-finder on H100/H200: H100 SXM 1402.6 ÷ 794.5 TFLOP/s = "
-                  "1.77x)")
 TRAINING_FP8 = 1.05  # at or below bf16, with a little noise
 TRAINING_FP8_REF = ("≤ 1.0: eager float8 is slower than bf16 below a width of ~2048 "
                     "(pytorch/ao#685); gpt2-124m's is 768")
@@ -201,12 +196,13 @@ def fp8_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
     rows = []
     fp8 = _find(run, "matmul", "peak_flops", device="cuda:0", dtype="fp8")
     bf16 = _find(run, "matmul", "peak_flops", device="cuda:0", dtype="bf16")
+    ref, least = refs.matmul_fp8_reference(run)
     if fp8 and bf16:
-        rows.append(("matmul fp8 ÷ bf16", f"{fp8 / bf16:.2f}x", MATMUL_FP8_REF,
-                     _yes(fp8 / bf16 >= MATMUL_FP8)))
+        rows.append(("matmul fp8 ÷ bf16", f"{fp8 / bf16:.2f}x", ref,
+                     _yes(fp8 / bf16 >= least) if least else "—"))
     else:
         why = _note(run, "matmul", "bf16" if fp8 else "fp8", "fp8 and bf16 peak on cuda:0")
-        rows.append(("matmul fp8 ÷ bf16", _missing(why.replace("|", "/")), MATMUL_FP8_REF, "—"))
+        rows.append(("matmul fp8 ÷ bf16", _missing(why.replace("|", "/")), ref, "—"))
     fp8 = _find(run, "transformer", "throughput", precision="fp8")
     bf16 = _find(run, "transformer", "throughput", precision="amp_bf16")
     if fp8 and bf16:
@@ -257,38 +253,18 @@ def clock_rows(run: RunResult) -> list[tuple[str, str, str, str]]:
 
 
 def figures(run: RunResult) -> dict[str, float | None]:
+    """The figures of REFERENCES, by name."""
     mfu = [r["mfu"] for r in analysis.transformer_utilisation(run)
            if r["key"].get("precision") == "amp_bf16" and r["mfu"] is not None]
     # A pipeline timed over less than one round of its workers timed no rate (derive.py).
     au = [r["au"] for r in analysis.accelerator_utilisation(run) if not r["partial_round"]]
-    out = {
-        "matmul bf16 peak": _find(run, "matmul", "peak_flops", device="cuda:0", dtype="bf16"),
-        "matmul fp32 peak (TF32 off)": _find(run, "matmul", "peak_flops", device="cuda:0",
-                                             dtype="fp32"),
-        "GPU memory copy": _find(run, "memory_bandwidth", "copy_bandwidth", memory="cuda:0"),
-        "pinned H2D": _find(run, "host_device_copy", "peak_bandwidth", device="cuda:0",
-                            direction="h2d", memory="pinned"),
-        "pinned D2H": _find(run, "host_device_copy", "peak_bandwidth", device="cuda:0",
-                            direction="d2h", memory="pinned"),
+    return {
         "GPT MFU amp_bf16": max(mfu) if mfu else None,
         "pipeline AU": max(au) if au else None,
         "GPT-2 124M decode TPOT, bf16, batch 1": _find(run, "inference", "tpot",
                                                        preset="gpt2-124m", precision="bf16",
                                                        batch=1),
     }
-    for p in ("amp_bf16", "amp_fp16", "tf32", "fp32"):
-        out[f"ResNet50 {p}"] = _find(run, "resnet50", "throughput", precision=p)
-    return out
-
-
-def _show(v: float, unit: str) -> str:
-    if unit == "ratio":
-        return f"{v:.2f}"
-    if unit == "s":
-        return f"{v * 1e3:.1f} ms"
-    if unit == "samples/s":
-        return f"{v:,.0f} img/s"
-    return fmt.si(v, unit)
 
 
 def read_steps(path: str) -> list[dict[str, Any]]:
@@ -305,14 +281,21 @@ def step_status(row: dict[str, Any]) -> str:
     return "ok" if row["exit"] == 0 else f"exit {row['exit']}"
 
 
-def table(run: RunResult, steps: list[dict[str, Any]] | None = None) -> list[str]:
+def table(run: RunResult, steps: list[dict[str, Any]] | None = None,
+          truth: dict[str, Any] | None = None) -> list[str]:
     got = figures(run)
-    lines = ["| figure | measured | reference | meets it |", "|---|---|---|---|"]
+    lines = [refs.gpu_line(run), "", "| figure | measured | reference | meets it |",
+             "|---|---|---|---|"]
+    lines += [f"| {name} | {shown} | {ref} | {meets} |"
+              for name, shown, ref, meets in refs.reference_rows(run)]
     for name, ref, ok, unit in REFERENCES:
         v = got.get(name)
-        lines.append(f"| {name} | {_show(v, unit) if v is not None else 'not measured'} | "
-                     f"{ref} | {'—' if v is None or ref == '—' else ('yes' if ok(v) else 'NO')} |")
+        ref = ref or refs.mfu_reference(run, MFU_BAND)
+        lines.append(f"| {name} | {refs.show(v, unit) if v is not None else 'not measured'} | "
+                     f"{ref} | {'—' if v is None else ('yes' if ok(v) else 'NO')} |")
     newer = [*memory_fit_rows(run), server_row(run), *fp8_rows(run), *clock_rows(run)]
+    if truth is not None:
+        newer.append(truths.truth_row(run, truth))
     lines += [f"| {name} | {shown} | {ref} | {meets} |" for name, shown, ref, meets in newer]
     lines += ["", "| probe | status | seconds | note |", "|---|---|---|---|"]
     for p in run.probes:
@@ -331,7 +314,7 @@ def table(run: RunResult, steps: list[dict[str, Any]] | None = None) -> list[str
             lines += ["", f"benchbench run: {run_row['seconds']} s (limit {run_row['limit']} s)"]
         total = sum(r["seconds"] for r in steps)
         lines += [f"steps in all: {total} s (reference: ≤ {SCRIPT_LIMIT_S} s, the 7 minutes "
-                  f"of one lent H200) — {'yes' if total <= SCRIPT_LIMIT_S else 'NO'}"]
+                  f"of one lent GPU) — {'yes' if total <= SCRIPT_LIMIT_S else 'NO'}"]
     return lines
 
 
@@ -339,14 +322,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a run folder or its results.json")
     ap.add_argument("--steps", help="gpu-validate.sh's steps.tsv")
+    ap.add_argument("--ground-truth", help="scripts/ground_truth.py's JSON (a missing file: "
+                                           "the ground truth did not run)")
     a = ap.parse_args(argv)
     try:
         run = results.load(a.results)
         steps = read_steps(a.steps) if a.steps else None
+        truth = truths.read_truth(a.ground_truth) if a.ground_truth else None
     except (results.ResultsError, OSError, ValueError) as exc:
         print(f"gpu_headline: {exc}", file=sys.stderr)
         return 2
-    print("\n".join(table(run, steps)))
+    print("\n".join(table(run, steps, truth)))
     return 0
 
 

@@ -1,13 +1,13 @@
 """scripts/gpu-validate.sh, dry: the same steps on the CPU with tiny sizes, rehearsed in an
-environment that holds only what a lent GPU box holds, so that the script a box runs once cannot
-rot between loans; its plan, which must fit the lent 7 minutes, and the limits the script keeps
-for when the plan cannot run; and its headline table, which must say when a step was killed and
-show the newer probes' figures beside their references."""
+environment that holds only what a lent GPU box holds (its Python, torch and torchvision where
+.ci/run built that venv, and the box kit), so that the script a box runs once cannot rot
+between loans; its plan, which must fit the lent 7 minutes, and the limits the script keeps for
+when the plan cannot run. The headline table's tests are in test_gpu_headline.py."""
 
 import ast
-import dataclasses
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -15,16 +15,17 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import warnings
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-validate.sh"
-FIXTURE = ROOT / "tests" / "support" / "fixtures" / "results_v1_cpu.json"
+KIT = ROOT / "box-kit"
 # What the box lacks: `import` of each must fail there (nvidia.dali: DALI; mlperf_loadgen: LoadGen).
 NOT_IMPORTABLE = ("benchbench", "hypothesis", "setuptools", "pip", "junitparser", "ruptures",
-                  "prometheus_client", "nvidia.dali", "mlperf_loadgen")
+                  "prometheus_client", "nvidia.dali", "mlperf_loadgen", "torchao")
 # The box's packages by their import names.
 BOX_IMPORTS = ("torch", "torchvision", "pandas", "matplotlib", "pytest", "pynvml", "psutil",
                "rich", "scipy")
@@ -55,7 +56,7 @@ def _working_tree(dest: Path) -> Path:
     """The files a fresh clone would hold, as they stand in the working tree (tracked and
     untracked, none that .gitignore leaves out): so the test rehearses the change under test,
     where a clone of HEAD would rehearse the last commit. No build output, no egg-info, no
-    virtual environment comes along, as with a clone."""
+    virtual environment and no box kit comes along, as with a clone."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the rehearsal copies the files git knows")
     names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
@@ -68,24 +69,54 @@ def _working_tree(dest: Path) -> Path:
     return dest
 
 
-def _can_unshare_net() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    return subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+def box_python(tmp_path: Path):
+    """The box's environment: its own versions where .ci/run built them (box_env.cached),
+    else the linked one of this interpreter, with a warning that says so."""
+    import box_env
+
+    env = box_env.cached()
+    if env is not None:
+        return env
+    warnings.warn(f"the box's venv (Python {box_env.BOX_PYTHON}, torch "
+                  f"{box_env.BOX_PINS['torch']}) is not at {box_env.venv_dir()}: this rehearsal "
+                  f"links this interpreter's Python {sys.version_info[0]}."
+                  f"{sys.version_info[1]} and torch instead (.ci/run builds it: python "
+                  "tests/support/box_env.py build)", stacklevel=2)
+    try:
+        return box_env.build(tmp_path / "box")
+    except importlib.metadata.PackageNotFoundError as exc:
+        pytest.skip(f"this Python lacks a package the box has: {exc}")
+
+
+def kit_for(python_version: str) -> Path | None:
+    """The repository's box kit where it was built for this Python (.ci/run builds one for
+    the rehearsal's), else None with a warning."""
+    try:
+        built_for = json.loads((KIT / "MANIFEST.json").read_text())["python"]
+    except (OSError, ValueError, KeyError):
+        built_for = None
+    if built_for == python_version:
+        return KIT
+    warnings.warn(f"no box kit for Python {python_version} at {KIT} (found: {built_for}): the "
+                  "rehearsal runs without it (.ci/run builds it: python scripts/box_kit.py "
+                  f"--python-version {python_version})", stacklevel=2)
+    return None
 
 
 @pytest.mark.slow
 def test_gpu_validate_dry_run_rehearsed_on_a_box_like_environment(tmp_path):
-    """The dry run, from a copy of the tree, with a Python that has only the box's packages
-    (no benchbench, pip, setuptools, hypothesis, DALI; python3 and no `python`), offline."""
+    """The dry run, from a copy of the tree with the box kit beside it (as the device tool's
+    carry brings it), with a Python that has only the box's packages (no benchbench, pip,
+    setuptools, hypothesis, DALI, LoadGen, torchao; python3 and no `python`), offline: the
+    real run's arguments over every probe at tiny sizes, the kit installed, the ground truth."""
     pytest.importorskip("torch")
     import box_env
 
     tree = _working_tree(tmp_path / "tree")
-    try:
-        box = box_env.build(tmp_path / "box")
-    except importlib.metadata.PackageNotFoundError as exc:
-        pytest.skip(f"this Python lacks a package the box has: {exc}")
+    box = box_python(tmp_path)
+    kit = kit_for(box.python_version)
+    if kit is not None:
+        shutil.copytree(kit, tree / "box-kit")
     out, home = tmp_path / "out", tmp_path / "home"
     out.mkdir()
     home.mkdir()
@@ -99,48 +130,82 @@ def test_gpu_validate_dry_run_rehearsed_on_a_box_like_environment(tmp_path):
     assert check.returncode == 0, check.stderr + check.stdout
     assert not (box.bin_dir / "python").exists()
 
-    offline = _can_unshare_net()
     argv = ["bash", str(tree / "scripts" / "gpu-validate.sh"), "--dry-run"]
-    proc = subprocess.run((["unshare", "--net"] if offline else []) + argv, cwd=home, env=env,
-                          capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(box_env.offline(argv), cwd=home, env=env, capture_output=True, text=True,
+                          timeout=500)
     log = (out / "gpu-validate.log").read_text()
     assert proc.returncode == 0, log[-4000:] + proc.stderr[-2000:]
 
-    # 1. Every step ran and exited 0, the plan and the headline among them.
+    # 1. Every step ran and exited 0, the plan, the kit, the ground truth and the headline
+    # among them.
     rows = [ln.split("\t") for ln in (out / "steps.tsv").read_text().splitlines()[1:]]
-    assert [r[0] for r in rows] == ["versions", "plan", "df -h /dev/shm", "GPU tests",
+    assert [r[0] for r in rows] == ["versions", *(["box kit"] if kit else []), "plan",
+                                    "df -h /dev/shm", "GPU tests",
                                     "benchbench run --device cpu", "benchbench doctor",
-                                    "bare loops", "headline and pack", "loader vs pipeline"]
+                                    "bare loops", "ground truth", "headline and pack"]
     assert all(r[1] == "0" for r in rows), rows
-    # The loader alone and inside the pipeline, each in a probe's fresh process: forked workers.
-    loaders = log.split("=== loader vs pipeline")[1]
-    assert re.search(r"alone [\d,]+ img/s .*workers by fork\)", loaders), loaders
-    assert re.search(r"pipeline [\d,]+ img/s over \d+ steps .*workers by fork", loaders), loaders
-    assert "loader alone " in loaders and "; pipeline " in loaders
     assert f"python: {box.bin_dir / 'python3'};" in log  # python3: the box has no `python`
     assert f"benchbench 0.1.0 from {tree.resolve()}" in log  # the source tree, not installed
     assert "the plan could not run" not in log
-    # The box has no LoadGen: the check says that inference's server part fell back.
-    assert ("mlperf_loadgen: not installed, so the inference server part is the simulated "
-            "server (LoadGen not installed)") in log
     assert "the real run's benchbench run, estimated: " in log  # the simulator ran
     gpu_tests = log.split("=== GPU tests")[1].split("--- GPU tests")[0]
     assert re.search(r"\b\d+ skipped\b", gpu_tests) and "error" not in gpu_tests.lower()
     # 2. What comes back from a lent box: at most 8 plain files, none in a folder.
     got = sorted(os.listdir(out))
-    assert len(got) <= 8 and {"run.tar.gz", "headline.md"} <= set(got), got
+    assert len(got) <= 8 and {"run.tar.gz", "headline.md", "ground-truth.json"} <= set(got), got
     assert all((out / n).is_file() and not (out / n).is_symlink() for n in got), got
     with tarfile.open(out / "run.tar.gz") as tar:
         names = tar.getnames()
+        results = json.load(tar.extractfile("run/results.json"))
     assert "run/results.json" in names and "run/report.md" in names
     headline = (out / "headline.md").read_text()
     assert "| matmul bf16 peak | not measured |" in headline
     assert "| matmul fp8 ÷ bf16 | not measured: fp8 on cpu skipped, because" in headline
     assert re.search(r"\| benchbench run --device cpu \| ok \| \d+ \| \d+ \|", headline)
     assert "steps in all:" in headline
-    # 3. Nothing needed the network: no install, no download (and offline where unshare works).
-    assert not re.search(r"pip install|Downloading|Collecting ", log)
-    assert not any("install" in r[0] for r in rows)
+    # 3. The real run's arguments over every probe, on the box's versions: each probe ran or
+    # said why not, none failed.
+    plan = _script("gpu_plan")
+    assert results["argv"][-len(plan.dry_run_args()):] == plan.dry_run_args()
+    from benchbench.engine.catalog import PROBES
+
+    probes = {p["name"]: p for p in results["probes"]}
+    assert sorted(probes) == sorted(spec.name for spec in PROBES)  # every probe, 13 today
+    assert all(p["status"] in ("ok", "skipped") for p in probes.values()), \
+        {n: (p["status"], p.get("reason")) for n, p in probes.items()}
+    versions = results["environment"]["versions"]
+    assert versions["python"].startswith(f"{box.python_version}.")
+    if box.kind == "box":  # the box's own versions, not this interpreter's
+        assert versions["torch"] == box_env.BOX_PINS["torch"]
+        assert versions["torchvision"] == box_env.BOX_PINS["torchvision"]
+    # 4. The ground truth trained on the run's data and the headline held the verdict to it.
+    truth = json.loads((out / "ground-truth.json").read_text())
+    assert truth["status"] == "ok" and truth["rate"] > 0 and truth["windows"], truth
+    assert truth["dataset"] == results["dataset"]["path"]
+    assert ("| verdict against the ground truth (ResNet50, real data, steady) | trained "
+            in headline)
+    # 5. The kit: installed beside the box's torch, which stayed as it was; LoadGen drove the
+    # inference workload and the kit's fio the storage probe.
+    if kit is not None:
+        manifest = json.loads((kit / "MANIFEST.json").read_text())
+        for item in manifest["items"]:
+            assert f"installed: {item['name']} {item['version']}" in log, log
+        assert (f"torch untouched: {versions['torch']} at "
+                f"{box.site_packages / 'torch' / '__init__.py'}") in log, log
+        assert "mlperf_loadgen: installed, LoadGen drives" in log
+        drivers = {m["context"].get("driver") for m in probes["inference"]["measurements"]}
+        assert "loadgen" in drivers, drivers
+        fio = next(i for i in manifest["items"] if i["name"] == "fio")
+        assert versions["fio"] == fio["version"]
+        assert any("engine" in m["key"] for m in probes["storage"]["measurements"])
+    else:
+        assert "box kit: none at" in log
+        assert ("mlperf_loadgen: not installed, so the inference server part is the simulated "
+                "server (LoadGen not installed)") in log
+    # 6. Nothing needed the network: pip's own lines of an install or a download would be here
+    # (and it runs offline where unshare works); a skip's advice may name `pip install`.
+    assert not re.search(r"^(Collecting|Downloading|Looking in indexes|Successfully installed) ",
+                         log, re.M)
 
 
 def test_a_plan_that_cannot_run_gives_way_to_the_built_in_limits(tmp_path):
@@ -158,7 +223,8 @@ echo "stand-in: $*"
     fake.chmod(0o755)
     out = tmp_path / "out"
     proc = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "OUT": str(out), "PYTHON": str(fake)})
+                          timeout=60, env={**os.environ, "OUT": str(out), "PYTHON": str(fake),
+                                           "BOX_KIT": str(tmp_path / "no-kit")})
     log = (out / "gpu-validate.log").read_text()
     assert proc.returncode == 1, log
     assert "the plan could not run (see its step above); the built-in limits are used" in log
@@ -172,31 +238,38 @@ echo "stand-in: $*"
     assert ("stand-in: -m pytest -q -m gpu -p no:cacheprovider tests/probes/test_probes.py "
             "tests/probes/test_dataloader.py") in log
     assert "gpu-validate: 2 step(s) failed: plan (exit 1) no results.json" in log
+    assert f"box kit: none at {tmp_path / 'no-kit'}" in log
+    assert "ground truth skipped, because the run wrote no results.json" in log
 
 
 def test_the_script_keeps_the_plans_limits_for_when_the_plan_cannot_run(monkeypatch):
-    """The script's own limits (the two steps before the plan, and the built-in plan) are the
-    plan's; the real run's built-in run limit is what the other steps leave of the 420 s."""
+    """The script's own limits (the three steps before the plan, and the built-in plan, the
+    ground truth's included) are the plan's; the real run's built-in run limit is what the
+    other steps leave of the 420 s."""
     plan = _script("gpu_plan")
     monkeypatch.setattr(plan, "simulated_run", lambda: (0.0, "not simulated in this test"))
     text = SCRIPT.read_text()
-    fixed = {"LIMIT_VERSIONS": int(re.search(r"^VERSIONS_LIMIT=(\d+)$", text, re.M).group(1)),
-             "LIMIT_PLAN": int(re.search(r"^PLAN_LIMIT=(\d+)$", text, re.M).group(1))}
+    fixed = {var: int(re.search(rf"^{name}=(\d+)$", text, re.M).group(1))
+             for var, name in (("LIMIT_VERSIONS", "VERSIONS_LIMIT"), ("LIMIT_KIT", "KIT_LIMIT"),
+                               ("LIMIT_PLAN", "PLAN_LIMIT"))}
     dry_block, real_block = re.findall(r"<<'PLAN'\n(.*?)\nPLAN\n", text, re.S)
-    for dry, block, args in ((True, dry_block, plan.DRY_RUN_ARGS),
+    for dry, block, args in ((True, dry_block, plan.dry_run_args()),
                              (False, real_block, plan.run_args())):
         assert plan.FIXED_LIMITS[dry] == fixed
         lines = block.splitlines()
-        builtin = dict(ln.split("=", 1) for ln in lines if ln.startswith("LIMIT_"))
+        builtin = {k: int(v) for k, v in (ln.split("=", 1) for ln in lines
+                                          if re.match(r"[A-Z_]+=\d+$", ln))}
         assert f"RUN_ARGS=({' '.join(shlex.quote(a) for a in args)})" in lines
-        planned = {s.var: s.limit_s for s in plan.plan(dry) if s.var not in fixed}
+        steps = plan.plan(dry)
+        planned = {k: v for k, v in plan.shell_vars(dry, steps).items() if k not in fixed}
         assert builtin.keys() == planned.keys()
         if dry:
-            assert {k: int(v) for k, v in builtin.items()} == planned
+            assert builtin == planned
         else:
-            assert {k: int(v) for k, v in builtin.items() if k != "LIMIT_RUN"} == \
+            assert {k: v for k, v in builtin.items() if k != "LIMIT_RUN"} == \
                 {k: v for k, v in planned.items() if k != "LIMIT_RUN"}
-            total = sum(map(int, builtin.values())) + sum(fixed.values())
+            in_total = {s.var for s in steps} - set(fixed)
+            total = sum(v for k, v in builtin.items() if k in in_total) + sum(fixed.values())
             assert total == plan.TOTAL_LIMIT_S
 
 
@@ -219,17 +292,21 @@ def test_the_gpu_tests_step_names_every_file_that_holds_a_gpu_test():
 
 
 def test_the_plan_fits_the_lent_seven_minutes_and_states_each_estimate():
+    """The planned steps' limits add up to at most 420 s; the ground truth runs in what they
+    leave, and at their estimates they leave it its whole minute."""
     pytest.importorskip("torch")
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-validate.sh"), "--plan"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    total = re.fullmatch(r"total (\d+) s", lines[-1])
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("total "))
+    total = re.fullmatch(r"total (\d+) s", lines[at])
     assert total and int(total.group(1)) <= 420
-    rows = [re.match(r"(.+?)\s+limit\s+(\d+) s\s+estimate\s+([\d.]+) s\s+\((.+)\)$", ln)
-            for ln in lines[:-1]]
+    row = r"(.+?)\s+limit\s+(\d+) s\s+estimate\s+([\d.]+) s\s+\((.+)\)$"
+    rows = [re.match(row, ln) for ln in lines[:at]]
     assert all(rows) and sum(int(r.group(2)) for r in rows) == int(total.group(1))
     by = {r.group(1): r for r in rows}
+    assert "box kit" in by
     run = by["benchbench run"]
     assert run.group(4).startswith("simulated: ")
     # The run's limit is derived from the simulator's estimate of that very run.
@@ -237,171 +314,9 @@ def test_the_plan_fits_the_lent_seven_minutes_and_states_each_estimate():
     est, _ = plan.simulated_run()
     assert float(run.group(3)) == pytest.approx(est, abs=0.05)
     assert int(run.group(2)) == plan.Step("x", "x", est, "").limit_s
-
-
-def test_the_headline_says_timed_out_for_a_killed_step(tmp_path):
-    headline = _script("gpu_headline")
-    steps = tmp_path / "steps.tsv"
-    steps.write_text("step\texit\tseconds\tlimit\n"
-                     "versions\t0\t4\t15\n"
-                     "benchbench run --device cuda\t124\t192\t192\n"
-                     "bare loops\t1\t30\t55\n")
-    from benchbench.core import results
-
-    lines = headline.table(results.load(FIXTURE), headline.read_steps(str(steps)))
-    text = "\n".join(lines)
-    assert "| benchbench run --device cuda | timed out at its 192 s limit | 192 | 192 |" in text
-    assert "| bare loops | exit 1 | 30 | 55 |" in text and "| versions | ok | 4 | 15 |" in text
-    assert "benchbench run: timed out after 192 s (its limit 192 s)" in text
-    assert "yes" not in text.split("benchbench run: ")[1].splitlines()[0]
-    assert "steps in all: 226 s" in text
-
-
-def _newer_probes_run(server=True, fp8=True, served=6000.0, batch_s=None):
-    """A GPU run of the newer probes' figures: memory_fit (both modes), inference (the server
-    rate, or its note when no rate kept the bound; `batch_s` its own batch times) and fp8
-    beside bf16."""
-    from synthetic_runs import environment, measurement
-
-    from benchbench.core.results import ProbeResult, RunResult
-
-    def largest(mode, params, rung, peak, bound):
-        return measurement("largest_model", {"mode": mode, "seq_len": 2048,
-                                             "precision": "amp_bf16"}, [params], "count", "max",
-                           {"rung": rung, "peak_B": peak, "bounded_by": bound})
-
-    def ratio(mode, rung, value):
-        return measurement("estimate_ratio", {"mode": mode, "rung": rung, "seq_len": 2048,
-                                              "precision": "amp_bf16"}, [value], "ratio")
-
-    memory_fit = [largest("plain", 2.7e9, "2.7b", 120e9, "memory"), ratio("plain", "2.7b", 1.08),
-                  largest("checkpointing", 6.7e9, "7b", 130e9, "time"),
-                  ratio("checkpointing", "7b", 1.41), ratio("plain", "1.3b", 0.5)]
-    key = {"precision": "bf16", "image_size": 224, "max_batch": 64, "latency_bound_s": 0.015}
-    inference = [measurement("peak_offline_throughput", {"precision": "bf16"}, [9000.0],
-                             "samples/s", "max"),
-                 measurement("tpot", {"preset": "gpt2-124m", "precision": "bf16", "batch": 1},
-                             [0.035], "s"),
-                 measurement("tpot", {"preset": "gpt2-124m", "precision": "bf16", "batch": 8},
-                             [0.004], "s")]
-    if server:
-        inference.append(measurement("server_throughput", key, [served], "samples/s", "max",
-                                     {"stopped_by": "done",
-                                      **({"batch_s": batch_s} if batch_s else {})}))
-    matmul = [measurement("peak_flops", {"device": "cuda:0", "dtype": "bf16"}, [7.9e14],
-                          "FLOP/s", "max")]
-    transformer = [measurement("throughput", {"device": "cuda:0", "precision": "amp_bf16",
-                                              "preset": "gpt2-124m"}, [4.0e5], "tokens/s")]
-    if fp8:
-        matmul.append(measurement("peak_flops", {"device": "cuda:0", "dtype": "fp8"},
-                                  [1.4e15], "FLOP/s", "max"))
-        transformer.append(measurement("throughput", {"device": "cuda:0", "precision": "fp8",
-                                                      "preset": "gpt2-124m"}, [3.6e5],
-                                       "tokens/s"))
-    # A note that holds "; " itself, and the next note after it.
-    no_server = None if server else ("server: no rate tried kept p99 within 15 ms; at 100 "
-                                     "requests/s the p99 was 40 ms; generation skipped, "
-                                     "because the budget ran out")
-    no_fp8 = None if fp8 else "fp8 skipped, because torchao is not installed"
-    no_fp8_mm = None if fp8 else ("fp8 n=4096 on cuda:0 skipped, because fp8 needs compute "
-                                  "capability 8.9")
-    probes = [ProbeResult(name=name, status="ok", resource=resource, reason=reason,
-                          measurements=ms)
-              for name, resource, reason, ms in (
-                  ("matmul", "gpu_compute", no_fp8_mm, matmul),
-                  ("transformer", "gpu_compute", no_fp8, transformer),
-                  ("memory_fit", "gpu_memory", None, memory_fit),
-                  ("inference", "gpu_compute", no_server, inference))]
-    return RunResult(tool={"name": "benchbench", "version": "0.1.0"},
-                     started_at="2026-12-01T00:00:00+00:00", environment=environment(),
-                     config={"device_resolved": "cuda", "quick": True}, argv=[], probes=probes)
-
-
-def _rows(lines):
-    return {ln.split(" | ")[0].lstrip("| "): ln.strip("|").split(" | ")[1:]
-            for ln in lines if ln.startswith("| ")}
-
-
-def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
-    headline = _script("gpu_headline")
-    rows = _rows(headline.table(_newer_probes_run()))
-    measured, ref, meets = rows["memory_fit largest model (plain)"]
-    assert measured == "2.70 B parameters (2.7b, peak 120 GB), bounded by memory"
-    assert "bounded by memory" in ref and meets.strip() == "yes"
-    # Stopped by time, not memory: a lower bound, which the reference does not accept.
-    assert rows["memory_fit largest model (checkpointing)"][2].strip() == "NO"
-    # The ratio of the largest model's own rung, not of another rung in the same mode.
-    assert rows["memory_fit measured ÷ estimated (plain, 2.7b)"][0] == "1.08"
-    assert rows["memory_fit measured ÷ estimated (plain, 2.7b)"][2].strip() == "yes"
-    assert "near 1.0-1.2" in rows["memory_fit measured ÷ estimated (plain, 2.7b)"][1]
-    assert rows["memory_fit measured ÷ estimated (checkpointing, 7b)"][2].strip() == "NO"
-    measured, ref, meets = rows["inference server rate"]
-    # A run that does not say what drove its server (one from before LoadGen): the
-    # simulated server, which it was.
-    assert measured == ("6,000 img/s (bf16, p99 ≤ 15 ms; search stopped by done; 0.67x the "
-                        "offline peak; simulated server)")
-    assert "largest batch" in ref and meets.strip() == "yes"
-    measured, ref, meets = rows["matmul fp8 ÷ bf16"]
-    assert measured == "1.77x" and "1.5-1.9x" in ref and meets.strip() == "yes"
-    measured, ref, meets = rows["transformer fp8 ÷ amp_bf16"]
-    assert measured == "0.90x" and "pytorch/ao#685" in ref and meets.strip() == "yes"
-    # Batch 1's time per output token, not batch 8's; 35 ms is the H200 runs' cuDNN figure.
-    measured, ref, meets = rows["GPT-2 124M decode TPOT, bf16, batch 1"]
-    assert measured == "35.0 ms" and ref.startswith("≤ 10 ms") and meets.strip() == "NO"
-
-
-def test_a_server_rate_over_a_short_sweeps_peak_is_held_against_its_own_largest_batch():
-    """A quick run's offline sweep can stop at batch 16 (5,355 img/s on an H200) while the
-    server batches up to 64, which it timed for itself: its ceiling is that batch's rate."""
-    headline = _script("gpu_headline")
-    rows = _rows(headline.table(_newer_probes_run(served=12000.0,
-                                                  batch_s={"1": 0.003, "64": 0.005})))
-    assert rows["inference server rate"][2].strip() == "yes"  # 12,000 ≤ 64 / 5 ms = 12,800
-    rows = _rows(headline.table(_newer_probes_run(served=12000.0,
-                                                  batch_s={"1": 0.003, "64": 0.008})))
-    assert rows["inference server rate"][2].strip() == "NO"  # over 8,000 and over 9,000
-    rows = _rows(headline.table(_newer_probes_run(served=12000.0)))
-    assert rows["inference server rate"][2].strip() == "NO"  # no batch times: the sweep's
-
-
-def test_a_missing_newer_figure_reads_not_measured_with_the_probes_reason():
-    headline = _script("gpu_headline")
-    rows = _rows(headline.table(_newer_probes_run(server=False, fp8=False)))
-    assert rows["inference server rate"][0] == ("not measured: server: no rate tried kept p99 "
-                                                "within 15 ms; at 100 requests/s the p99 was "
-                                                "40 ms")
-    assert rows["matmul fp8 ÷ bf16"][0] == ("not measured: fp8 n=4096 on cuda:0 skipped, "
-                                            "because fp8 needs compute capability 8.9")
-    assert rows["transformer fp8 ÷ amp_bf16"][0] == ("not measured: fp8 skipped, because "
-                                                     "torchao is not installed")
-    assert all(rows[f][2].strip() == "—" for f in ("inference server rate", "matmul fp8 ÷ bf16",
-                                                   "transformer fp8 ÷ amp_bf16"))
-    from benchbench.core import results
-
-    rows = _rows(headline.table(results.load(FIXTURE)))
-    assert rows["memory_fit largest model"][0] == ("not measured: the memory_fit probe did not "
-                                                   "run")
-
-
-def test_the_matmul_clock_rows_say_whether_fp16_lost_per_cycle_or_in_its_clock():
-    """The third H200 read fp16 9% under bf16 at its power limit; with each sample's clock the
-    headline says which: per GHz of SM clock they agree (the clock), or not (the kernels)."""
-    from synthetic_runs import clocked_matmul_run as matmul_run
-
-    headline = _script("gpu_headline")
-    run = matmul_run()
-    run.probes[0].measurements.append(dataclasses.replace(
-        run.probes[0].measurements[2], key={"device": "cuda:0", "dtype": "fp16"}))
-    rows = _rows(headline.table(run))
-    assert rows["matmul bf16 SM clock"][0] == "1,482 MHz (75% of 1,980), 488 TFLOP/s per GHz"
-    assert rows["matmul fp16 SM clock"][0].startswith("1,350 MHz (68% of 1,980)")
-    assert rows["matmul fp16 ÷ bf16 per GHz of SM clock"][0] == "1.000"
-    assert rows["matmul fp16 ÷ bf16 per GHz of SM clock"][2].strip() == "yes"
-    from benchbench.core import results
-
-    rows = _rows(headline.table(results.load(FIXTURE)))  # a CPU run
-    assert rows["matmul SM clock"][0] == "not measured: the matmul measured no GPU"
-    for x in run.probes[0].measurements:
-        x.context.pop("sm_clock_Hz", None)
-    rows = _rows(headline.table(run))
-    assert rows["matmul SM clock"][0].startswith("not measured: its samples carry no SM clock")
+    # After the total: the ground truth, in what is left, and whether it fits.
+    truth = re.match(row, lines[at + 2])
+    assert truth and truth.group(1) == "ground truth" and "60 s timed" in truth.group(4)
+    room = re.fullmatch(r"at the estimates the steps leave it (\d+) s: (.+)", lines[at + 3])
+    assert room and room.group(2) == "it runs in full", lines[at + 3]
+    assert int(room.group(1)) >= int(truth.group(2))
