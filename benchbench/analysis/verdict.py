@@ -236,13 +236,12 @@ def _close_call(caps: dict[str, cap.Capacity], limiting: str, unit: str
             f"apart, {within}, so either may limit; {separate}")
 
 
-def _decide(run: RunResult, caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None,
-            compute: str) -> tuple[str | None, list[str]]:
+def _decide(caps: dict[str, cap.Capacity], pipe: dict[str, Any] | None,
+            why: Distrust | None, compute: str) -> tuple[str | None, list[str]]:
     """The limit: the lowest capacity once a trusted real pipeline has told the loader's
-    figure (_with_pipeline); one it does not trust says why (distrust)."""
+    figure (_with_pipeline); one it does not trust (`why`, from distrust) says why."""
     notes = []
     if pipe is not None:
-        why = distrust(run, pipe)
         notes += [why.text] if why else _with_pipeline(caps, pipe, compute)
     known = {r: c.value for r, c in caps.items() if c.value is not None}
     if not known:
@@ -396,8 +395,9 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
     caps["host_device_link"] = cap.host_device_link(run, s)
     caps["interconnect"] = cap.interconnect(run, s, comp)
     pipe = _pipeline_check(run, s)
-    limiting, notes = _decide(run, caps, pipe, comp.resource)
-    rated = pipe if pipe is not None and not distrust(run, pipe) else None
+    why = distrust(run, pipe) if pipe is not None else None
+    limiting, notes = _decide(caps, pipe, why, comp.resource)
+    rated = pipe if pipe is not None and why is None else None
     close: tuple[str, str] | None = None
     if comp.value is None and limiting is not None:
         # Without the compute capacity there is nothing to hold the others against: name

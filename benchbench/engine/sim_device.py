@@ -143,7 +143,7 @@ class DeviceProfile:
     fp32_autotune_s: float = 0.0
     # The first convolution of a process: cuDNN's libraries and kernels loaded (an H200's
     # first ResNet50 step took 9.3 s where a later precision's took 2.7-4.0 s).
-    cuda_init_s: float = 0.0
+    cudnn_load_s: float = 0.0
 
 
 # ResNet50 at batch 256 and GPT-2 124M on one H200 as the first four H200 boxes measured them
@@ -159,7 +159,7 @@ H200 = DeviceProfile(
     resnet50_step_s={"fp32": 0.242, "tf32": 0.0813, "amp_bf16": 0.0545, "amp_fp16": 0.0446},
     first_step_s=3.0,
     resnet50_first_step_s={"amp_bf16": 3.95, "amp_fp16": 2.7, "tf32": 4.04, "fp32": 2.5},
-    fp32_autotune_s=56.0, cuda_init_s=5.3,
+    fp32_autotune_s=56.0, cudnn_load_s=5.3,
     # fp8: amp_bf16's step over fp8_speedup (by the model's width and compile).
     gpt_step_s={"fp32": 0.296, "tf32": 0.097, "amp_bf16": 0.0444, "amp_fp16": 0.0455},
     gpt_first_step_s=1.0,
@@ -171,14 +171,14 @@ H200 = DeviceProfile(
     # 16 vCPUs decoding 3,300 images/s with 16 torchvision workers: ~206 a core; a lent box is
     # fresh, so the run generates its synthetic dataset (1.5 s on the third H200).
     decode_per_core=206.0, dataset_s=1.5)
-# Eight H100 SXM on NVSwitch: the same per-GPU figures; all-reduce of 1 GiB about 5 ms at
-# ~360 GB/s busbw; four PCIe switches, two GPUs behind each, for the copies to all at once.
 # One H100 SXM 80GB: the H200's compute (the same GH100 and datasheet peaks, so the same step
 # times: an estimate, no H100 run yet), HBM3 at 3.35 TB/s (the H200's measured share of its
 # datasheet, about 2.9 TB/s) and what torch can allocate of the card (memory_fit's figure).
 H100 = dataclasses.replace(
     H200, name="1x H100", gpu_name="NVIDIA H100 80GB HBM3", memory_total=CARD_80GB_USABLE_B,
     memory_bandwidth=4.15e12 * 3.35 / 4.8)
+# Eight H100 SXM on NVSwitch: the same per-GPU figures; all-reduce of 1 GiB about 5 ms at
+# ~360 GB/s busbw; four PCIe switches, two GPUs behind each, for the copies to all at once.
 H100X8 = dataclasses.replace(
     H100, name="8x H100", gpus=8, all_gpus_h2d=4 * 5.37e10, allreduce_busbw=3.6e11,
     allreduce_latency_s=25e-6, cores=96, rank_start_s=15.0, dataset_s=0.0)

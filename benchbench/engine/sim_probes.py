@@ -168,7 +168,7 @@ def _resnet50(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -
         resnet50.cudnn_mode(ctx, "cuda:0", precision)
         scale = batch / RESNET_BATCH * (cfg.image_size / 224) ** 2
         runs_in = conv_precision(ctx.meter, precision.name)
-        first = resnet50_first_step(p, ctx, runs_in) + (0.0 if loaded else p.cuda_init_s)
+        first = resnet50_first_step(p, ctx, runs_in) + (0.0 if loaded else p.cudnn_load_s)
         loaded.append(True)
         return _steps(ctx, p, p.resnet50_step_s[runs_in] * scale, first)
 
@@ -297,9 +297,8 @@ class _SimTrainer:
 
     def __init__(self, ctx: ProbeContext, p: DeviceProfile, step_s: float, batch: int,
                  image: int) -> None:
-        self.queue = queue_of(ctx)
         self.copy_s = batch * 3 * image * image * 4 / p.h2d_pinned  # fp32 images, pinned
-        self.step_fn = _steps(ctx, p, step_s, p.cuda_init_s + p.first_step_s)
+        self.step_fn = _steps(ctx, p, step_s, p.cudnn_load_s + p.first_step_s)
 
     def prepare(self, x: Any, y: Any) -> SimCopy:
         return SimCopy(self.copy_s)  # run beside the step, on the side stream

@@ -125,9 +125,10 @@ def estimate_run(p: DeviceProfile, quick: bool = False, rounds: int | None = Non
     --set values, by probe."""
     # What the runner skips before starting a worker (the exchanging probes on one GPU) costs
     # nothing and takes no share of the budget, as in runner.execute.
-    skipped = {s.name: why for s in default_registry()
+    registry = default_registry()
+    skipped = {s.name: why for s in registry
                if (why := s.skip_reason("cuda", None, p.gpus)) is not None}
-    specs = [s for s in default_registry() if s.name not in skipped]
+    specs = [s for s in registry if s.name not in skipped]
     total_weight = sum(s.weight("cuda") for s in specs)
     times = rounds or default_rounds(quick, "cuda")
     probes: dict[str, SimProbe] = {}

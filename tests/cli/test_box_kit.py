@@ -5,7 +5,6 @@ or by unpacking the wheels, and says what it installed and what not. The real ki
 .ci/run built it, installs into the box's venv and LoadGen, torchao and fio then work there."""
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,20 +13,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import script
 
 ROOT = Path(__file__).parents[2]
 KIT = ROOT / "box-kit"
 INSTALL = ROOT / "scripts" / "box_kit_install.py"
 
 
-def _script(name):
-    # The scripts import each other by name, as when run from scripts/.
-    if str(ROOT / "scripts") not in sys.path:
-        sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _wheel(where: Path, name: str, module: str, tags: str = "py3-none-any") -> Path:
@@ -89,7 +81,7 @@ def test_no_network_stops_the_build_with_one_line(tmp_path):
 
 
 def test_the_kit_is_assembled_once_checked_against_its_limit(tmp_path, monkeypatch):
-    kit = _script("box_kit")
+    kit = script("box_kit")
     cache = tmp_path / "cache"
     cache.mkdir()
     wheels = [_wheel(cache, "mlcommons_loadgen", "mlperf_loadgen",
@@ -124,13 +116,13 @@ def test_the_kit_is_assembled_once_checked_against_its_limit(tmp_path, monkeypat
 
 
 def test_a_static_executable_is_told_from_one_that_needs_the_loader():
-    kit = _script("box_kit")
+    kit = script("box_kit")
     assert not kit.is_static(Path(sys.executable).resolve())  # needs ld-linux and libc
     assert not kit.is_static(Path(__file__))  # not an ELF file at all
 
 
 def test_which_wheels_fit_this_python_and_machine():
-    install = _script("box_kit_install")
+    install = script("box_kit_install")
     here = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     assert install.fits(f"x-1.0-{here}-{here}-manylinux_2_17_x86_64.whl") is None
     assert install.fits("x-1.0-cp310-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl") \
@@ -191,7 +183,7 @@ def test_the_real_kit_installs_offline_in_the_box_venv_and_torch_stays_as_it_was
     if manifest["python"] != box.python_version:
         pytest.skip(f"{KIT} is built for Python {manifest['python']}, the box's venv runs "
                     f"{box.python_version}")
-    kit = _script("box_kit")
+    kit = script("box_kit")
     size = kit.folder_bytes(KIT)
     assert size <= kit.KIT_LIMIT_B
     for item in manifest["items"]:

@@ -4,32 +4,22 @@ killed, shows the newer probes' figures beside their references, and holds the v
 predicted training rate and limit against the ground truth (scripts/ground_truth.py)."""
 
 import dataclasses
-import importlib.util
 import json
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from helpers import script
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = ROOT / "tests" / "support" / "fixtures" / "results_v1_cpu.json"
 H200_RUNS = sorted((ROOT / "docs" / "results").glob("2026-12-04-h200*/run.tar.gz"))
 
 
-def _script(name):
-    """A script of scripts/, imported as it runs (the modules beside it importable)."""
-    if str(ROOT / "scripts") not in sys.path:
-        sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_headline_says_timed_out_for_a_killed_step(tmp_path):
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     steps = tmp_path / "steps.tsv"
     steps.write_text("step\texit\tseconds\tlimit\n"
                      "versions\t0\t4\t15\n"
@@ -113,7 +103,7 @@ def _rows(lines):
 
 
 def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     rows = _rows(headline.table(_newer_probes_run()))
     measured, ref, meets = rows["memory_fit largest model (plain)"]
     assert measured == "2.70 B parameters (2.7b, peak 120 GB), bounded by memory"
@@ -145,7 +135,7 @@ def test_the_headline_shows_the_newer_probes_figures_beside_their_references():
 def test_a_server_rate_over_a_short_sweeps_peak_is_held_against_its_own_largest_batch():
     """A quick run's offline sweep can stop at batch 16 (5,355 img/s on an H200) while the
     server batches up to 64, which it timed for itself: its ceiling is that batch's rate."""
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     rows = _rows(headline.table(_newer_probes_run(served=12000.0,
                                                   batch_s={"1": 0.003, "64": 0.005})))
     assert rows["inference server rate"][2].strip() == "yes"  # 12,000 ≤ 64 / 5 ms = 12,800
@@ -157,7 +147,7 @@ def test_a_server_rate_over_a_short_sweeps_peak_is_held_against_its_own_largest_
 
 
 def test_a_missing_newer_figure_reads_not_measured_with_the_probes_reason():
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     rows = _rows(headline.table(_newer_probes_run(server=False, fp8=False)))
     assert rows["inference server rate"][0] == ("not measured: server: no rate tried kept p99 "
                                                 "within 15 ms; at 100 requests/s the p99 was "
@@ -180,7 +170,7 @@ def test_the_matmul_clock_rows_say_whether_fp16_lost_per_cycle_or_in_its_clock()
     headline says which: per GHz of SM clock they agree (the clock), or not (the kernels)."""
     from synthetic_runs import clocked_matmul_run as matmul_run
 
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     run = matmul_run()
     run.probes[0].measurements.append(dataclasses.replace(
         run.probes[0].measurements[2], key={"device": "cuda:0", "dtype": "fp16"}))
@@ -232,7 +222,7 @@ def test_each_reference_comes_from_the_rows_of_the_gpu_that_ran(h200):
     """An H200 and an H100 each against their own datasheet and published rows: a healthy H100
     SXM's 3.0 TB/s memory copy meets its reference (it read NO against the H200's 4.1 TB/s),
     and no unsourced bar (ResNet50's "~2,800 img/s") stands anywhere."""
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     lines = headline.table(h200)
     assert lines[0].startswith("GPU: NVIDIA H200; references from its own rows: the H200 SXM")
     rows = _rows(lines)
@@ -284,7 +274,7 @@ def test_the_headline_holds_the_verdicts_rate_and_limit_against_the_ground_truth
     training measures them: within 10% and the same limit reads yes, else NO."""
     from benchbench.analysis import verdict
 
-    headline, truths = _script("gpu_headline"), _script("_headline_truth")
+    headline, truths = script("gpu_headline"), script("_headline_truth")
     wv = verdict.verdict(h200, "resnet50").per_workload["resnet50"]
     predicted = wv.capacity(wv.limiting_resource)
     name = "verdict against the ground truth (ResNet50, real data, steady)"
@@ -320,7 +310,7 @@ def rows_meets(headline, run, truth):
 
 
 def test_the_headline_reads_the_ground_truth_file_it_is_given(tmp_path, capsys):
-    headline = _script("gpu_headline")
+    headline = script("gpu_headline")
     path = tmp_path / "ground-truth.json"
     path.write_text(json.dumps(_truth(3300.0)))
     packed = ROOT / "docs" / "results" / "2026-12-04-h200-run3" / "run.tar.gz"

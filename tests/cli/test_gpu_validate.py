@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers import script
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-validate.sh"
@@ -44,12 +45,6 @@ sys.exit("; ".join(bad) or None)
 """
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _working_tree(dest: Path) -> Path:
@@ -165,7 +160,7 @@ def test_gpu_validate_dry_run_rehearsed_on_a_box_like_environment(tmp_path):
     assert "steps in all:" in headline
     # 3. The real run's arguments over every probe, on the box's versions: each probe ran or
     # said why not, none failed.
-    plan = _script("gpu_plan")
+    plan = script("gpu_plan")
     assert results["argv"][-len(plan.dry_run_args()):] == plan.dry_run_args()
     from benchbench.engine.catalog import PROBES
 
@@ -246,7 +241,7 @@ def test_the_script_keeps_the_plans_limits_for_when_the_plan_cannot_run(monkeypa
     """The script's own limits (the three steps before the plan, and the built-in plan, the
     ground truth's included) are the plan's; the real run's built-in run limit is what the
     other steps leave of the 420 s."""
-    plan = _script("gpu_plan")
+    plan = script("gpu_plan")
     monkeypatch.setattr(plan, "simulated_run", lambda: (0.0, "not simulated in this test"))
     text = SCRIPT.read_text()
     fixed = {var: int(re.search(rf"^{name}=(\d+)$", text, re.M).group(1))
@@ -310,7 +305,7 @@ def test_the_plan_fits_the_lent_seven_minutes_and_states_each_estimate():
     run = by["benchbench run"]
     assert run.group(4).startswith("simulated: ")
     # The run's limit is derived from the simulator's estimate of that very run.
-    plan = _script("gpu_plan")
+    plan = script("gpu_plan")
     est, _ = plan.simulated_run()
     assert float(run.group(3)) == pytest.approx(est, abs=0.05)
     assert int(run.group(2)) == plan.Step("x", "x", est, "").limit_s

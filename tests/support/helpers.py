@@ -44,3 +44,20 @@ def verdict_dict(run, workload=None):
     from benchbench.analysis import verdict
 
     return verdict.verdict(run, workload).to_dict()
+
+
+def script(name):
+    """A script of scripts/ imported as it runs: the modules beside it importable, and itself
+    in sys.modules under its name (its dataclasses and pickles find it there)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parents[2] / "scripts"
+    if str(here) not in sys.path:
+        sys.path.insert(0, str(here))
+    spec = importlib.util.spec_from_file_location(name, here / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

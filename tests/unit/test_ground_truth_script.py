@@ -3,24 +3,20 @@ dataset. Its timed windows each end at a sync and tile the steady window; it tak
 dataloader probe's best torchvision worker count and the run's dataset; it shortens its window
 to its budget, and skips, saying why, where the budget leaves less than its shortest window."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import script
 
 ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")
 def truth():
-    spec = importlib.util.spec_from_file_location("ground_truth",
-                                                  ROOT / "scripts" / "ground_truth.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("ground_truth")
 
 
 class Clock:

@@ -1,21 +1,14 @@
 """scripts/history_bench.py writes about 80 MB a thousand runs to a temporary folder: it must
 remove it when it ends, also on Ctrl-C, and keep it only where --keep names a folder."""
 
-import importlib.util
 import tempfile
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).parents[2]
+from helpers import script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("history_bench",
-                                                  ROOT / "scripts" / "history_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("history_bench")
 
 
 def test_the_runs_it_writes_are_removed_and_kept_only_where_asked(tmp_path, monkeypatch):

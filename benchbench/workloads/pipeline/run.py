@@ -17,6 +17,7 @@ resnet50 and dataloader figures where they exist.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,15 +98,15 @@ def choose_loader(cfg: PipelineConfig, previous: dict[str, Any], cores: int
     return loader, cores, "default: one worker per usable core"
 
 
-def loader_alone(previous: dict[str, Any], loader: str, workers: int, image: int
-                 ) -> tuple[float, int] | None:
-    """(images/s, batch) the dataloader probe measured for this loader and worker count at
-    this image size, earlier in this run; None when it did not."""
+def loader_alone(previous: dict[str, Any], loader: str, workers: int,
+                 image: int | None = None) -> tuple[float, int] | None:
+    """(images/s, batch) the dataloader probe measured for this loader and worker count (at
+    this image size, where one is given), earlier in this run; None when it did not."""
     for m in (previous.get("dataloader") or {}).get("measurements", []):
         k = m.get("key") or {}
         if m["metric"] == "throughput" and k.get("loader") == loader and \
-                k.get("workers") == workers and k.get("image_size") in (None, image) and \
-                m["value"] > 0:
+                k.get("workers") == workers and \
+                (image is None or k.get("image_size") in (None, image)) and m["value"] > 0:
             return float(m["value"]), int(k.get("batch_size") or 0)
     return None
 
@@ -123,10 +124,9 @@ def preflight(job: Job, previous: dict[str, Any], loader: str, workers: int,
             c, size = m.get("context") or {}, m["key"].get("image_size") or job.image
             scale = job.batch / max(1, int(c.get("batch") or job.batch)) * (job.image / size) ** 2
             step_s, first_s = m["value"] * scale, float(c.get("first_step_s") or 0.0)
-    for m in (previous.get("dataloader") or {}).get("measurements", []):
-        if m["metric"] == "throughput" and m["key"].get("loader") == loader and \
-                m["key"].get("workers") == workers and m["value"] > 0:
-            loader_s = job.batch / m["value"]
+    alone = loader_alone(previous, loader, workers)
+    if alone is not None:
+        loader_s = job.batch / alone[0]
     if step_s is None and loader_s is None:
         return None
     real = max(step_s or 0.0, loader_s or 0.0)
@@ -258,15 +258,9 @@ def measurements_of(h: Halves, key: dict[str, Any], batch: int, context: dict[st
         total_over_time("total_throughput", key, value,
                         [n / w for n, w in zip(r.images, r.walls, strict=True)], "samples/s",
                         rounds),
-        _renamed(compute, "compute_throughput"),
+        dataclasses.replace(compute, metric="compute_throughput"),
         median_of("data_wait", key, waits, "s", higher_is_better=False,
                   context={**rounds, "mean": sum(waits) / len(waits)}),
         median_of("compute_time", key, computes, "s", higher_is_better=False,
                   context={**rounds, "mean": sum(computes) / len(computes)}),
     ]
-
-
-def _renamed(m: Measurement, metric: str) -> Measurement:
-    return Measurement(metric=metric, key=m.key, value=m.value, unit=m.unit,
-                       statistic=m.statistic, samples=m.samples,
-                       higher_is_better=m.higher_is_better, context=m.context)
