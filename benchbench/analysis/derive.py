@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis import scaling, stability
+from benchbench.analysis import limits, matmul_rates, scaling, stability
+from benchbench.core import units as fmt
+from benchbench.core.flops import resnet50_flops_per_image
 from benchbench.core.gpus import gpu_for
-from benchbench.core.peaks import PRECISION_DTYPE, gpu_peak, pcie_rate
+from benchbench.core.peaks import PRECISION_DTYPE, GpuPeak, gpu_peak, pcie_rate
 from benchbench.core.results import Measurement, RunResult
 from benchbench.core.stats import rel_spread, spread
 
@@ -79,9 +81,10 @@ def gpu_spread(run: RunResult, probe: str, metric: str, group: str,
 
 # --- training ---------------------------------------------------------------------------------
 
-ANALYSIS_VERSION = 5  # 2: all-reduce against its link, DDP scaling; 3: the verdict; 4: advice
+ANALYSIS_VERSION = 6  # 2: all-reduce against its link, DDP scaling; 3: the verdict; 4: advice
 # from the judged workload's own measurements, evidence ordered by the limit, plain names;
-# 5: a real pipeline timed over less than one round of its workers does not arbitrate
+# 5: a real pipeline timed over less than one round of its workers does not arbitrate;
+# 6: a figure beyond its physical limit (analysis/limits.py) is a measurement error
 TRAINING_PROBES = ("resnet50", "transformer")
 # (numerator, denominator) precision pairs of the speedup table, in reading order.
 SPEEDUP_PAIRS = [("tf32", "fp32"), ("amp_bf16", "tf32"), ("amp_bf16", "fp32"),
@@ -93,17 +96,49 @@ def _throughputs(run: RunResult, probe: str) -> list[Measurement]:
     return [m for m in pr.measurements if m.metric == "throughput"] if pr else []
 
 
-def _matmul_ceiling(run: RunResult, device: str, dtype: str) -> float | None:
-    pr = run.probe("matmul")
-    for m in pr.measurements if pr else []:
-        if m.metric == "peak_flops" and m.key == {"device": device, "dtype": dtype}:
-            return m.value
-    return None
+def _ceiling(run: RunResult, device: str, dtype: str, peak: GpuPeak | None
+             ) -> matmul_rates.MatmulRate | None:
+    """mamfu's denominator: the sustained matmul rate of the dtype, or of one the datasheet
+    rates equal (matmul_rates.equal_rated), so that every precision's share rests on the clock
+    the power limit holds, not on one dtype's burst; a burst median only where the run timed
+    nothing sustained."""
+    sheet = {d: peak.flops(d) for d in ("bf16", "fp16", dtype)} if peak else {}
+    return matmul_rates.equal_rated(run, device, dtype, sheet)
+
+
+def _mamfu_basis(c: matmul_rates.MatmulRate, dtype: str) -> str:
+    """'674 TFLOP/s, bf16 sustained 5.0 s': the denominator and how it was timed."""
+    how = "sustained" if c.sustained else "burst median"
+    seconds = c.measurement.context.get("seconds")
+    over = f" {seconds:.1f} s" if c.sustained and isinstance(seconds, (int, float)) else ""
+    equal = ", rated equal by the datasheet" if c.dtype != dtype else ""
+    return f"{fmt.value(c.value, 'FLOP/s')}, {c.dtype} {how}{over}{equal}"
+
+
+def _utilisation(run: RunResult, m: Measurement, achieved: float) -> dict[str, Any]:
+    """MFU against the datasheet peak of the dtype the precision runs in (its boost clock),
+    mamfu against the sustained matmul rate measured in this run (the clock the power limit
+    held), each with its basis."""
+    dtype = PRECISION_DTYPE[m.key["precision"]]
+    peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["device"]))
+    datasheet = peak.flops(dtype) if peak else None
+    ceiling = _ceiling(run, m.key["device"], dtype, peak)
+    return {
+        "key": m.key, "flops_achieved": achieved, "dtype": dtype,
+        "mfu": achieved / datasheet if datasheet else None,
+        "mfu_reason": None if datasheet else (
+            "no datasheet peak for a CPU" if m.key["device"] == "cpu" else
+            f"no datasheet {dtype} peak for {m.context.get('gpu_name')}"),
+        "peak_model": peak.model if peak else None,
+        "mamfu": achieved / ceiling.value if ceiling else None,
+        "mamfu_basis": _mamfu_basis(ceiling, dtype) if ceiling else None,
+        "mamfu_reason": None if ceiling else f"matmul measured no {dtype} ceiling on "
+                                             f"{m.key['device']} in this run",
+    }
 
 
 def transformer_utilisation(run: RunResult) -> list[dict[str, Any]]:
-    """Per transformer throughput: achieved FLOP/s, MFU against the datasheet peak of the dtype
-    actually used, and mamfu against the matmul ceiling measured in this run."""
+    """Per transformer throughput: achieved FLOP/s, MFU and mamfu (_utilisation)."""
     pr = run.probe("transformer")
     if pr is None:
         return []
@@ -112,25 +147,20 @@ def transformer_utilisation(run: RunResult) -> list[dict[str, Any]]:
     rows = []
     for m in _throughputs(run, "transformer"):
         per_token = fpt.get((m.key.get("preset"), m.key.get("seq_len")))
-        if per_token is None:
-            continue
-        achieved = m.value * per_token
-        dtype = PRECISION_DTYPE[m.key["precision"]]
-        peak = gpu_peak(m.context.get("gpu_name") or gpu_name(run, m.key["device"]))
-        datasheet = peak.flops(dtype) if peak else None
-        ceiling = _matmul_ceiling(run, m.key["device"], dtype)
-        rows.append({
-            "key": m.key, "flops_achieved": achieved, "dtype": dtype,
-            "mfu": achieved / datasheet if datasheet else None,
-            "mfu_reason": None if datasheet else (
-                "no datasheet peak for a CPU" if m.key["device"] == "cpu" else
-                f"no datasheet {dtype} peak for {m.context.get('gpu_name')}"),
-            "peak_model": peak.model if peak else None,
-            "mamfu": achieved / ceiling if ceiling else None,
-            "mamfu_reason": None if ceiling else f"matmul measured no {dtype} ceiling on "
-                                                 f"{m.key['device']} in this run",
-        })
+        if per_token is not None:
+            rows.append(_utilisation(run, m, m.value * per_token))
     return rows
+
+
+def resnet50_utilisation(run: RunResult) -> list[dict[str, Any]]:
+    """Per ResNet50 throughput (images/s): achieved FLOP/s, MFU and mamfu (_utilisation)."""
+    return [_utilisation(run, m, m.value * resnet50_flops_per_image(int(m.key["image_size"])))
+            for m in _throughputs(run, "resnet50") if m.key.get("image_size")]
+
+
+def training_utilisation(run: RunResult) -> list[dict[str, Any]]:
+    """Both training models' rows: ResNet50's, then the transformer's."""
+    return resnet50_utilisation(run) + transformer_utilisation(run)
 
 
 def precision_speedups(run: RunResult) -> list[dict[str, Any]]:
@@ -195,8 +225,11 @@ def accelerator_utilisation(run: RunResult) -> list[dict[str, Any]]:
 
 def derive(run: RunResult) -> dict[str, Any]:
     """Every derived figure, stamped with the analysis version. Stored in results.json as a
-    cache; report and compare recompute it."""
+    cache; report and compare recompute it. Figures beyond their physical limits are left
+    out, and listed."""
+    run = limits.screened(run)
     return {"analysis_version": ANALYSIS_VERSION,
+            "measurement_errors": limits.errors(run),
             "precision_speedup": precision_speedups(run),
             "transformer_utilisation": transformer_utilisation(run),
             "accelerator_utilisation": accelerator_utilisation(run),

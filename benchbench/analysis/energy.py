@@ -1,15 +1,15 @@
 """What the run's probes cost in energy: J, average watts under load, J per image or token,
 images (tokens) per kWh; and the CPU steal each probe saw.
 
-Pure functions over a RunResult. The joules are the telemetry's, per probe
-(run.extra["telemetry"]["probes"][name]["energy"], see benchbench.machine.telemetry_energy);
-the throughput is the training probes'. A training probe's J per image is the power its best
-precision drew during its own timed steps, integrated from the telemetry's power samples over
-those seconds (the measurement's "timed_monotonic_s", round 1, whose telemetry is kept),
-divided by that round's throughput: start-up, model builds, autotuning and the other
-precisions are left out, and the row says so. A run recorded before the steps carried their
-times falls back to the probe's whole first round, and says that instead. Nothing is
-estimated: a figure that cannot be computed is None and the row says why.
+Pure functions over a RunResult. The joules and the mean power over a whole probe (start-up
+included) are the telemetry's (run.extra["telemetry"]["probes"][name]["energy"], see
+benchbench.machine.telemetry_energy). A training probe's J per image is the energy of its best
+precision's own timed steps in round 1 over the images they processed: on a GPU from NVML's
+energy counter read as the steps began and ended (the measurement's "timed_energy"), else
+from the telemetry's power samples over those seconds ("timed_monotonic_s"), and only over
+MIN_WINDOW_S or more, since NVML's power is a one-second average. Start-up, model builds,
+autotuning and the other precisions are left out. Nothing is estimated: a figure that cannot
+be computed is None, and the row says why ("not measured, because …").
 """
 
 from __future__ import annotations
@@ -74,75 +74,130 @@ def _index(device: str) -> str:
     return device.partition(":")[2] or "0"
 
 
-def _how(device: str, gpu_w: float | None, gpu_how: str, cpu_w: float | None, cpu_why: str
-         ) -> str:
-    """The load's basis in words: the GPU that trained (on a GPU) + the CPU packages."""
-    cpu_text = f"CPU packages {cpu_w:,.0f} W (RAPL)" if cpu_w is not None else f"CPU {cpu_why}"
-    if device.startswith("cuda"):
-        return f"GPU {_index(device)} {gpu_w:,.0f} W ({gpu_how}) + {cpu_text}"
-    return cpu_text
-
-
-def _load(energy: dict[str, Any], device: str) -> tuple[float | None, float | None, str]:
-    """(W of the device that trained, W of the CPU packages or None, the basis or the reason
-    there is none). On a GPU it is that GPU (+ the CPU when RAPL was readable); on a CPU, the
-    CPU packages alone."""
-    cpu_w = _cpu_watts(energy)
-    cpu_why = energy.get("cpu_source") or "not measurable here"
-    if device.startswith("cuda"):
-        gpu_w = _gpu_watts(energy).get(_index(device))
-        if gpu_w is None:
-            return None, cpu_w, (f"skipped, because GPU {_index(device)}'s energy was not "
-                                 f"measured ({energy.get('gpu_source')})")
-        return gpu_w, cpu_w, _how(device, gpu_w, energy.get("gpu_source") or "?", cpu_w,
-                                  cpu_why)
-    if cpu_w is None:
-        return None, None, f"skipped, because the CPU energy is {cpu_why}"
-    return None, cpu_w, _how(device, None, "", cpu_w, cpu_why)
-
-
 def _best(run: RunResult, probe: str) -> Measurement | None:
     return max(cap.metric(cap.ok_probe(run, probe), "throughput"), key=lambda m: m.value,
                default=None)
 
 
-# The timed steps' power is trusted only when the samples cover this share of their seconds
+# The timed steps' power samples are trusted only when they cover this share of their seconds
 # (a window shorter than one stored telemetry point gives nothing to integrate).
 MIN_COVERED = 0.5
+# A GPU's energy per sample needs timed steps at least this long. NVML's power reading on
+# Ampere and later is a one-second average (nvmlDeviceGetPowerUsage; on A100 and H100 its
+# sensor samples a quarter of that second, Yang et al., SC24), so a shorter window reads the
+# start-up before it; the energy counter is read over the same steps and held to the same
+# length.
+MIN_WINDOW_S = 1.0
+# The training probe's time is mostly start-up (builds, autotuning, warm-up) when its timed
+# steps took under this share of it: its mean power is then not the training's.
+MOSTLY_TIMED = 0.5
+
+
+def counter_reading(m: Measurement) -> dict[str, float] | None:
+    """The energy counter over the measurement's timed steps (context "timed_energy", round
+    1): {"J", "s" (wall seconds between the reads), "samples" (images or tokens)}, or None."""
+    got = m.context.get("timed_energy")
+    if not isinstance(got, dict):
+        return None
+    vals = {k: got.get(k) for k in ("J", "s", "samples")}
+    if not all(isinstance(v, (int, float)) and v >= 0 for v in vals.values()) \
+            or not vals["s"] or not vals["samples"]:
+        return None
+    return {k: float(v) for k, v in vals.items() if v is not None}
+
+
+def timed_window_s(m: Measurement) -> float | None:
+    """Seconds of the measurement's timed steps in round 1 (its counter's wall seconds, else
+    its recorded span, else the sum of its step times), or None where none was recorded."""
+    counter = counter_reading(m)
+    if counter:
+        return counter["s"]
+    window = m.context.get("timed_monotonic_s")
+    if isinstance(window, list) and len(window) == 2 and all(
+            isinstance(x, (int, float)) for x in window) and window[1] > window[0]:
+        return float(window[1] - window[0])
+    timed = m.context.get("timed_s")
+    return float(timed) if isinstance(timed, (int, float)) and timed > 0 else None
+
+
+def _too_short(best: Measurement, seconds: float) -> str:
+    return (f"not measured, because {best.key.get('precision')}'s timed window was "
+            f"{seconds:.2g} s, under the {MIN_WINDOW_S:g} s over which NVML averages a GPU's "
+            "power")
+
+
+def _samples_mean(tel: dict[str, Any], watts: list[float | None] | None, a: float, b: float
+                  ) -> float | None:
+    """Mean W of a stored power series over a..b (the telemetry's axis), or None where its
+    samples cover under MIN_COVERED of it."""
+    joules, covered = integrate_power(tel.get("t") or [], watts or [], a, b)
+    return None if joules is None or covered < MIN_COVERED * (b - a) else joules / covered
+
+
+def _window(run: RunResult, name: str, best: Measurement
+            ) -> tuple[dict[str, Any], float, float] | None:
+    """(the probe's telemetry, start, end of the timed steps on its axis), or None."""
+    window = best.context.get("timed_monotonic_s")
+    tel = _telemetry_probes(run).get(name) or {}
+    origin = tel.get("t0_monotonic")
+    if not (isinstance(window, list) and len(window) == 2 and isinstance(origin, (int, float))
+            and tel.get("t")):
+        return None
+    a, b = window[0] - origin, window[1] - origin
+    return (tel, a, b) if b > a else None
+
+
+def _steps(best: Measurement, seconds: float) -> str:
+    return f"its {best.context.get('steps', '?')} timed steps ({seconds:.2g} s)"
 
 
 def _timed_load(run: RunResult, name: str, best: Measurement
                 ) -> tuple[tuple[float | None, float | None, str] | None, str]:
     """((W of the device that trained, W of the CPU packages or None, how) over the best
-    precision's own timed steps in round 1, from the stored power samples, or None; and why
-    not, when None: the measurement carries no step times, or the samples do not cover them."""
-    window = best.context.get("timed_monotonic_s")
-    tel = _telemetry_probes(run).get(name) or {}
-    origin, t = tel.get("t0_monotonic"), tel.get("t") or []
-    if not (isinstance(window, list) and len(window) == 2 and isinstance(origin, (int, float))
-            and t):
-        return None, "this run recorded no timed-step times"
-    a, b = window[0] - origin, window[1] - origin
-    if b <= a:
-        return None, "this run recorded no timed-step times"
-
-    def mean_w(watts: list[float | None] | None) -> float | None:
-        joules, covered = integrate_power(t, watts or [], a, b)
-        return None if joules is None or covered < MIN_COVERED * (b - a) else joules / covered
-
+    precision's own timed steps in round 1, or None; and why not, when None ("not measured,
+    because …"). On a GPU: its energy counter over those steps where the run read it, else its
+    power samples; neither over a window under MIN_WINDOW_S. On a CPU: the RAPL power samples."""
     device = str(best.key.get("device") or "cpu")
-    steps = f"its {best.context.get('steps', '?')} timed steps ({b - a:.1f} s)"
-    short = (f"the stored power samples cover under {MIN_COVERED:.0%} of {steps}")
-    cpu_w = mean_w(tel.get("cpu_power_W"))
-    gpu_w = None
-    if device.startswith("cuda"):
-        gpu_w = mean_w(((tel.get("gpus") or {}).get(_index(device)) or {}).get("power_W"))
-        if gpu_w is None:
-            return None, short
-    elif cpu_w is None:
-        return None, short
-    how = _how(device, gpu_w, "NVML power samples", cpu_w, "not measurable here")
-    return (gpu_w, cpu_w, f"{how}, over {steps}"), ""
+    span = _window(run, name, best)
+    cpu_w = _samples_mean(span[0], span[0].get("cpu_power_W"), span[1], span[2]) \
+        if span else None
+    cpu_how = f"CPU packages {three(cpu_w)} W (RAPL)" if cpu_w is not None else \
+        "CPU not measurable here"
+    seconds = timed_window_s(best)
+    if seconds is None:
+        return None, "not measured, because this run recorded no timed-step times"
+    if not device.startswith("cuda"):
+        source = str((probe_energy(run, name) or {}).get("cpu_source") or "")
+        if cpu_w is None and source.startswith("not measurable"):
+            return None, f"not measured, because the CPU energy is {source}"
+        if cpu_w is None:
+            return None, (f"not measured, because the CPU's power samples cover under "
+                          f"{MIN_COVERED:.0%} of {_steps(best, seconds)}")
+        return (None, cpu_w, f"{cpu_how}, over {_steps(best, seconds)}"), ""
+    if seconds < MIN_WINDOW_S:
+        return None, _too_short(best, seconds)
+    gpu = f"GPU {_index(device)}"
+    counter = counter_reading(best)
+    if counter:
+        watts = counter["J"] / counter["s"]
+        return (watts, cpu_w, f"{gpu} {three(watts)} W (NVML energy counter) + {cpu_how}, "
+                              f"over {_steps(best, seconds)}"), ""
+    gpu_w = _samples_mean(span[0], ((span[0].get("gpus") or {}).get(_index(device)) or {})
+                          .get("power_W"), span[1], span[2]) if span else None
+    if gpu_w is None:
+        return None, (f"not measured, because the stored power samples cover under "
+                      f"{MIN_COVERED:.0%} of {_steps(best, seconds)}")
+    return (gpu_w, cpu_w, f"{gpu} {three(gpu_w)} W (NVML power samples, one-second "
+                          f"averages) + {cpu_how}, over {_steps(best, seconds)}"), ""
+
+
+def three(x: float) -> str:
+    """Three significant figures, as every energy figure is given (NVML's power is good to a
+    few percent): 4,690; 588; 0.125; 28.8 million; 3.65 billion."""
+    for scale, word in ((1e9, "billion"), (1e6, "million")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {word}"
+    return f"{float(f'{x:.3g}'):,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def _first_round(best: Measurement) -> float:
@@ -151,17 +206,34 @@ def _first_round(best: Measurement) -> float:
     return float(rounds[0]) if isinstance(rounds, list) and rounds else best.value
 
 
+def _timed_share(run: RunResult, name: str, seconds: Any) -> float | None:
+    """The share of a training probe's first round its timed steps took (every precision's),
+    or None where it cannot be told."""
+    pr = cap.ok_probe(run, name)
+    timed = [t for m in (pr.measurements if pr else []) if m.metric == "throughput"
+             and (t := timed_window_s(m)) is not None]
+    if not timed or not isinstance(seconds, (int, float)) or seconds <= 0:
+        return None
+    return min(1.0, sum(timed) / seconds)
+
+
 def energy_rows(run: RunResult) -> list[dict[str, Any]]:
-    """One row per probe whose telemetry recorded energy, in run order:
+    """One row per probe whose telemetry recorded energy, in run order, then each training
+    probe without telemetry whose timed steps read the energy counter (a simulated run):
 
     {"probe", "seconds", "gpu_J" (all GPUs), "gpu_source", "cpu_J", "cpu_source", "joules"
-    (what was measured of GPUs + CPU, or None), "watts" (their average)} and, for a training
-    probe with a throughput, "per" ("image"/"token"), "precision", "throughput", "unit",
-    "load_watts", "per_sample_J", "per_kWh", "basis" (how, or "skipped, because …")."""
+    (what was measured of GPUs + CPU, or None), "watts" (their average over the probe, start-up
+    included), "timed_share" (a training probe: the share of its first round its timed steps
+    took, or None)} and, for a training probe with a throughput, "per" ("image"/"token"),
+    "precision", "throughput", "unit", "load_watts" (over the timed steps), "per_sample_J",
+    "per_kWh", "basis" (how, or "not measured, because …")."""
     rows = []
-    for name in _telemetry_probes(run):
-        energy = probe_energy(run, name)
-        if energy is None:
+    names = list(_telemetry_probes(run))
+    names += [n for n in TRAINING if n not in names and (b := _best(run, n)) is not None
+              and counter_reading(b)]
+    for name in names:
+        energy = probe_energy(run, name) or {}
+        if not energy and name not in TRAINING:
             continue
         gpu_j = sum(float(j) for j in (energy.get("gpu_J") or {}).values()) \
             if energy.get("gpu_J") else None
@@ -172,12 +244,14 @@ def energy_rows(run: RunResult) -> list[dict[str, Any]]:
         watts = sum(gpu_w.values()) + (cpu_w or 0.0) if gpu_w or cpu_w is not None else None
         row: dict[str, Any] = {
             "probe": name, "seconds": energy.get("seconds"), "gpu_J": gpu_j,
-            "gpu_source": energy.get("gpu_source"), "cpu_J": cpu_j,
-            "cpu_source": energy.get("cpu_source"), "joules": sum(parts) if parts else None,
-            "watts": watts}
+            "gpu_source": energy.get("gpu_source") or "not recorded (no telemetry)",
+            "cpu_J": cpu_j, "cpu_source": energy.get("cpu_source") or "not recorded",
+            "joules": sum(parts) if parts else None, "watts": watts,
+            "timed_share": _timed_share(run, name, energy.get("seconds"))
+            if name in TRAINING else None}
         best = _best(run, name) if name in TRAINING else None
         if best is not None:
-            row.update(_training_row(run, name, best, energy))
+            row.update(_training_row(run, name, best))
         elif name in TRAINING:
             row["basis"] = (f"no energy per {TRAINING[name][0]}, because "
                             f"{cap.why_missing(run, name)}")
@@ -185,28 +259,24 @@ def energy_rows(run: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _training_row(run: RunResult, name: str, best: Measurement, energy: dict[str, Any]
-                  ) -> dict[str, Any]:
+def _training_row(run: RunResult, name: str, best: Measurement) -> dict[str, Any]:
     one, many = TRAINING[name]
-    timed, untimed = _timed_load(run, name, best)
-    rate = _first_round(best) if timed else best.value
-    shown = f"{rate:,.0f} {many}/s" if rate >= 100 else f"{rate:.3g} {many}/s"
-    if timed:
-        gpu_w, cpu_w, how = timed
-        load: float | None = (gpu_w or 0.0) + (cpu_w or 0.0)
-        basis = (f"{load:,.0f} W during {best.key.get('precision')}'s timed steps only ({how}, "
-                 f"round 1) ÷ its throughput there, {shown}")
+    timed, why = _timed_load(run, name, best)
+    counter = counter_reading(best)
+    if counter and timed:
+        rate = counter["samples"] / counter["s"]  # the counter's own window
     else:
-        device = str(best.key.get("device") or "cpu")
-        gpu_w, cpu_w, how = _load(energy, device)
-        load = None if how.startswith("skipped") else (gpu_w or 0.0) + (cpu_w or 0.0)
-        basis = how if load is None else (
-            f"{load:,.0f} W under load ({how}), averaged over the probe's first round and all "
-            f"its precisions ({untimed}), ÷ its best throughput, "
-            f"{best.key.get('precision')} at {shown}")
-    return {"per": one, "precision": best.key.get("precision"), "throughput": rate,
-            "unit": best.unit, "load_watts": load,
-            "per_sample_J": per_sample_energy(load, rate) if load else None,
+        rate = _first_round(best)
+    out: dict[str, Any] = {"per": one, "precision": best.key.get("precision"),
+                           "throughput": rate, "unit": best.unit, "load_watts": None,
+                           "per_sample_J": None, "per_kWh": None}
+    if timed is None:
+        return {**out, "basis": f"energy per {one} {why}"}
+    gpu_w, cpu_w, how = timed
+    load = (gpu_w or 0.0) + (cpu_w or 0.0)
+    basis = (f"{three(load)} W during {best.key.get('precision')}'s timed steps only ({how}, "
+             f"round 1) ÷ its throughput there, {three(rate)} {many}/s")
+    return {**out, "load_watts": load, "per_sample_J": per_sample_energy(load, rate),
             "per_kWh": samples_per_kwh(rate, load), "basis": basis}
 
 
@@ -214,16 +284,16 @@ def load_power(run: RunResult) -> dict[str, Any] | None:
     """The power one training device drew under load, from the training probes' energy:
     {"gpu_W": the trained GPU's mean W or None (a CPU run), "cpu_W": the CPU packages' mean W
     or None, "probes": [...], "basis": text}, over each probe's best precision's timed steps
-    where the run recorded them; None when no training probe measured it."""
+    (see _timed_load); None when no training probe measured it there."""
     gpu, cpu, probes, how = [], [], [], []
     for name in TRAINING:
-        best, energy = _best(run, name), probe_energy(run, name)
-        if best is None or energy is None:
+        best = _best(run, name)
+        if best is None:
             continue
-        timed, untimed = _timed_load(run, name, best)
-        gpu_w, cpu_w, basis = timed or _load(energy, str(best.key.get("device") or "cpu"))
-        if basis.startswith("skipped"):
+        timed, _ = _timed_load(run, name, best)
+        if timed is None:
             continue
+        gpu_w, cpu_w, basis = timed
         probes.append(name)
         how.append(f"{name}: {basis}")
         if gpu_w is not None:

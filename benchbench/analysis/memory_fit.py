@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.core.results import Measurement
 from benchbench.core.units import iec
 
 
@@ -273,7 +274,7 @@ def derived_lines(seq: int, precision: str, ratio: float, memory: float, gpus: i
                             <= CARD_80GB_USABLE_B)
 
     out.append(f"the guide says LLM fine-tuning needs at least an A100 80GB: at this run's "
-               f"bytes, an 80 GB card ({CARD_80GB_NAME}) fully fine-tunes up to "
+               f"bytes, an H100 80GB ({CARD_80GB_NAME}) fully fine-tunes up to "
                f"{_size(on_80(False))} plain and {_size(on_80(True))} with checkpointing "
                "(derived)")
     return out
@@ -291,3 +292,51 @@ def _size(shape: Shape | None) -> str:
     base = shape.name.split("@")[0]
     return (f"{billions(shape.params())} ({base.upper()}'s width at {shape.layers} layers, "
             f"between the ladder's rungs)")
+
+
+# A fit that leaves less than this share of the device is at its edge: allocator
+# fragmentation, another process or one more token of sequence tips it over.
+EDGE_HEADROOM = 0.02
+
+
+def headroom(m: Measurement) -> tuple[float, str] | None:
+    """A largest_model point's share of the device left, and in words: what the allocator
+    reserved against the device's total where the run recorded it, else the peak allocated;
+    None without the device's total (a CPU)."""
+    c = m.context
+    total, reserved = c.get("memory_total_B"), c.get("peak_reserved_B")
+    used = reserved or c.get("peak_B")
+    if not total or not used:
+        return None
+    left = 1 - used / total
+    return left, (f"{iec(used)} {'reserved' if reserved else 'allocated'} of the device's "
+                  f"{iec(total)}, {left:.1%} left")
+
+
+def next_size(m: Measurement) -> str:
+    """The size just above a largest_model point: its width at one more layer."""
+    return f"{str(m.context['rung']).split('@')[0]}@{int(m.context['layers']) + 1}L"
+
+
+def at_least(m: Measurement) -> bool:
+    """Whether a largest_model point is only a floor on a GPU: the size just above it was not
+    tried (a bisection that stopped short of it, or a search stopped for time or RAM)."""
+    nxt = m.context.get("next_up") or {}
+    if m.context.get("bounded_by") == "the ladder's end":
+        return False
+    return not (nxt.get("outcome") == "out of memory" and nxt.get("rung") == next_size(m))
+
+
+def edge_text(m: Measurement) -> str:
+    """How a largest_model point fits, and whether the size above it was tried: 'fits at the
+    edge: 139 GiB reserved of the device's 140 GiB, 0.6% left; 7b@40L was not tried (…)'."""
+    room = headroom(m)
+    if room is None:
+        return ""
+    left, words = room
+    fit = "fits at the edge" if left < EDGE_HEADROOM else "fits"
+    if not at_least(m):
+        return f"{fit}: {words}; {next_size(m)} ran out of memory"
+    nxt = (m.context.get("next_up") or {}).get("rung")
+    tried = f" (the next tried, {nxt}: {m.context['next_up']['outcome']})" if nxt else ""
+    return f"{fit}: {words}; {next_size(m)} was not tried{tried}"

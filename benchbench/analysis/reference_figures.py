@@ -1,6 +1,7 @@
 """A run's headline figures, each with the conditions it was measured under: ResNet50 per
-precision, GPT MFU, matmul peaks, GPU memory copy, pinned host copies and all-reduce busbw. What
-reference_check.py holds against the published references. Pure functions over a RunResult.
+precision, GPT MFU, matmul per dtype (its sustained figure, matmul_rates.py), GPU memory copy,
+pinned host copies and all-reduce busbw. What reference_check.py holds against the published
+references. Pure functions over a RunResult.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from benchbench.analysis import clocks, derive
+from benchbench.analysis import clocks, derive, matmul_rates
 from benchbench.core.gpus import run_gpus
 from benchbench.core.results import Measurement, RunResult
 
@@ -35,6 +36,9 @@ class Figure:
     # the SM clock its samples ran at, where they carry it (analysis/clocks.py): a figure
     # under its reference at a clock held under its maximum says which is short
     clock: clocks.AtClock | None = None
+    # how the value was timed where that decides what it can be held against: a matmul's
+    # "sustained 1.0 s at n=8192 …; burst peak …" (matmul_rates.py)
+    basis: str | None = None
 
 
 def _ok(run: RunResult, probe: str) -> list[Measurement]:
@@ -72,13 +76,14 @@ def _training(run: RunResult) -> list[Figure]:
 
 def _devices(run: RunResult) -> list[Figure]:
     out = []
-    pr = run.probe("matmul")
     for m in _ok(run, "matmul"):
         dt, dev = m.key.get("dtype"), str(m.key.get("device"))
-        if m.metric == "peak_flops" and dt in MATMUL_DTYPES and pr is not None:
-            out.append(Figure(f"matmul {dt} peak", "matmul_flops", dt, m.value, m.unit, dev,
+        got = matmul_rates.rate(run, dev, str(dt)) if m.metric == "peak_flops" else None
+        if dt in MATMUL_DTYPES and got is not None:
+            out.append(Figure(f"matmul {dt}", "matmul_flops", dt, got.value, m.unit, dev,
                               _gpu(run, dev), {"gpus": 1},
-                              clock=clocks.at_clock(run, clocks.behind(pr, m))))
+                              clock=clocks.at_clock(run, got.measurement),
+                              basis=matmul_rates.basis(got)))
     for m in _ok(run, "memory_bandwidth"):
         dev = str(m.key.get("memory", "host"))
         if m.metric == "copy_bandwidth" and dev != "host":

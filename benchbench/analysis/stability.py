@@ -1,10 +1,12 @@
-"""Judges a probe's throughput over time: stable, throttling, noisy, or too short to tell.
+"""Judges a probe's throughput over time: stable, steady at its power limit, throttling, noisy,
+uncertain, or too short to tell.
 
 Pure functions over ~100 ms throughput windows and the telemetry series the sampler stores per
 probe (shape in machine/telemetry.py's docstring; run_windows puts the windows on its `t`).
 A median hides a GPU that spent a fifth of the run power-capped, so the judgement looks at the
-slow windows and asks the telemetry what the hardware said at those moments. Units: s,
-units/s, Hz, W, degC, and ratios from 0 to 1.
+slow windows and asks the telemetry what the hardware said at those moments; a spread the SM
+clock explains (stability_clock) is the clock's, and only what it leaves may be a neighbour's.
+Units: s, units/s, Hz, W, degC, and ratios from 0 to 1.
 """
 
 from __future__ import annotations
@@ -14,6 +16,16 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from benchbench.analysis import stability_clock as sc
+from benchbench.analysis.stability_clock import clock_range as clock_range
+from benchbench.analysis.window_stats import (
+    DROP,
+    MIN_WINDOWS,
+    STABLE_DRIFT,
+    clean,
+    steady,
+    summarize,
+)
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, RunResult
 
@@ -21,13 +33,6 @@ from benchbench.core.results import Measurement, RunResult
 # BUSY_UTIL busy (an input-starved GPU lowers its clock on purpose): the telemetry flags' rule.
 from benchbench.machine.telemetry_series import BUSY_UTIL, CLOCK_DROP
 
-MIN_WINDOWS = 10  # fewer cannot give a 1st percentile or a first/last 10%
-# "stable": a spread well inside the 5% at which benchbench.stats flags a probe, no slow tail,
-# and no trend across the run.
-STABLE_CV = 0.02
-STABLE_WORST = 0.90
-STABLE_DRIFT = 0.03
-DROP = 0.90  # a window under this share of the median throughput is a drop
 EXPLAINED = 0.5  # "throttling" once at least this share of the drops coincide with it
 # A throttle reason explains drops only when it is active more often in the drop windows than
 # in the others: one-sided Fisher's exact test at this level. An H100 or H200 under dense bf16
@@ -40,48 +45,6 @@ DEFAULT_WINDOW_S = 0.1
 # slowdown", ...), or NVML's own spellings ("sw_power_cap"); underscores are read as spaces.
 _THROTTLING = ("power", "thermal", "slowdown", "brake")
 _NOT_THROTTLING = ("idle", "applications", "display", "sync boost")
-
-
-# --- statistics ------------------------------------------------------------------------------
-
-def _clean(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    ok = [(float(t), float(v)) for t, v in windows
-          if t is not None and v is not None and math.isfinite(t) and math.isfinite(v)]
-    return sorted(ok)
-
-
-def _percentile(ordered: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def summarize(windows: list[tuple[float, float]]) -> dict[str, Any]:
-    """{"median": units/s, "cv": ratio, "worst_1pct_ratio": ratio, "drift": ratio,
-    "drops": int, "n_windows": int}; a value that cannot be computed is None."""
-    values = [v for _, v in _clean(windows)]
-    n = len(values)
-    out: dict[str, Any] = {"median": None, "cv": None, "worst_1pct_ratio": None,
-                           "drift": None, "drops": 0, "n_windows": n}
-    if not n:
-        return out
-    med = statistics.median(values)
-    mean = statistics.fmean(values)
-    out["median"] = med
-    if n < 2:
-        out["cv"] = 0.0
-    elif mean > 0:
-        out["cv"] = statistics.stdev(values) / mean
-    if med > 0:
-        out["worst_1pct_ratio"] = _percentile(sorted(values), 0.01) / med
-        out["drops"] = sum(v < DROP * med for v in values)
-    k = max(1, n // 10)
-    first = statistics.median(values[:k])
-    if first > 0:
-        out["drift"] = statistics.median(values[-k:]) / first - 1
-    return out
 
 
 def _window_width(windows: list[tuple[float, float]]) -> float:
@@ -250,25 +213,42 @@ def _pct(x: float | None, sign: bool = False) -> str:
 
 # --- the judgement ---------------------------------------------------------------------------
 
+POWER_LIMIT = "steady at its power limit"
+UNCERTAIN = "uncertain"
+
+
 def judge(windows: list[tuple[float, float]],
-          telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
-    """{"judgement": "stable" | "throttling" | "noisy" | "too short", "evidence": [sentences],
+          telemetry: dict[str, Any] | None = None,
+          clocks: list[float | None] | None = None, gpu: str = "0") -> dict[str, Any]:
+    """{"judgement": "stable" | POWER_LIMIT | "throttling" | "noisy" | UNCERTAIN |
+    "too short", "evidence": [sentences],
     "aligned_drops": [{"t": s, "ratio", "gpu", "throttle": [names active], "explains":
     [those of them active more often in drops than elsewhere], "clock_drop": bool (under 90%
     of the busy median), "sm_clock_Hz", "power_W", "temp_degC", "cpu_util"}, ...] (worst
     first, at most 20),
-    "summary": summarize(windows), "reason": str | None}; reason completes "skipped,
-    because …" when the judgement is "too short"."""
-    clean = _clean(windows)
-    s = summarize(clean)
+    "summary": summarize(windows), "reason": str | None, "clock": the clock view or None
+    (see stability_clock.clock_view)}; reason completes "skipped, because …" when the
+    judgement is "too short". `clocks`: the SM clock the probe read with each window (None
+    where it read none); else the telemetry's samples of GPU `gpu` give each window's clock.
+
+    POWER_LIMIT: throughput per GHz of each window's clock held steady while the power cap
+    held the GPU and nothing worse did; "noisy" (a neighbour's doing, likely) only where the
+    clock does not explain the spread; UNCERTAIN where the power cap held the GPU but no clock
+    was read to tell."""
+    if clocks is not None and len(clocks) == len(windows):
+        by_t = {t: c for (t, _), c in zip(windows, clocks, strict=True)}
+    else:
+        by_t = None
+    kept = clean(windows)
+    s = summarize(kept)
     n, med = s["n_windows"], s["median"]
     out: dict[str, Any] = {"judgement": "too short", "evidence": [], "aligned_drops": [],
-                           "summary": s, "reason": None}
+                           "summary": s, "reason": None, "clock": None}
     if n < MIN_WINDOWS:
         out["reason"] = (f"only {n} throughput window{' was' if n == 1 else 's were'} "
                          f"recorded, and judging stability needs at least {MIN_WINDOWS}")
         return out
-    width = _window_width(clean)
+    width = _window_width(kept)
     evidence = [f"CV {_pct(s['cv'])} over {n} windows of {width * 1e3:.0f} ms; worst 1% at "
                 f"{_pct(s['worst_1pct_ratio'])} of the median; drift {_pct(s['drift'], True)}"]
     out["evidence"] = evidence
@@ -278,18 +258,22 @@ def judge(windows: list[tuple[float, float]],
         return out
 
     tel = _Telemetry(telemetry)
-    aligned = [_align(t, v / med, width, tel) for t, v in clean]
+    aligned = [_align(t, v / med, width, tel) for t, v in kept]
     drops = [r for r in aligned if r["ratio"] < DROP]
     explaining, common = _over_represented(drops, [r for r in aligned if r["ratio"] >= DROP])
     _explain(aligned, explaining, tel)
     drops.sort(key=lambda r: r["ratio"])
     out["aligned_drops"] = [{k: v for k, v in r.items() if k != "_per_gpu"}
                             for r in drops[:MAX_ALIGNED]]
-    stable = (s["cv"] is not None and s["cv"] <= STABLE_CV
-              and s["worst_1pct_ratio"] is not None and s["worst_1pct_ratio"] >= STABLE_WORST
-              and s["drift"] is not None and abs(s["drift"]) <= STABLE_DRIFT)
-    if stable:
+    if steady(s):
         out["judgement"] = "stable"
+        return out
+    view = sc.clock_view(kept, width, telemetry, gpu,
+                       [by_t.get(t) for t, _ in kept] if by_t else None)
+    out["clock"] = view
+    if view and view["steady"] and sc.held(view["capped"], view["faults"]):
+        out["judgement"] = POWER_LIMIT
+        evidence += sc.follows(view, held=True)
         return out
 
     explained = [r for r in drops if _explained(r)]
@@ -305,6 +289,21 @@ def judge(windows: list[tuple[float, float]],
             evidence.append(f"throughput moved {_pct(s['drift'], True)} from the first 10% of "
                             "windows to the last")
         evidence += _causes(drops, tel, "{k} of {n} drops")  # too few to be the cause
+    if out["judgement"] == "noisy" and view and view["steady"]:
+        # The clock explains the spread, though no power cap held it: the device slowed.
+        out["judgement"] = "throttling"
+        evidence += sc.follows(view, held=False)
+        return out
+    if out["judgement"] == "noisy" and view is None and sc.capped_unclocked(kept, width,
+                                                                          telemetry, gpu):
+        out["judgement"] = UNCERTAIN
+        capped, _, _ = sc.reason_shares(kept, width, telemetry, gpu)
+        evidence.append(f"the power cap was active in {capped:.0%} of the busy samples, and "
+                        "no SM clock was read with the windows: whether the cap's clock or "
+                        "another tenant moved the throughput cannot be told")
+        return out
+    if out["judgement"] == "noisy" and view:
+        evidence.insert(1, sc.not_followed(view))
     if out["judgement"] == "noisy" or len(explained) < len(drops):
         evidence += common
     unexplained = len(drops) - len(explained)
@@ -383,6 +382,9 @@ def judge_run(run: RunResult) -> dict[str, Any] | None:
     windows, tel = run_windows(run)
     if m is None or not windows:
         return None
-    return {**judge(windows, tel), "key": m.key, "median_flops": m.value,
+    clocks = m.context.get("window_sm_clock_Hz")
+    gpu = str(m.key.get("device") or "").partition(":")[2] or "0"
+    got = judge(windows, tel, clocks if isinstance(clocks, list) else None, gpu)
+    return {**got, "key": m.key, "median_flops": m.value,
             "seconds": m.context.get("seconds"), "window_s": m.context.get("window_s"),
             "aligned": tel is not None and "t0_monotonic" in tel}

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis import cached_reads, limits, reference_check
 from benchbench.analysis import capacities as cap
-from benchbench.analysis import reference_check
 from benchbench.analysis.advice import advice
 from benchbench.analysis.config import (
     IMAGENET_MEAN_FILE_BYTES,
@@ -41,7 +41,7 @@ from benchbench.core.gpus import run_gpus
 from benchbench.core.names import resource_name
 from benchbench.core.results import RunResult
 from benchbench.core.stats import summarize
-from benchbench.core.units import figure
+from benchbench.core.units import figure, iec
 
 INPUT_SIDE = ("cpu_dataloading", "storage", "host_memory", "host_device_link")
 # Two capacities this close are a close call whatever their samples say (rounds of one machine
@@ -368,12 +368,12 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
     s = cap.setting(run, workload, mean_file)
     comp = cap.compute(run, s)
     caps = {comp.resource: comp, "cpu_dataloading": cap.data_loading(run, s)}
-    store = cap.storage(run, s)
+    store = cached_reads.labelled(run, cap.storage(run, s))
     fits, ram = cap._fits_in_ram(run, ts.bytes)
     first_epoch = None
     said: list[tuple[str, str]] = []  # (what a line is about: a resource or a _RANK key, it)
     # The set's name and size; where the figures came from is the dataset line's to say.
-    described = f"{ts.name} ({ts.samples:,} images, {ts.bytes / 1e9:,.3g} GB)"
+    described = f"{ts.name} ({ts.samples:,} images, {iec(ts.bytes)})"
     if workload == "resnet50" and fits:
         caps["host_memory"] = cap.host_memory(run, s)
         first_epoch = FirstEpoch(
@@ -382,11 +382,17 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
             "then the page cache carries it")
         said.append(("storage", _sentence(first_epoch.detail)))
     else:
-        caps["storage"] = store
-        if workload == "resnet50" and ram:
+        # Of a set larger than free RAM the page cache still keeps part: storage serves the
+        # rest, and sustains training at its read rate ÷ that share.
+        epoch = cached_reads.epoch_share(run, ts.bytes) if workload == "resnet50" else None
+        caps["storage"] = cached_reads.for_epoch(store, epoch[0]) if epoch else store
+        if epoch:
+            rate = "" if store.value is None else (
+                f": its {store.value:,.0f} images/s"
+                + (f" ({cached_reads.HOST_CACHE})" if cached_reads.host_cache(run) else "")
+                + f" sustain {store.value / epoch[0]:,.0f} images/s of training")
             said.append(("storage", _sentence(
-                f"{described} does not fit in the {ram / 2**30:.0f} GiB of free RAM: every "
-                "epoch reads it from storage, judged by its cold read rate")))
+                cached_reads.epoch_text(described, *epoch, ts.bytes) + rate)))
     if s.compute_scale != 1.0 and comp.value is not None:
         said.append((comp.resource, f"The compute figure was measured at {s.compute_image} px "
                      f"and the loader at {s.image_size} px: compute is compared at "
@@ -446,7 +452,9 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
 
 def verdict(run: RunResult, workload: str | None = None) -> Verdict:
     """The verdict for the primary workload (ResNet50 unless --workload or analysis.workload
-    says otherwise), with every workload's beside it."""
+    says otherwise), with every workload's beside it. A figure beyond its physical limit is a
+    timing error and decides nothing (analysis/limits.py)."""
+    run = limits.screened(run)
     acfg = analysis_config(run, workload)
     per = {w: workload_verdict(run, w, acfg) for w in WORKLOADS}
     health = reference_check.health(run)  # the doctor's evidence is added by its report

@@ -39,9 +39,11 @@ def main(args: argparse.Namespace) -> int:
 def write_reports(run: RunResult, out: Path, verdict: Verdict) -> list[Path]:
     """report.md, report.html, measurements.csv and the plots, all from one verdict and one
     reading of the doctor's checks."""
+    from benchbench.analysis import limits
     from benchbench.doctor.checks import run_checks
     from benchbench.reports import doctor, markdown, outputs
 
+    run = limits.screened(run)  # a figure beyond its physical limit is never shown as a result
     checks = run_checks(run.environment, run, None)
     md = markdown.render(run, verdict, checks)
     results.write_atomic(out / "report.md", md)

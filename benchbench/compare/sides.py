@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis import limits
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare.environment import hardware_id
 from benchbench.core import results
@@ -126,7 +127,8 @@ def _holds_runs(folder: str) -> bool:
 
 def load(path: str) -> RunResult:
     try:
-        return results.load(path)
+        # A figure beyond its physical limit is a timing error, not a figure to compare.
+        return limits.screened(results.load(path))
     except results.ResultsError as exc:
         raise CompareError(str(exc)) from None
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 # A benchmark whose samples vary more than this (stdev / mean) is flagged in the report.
 # pyperf warns at 10%; training-throughput comparisons need tighter, so we flag at 5%.
 UNSTABLE_CV = 0.05
+# Fewer samples than this have no spread worth a name (an IQR of two values is their range,
+# a CV of two a guess): a report gives the values themselves.
+MIN_SPREAD_SAMPLES = 3
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 _SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
@@ -23,6 +24,19 @@ def si(value: float, unit: str) -> str:
         if abs(value) >= scale:
             return f"{_sig(value / scale)} {prefix}{unit}"
     return f"{_sig(value)} {unit}"
+
+
+# A size in decimal units in text an older benchbench recorded ("the device's 150 GB"): not a
+# bandwidth ("GB/s") and not a model's name ("A100 80GB", no space).
+_DECIMAL_SIZE = re.compile(r"\b(\d[\d,]*(?:\.\d+)?) (kB|MB|GB|TB)\b(?!/)")
+_DECIMAL = {"kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def binary_sizes(text: str) -> str:
+    """Recorded text with its decimal sizes in binary units, as the reports print sizes:
+    "the device's 150 GB" -> "the device's 140 GiB"."""
+    return _DECIMAL_SIZE.sub(lambda m: iec(float(m[1].replace(",", "")) * _DECIMAL[m[2]]),
+                             text)
 
 
 def iec(n: float) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from benchbench.analysis import cached_reads
+from benchbench.analysis.verdict import analysis_config, training_set
 from benchbench.core import units as fmt
 from benchbench.core.peaks import gpu_peak
 from benchbench.core.results import RunResult
@@ -84,14 +86,25 @@ def check_storage(env: dict[str, Any], run: RunResult | None) -> Check:
         return skipped(name, threshold, GUIDE, "the storage probe has no seq1m read")
     m = max(seq, key=lambda x: x.value)
     bw = m.value
+    cached = cached_reads.host_cache(run)
     measured = (f"{fmt.si(bw, 'B/s')} sequential 1 MiB reads on {m.context.get('path')} "
-                f"({m.context.get('device')}, {m.context.get('engine')})")
+                f"({m.context.get('device')}, {m.context.get('engine')})"
+                + (f" ({cached_reads.HOST_CACHE})" if cached else ""))
     fix = ("put the dataset on NVMe (≥ 3 GB/s sequential), stripe several drives (RAID 0 or a "
            "parallel filesystem), or pack small files into large shards (WebDataset, TFRecord)")
     need, how = _throughput_need(env, run)
+    ts = training_set(run, analysis_config(run))
+    epoch = cached_reads.epoch_share(run, ts.bytes)
+    if need is not None and epoch is not None:
+        # Of a set larger than free RAM the page cache keeps part: storage reads the rest.
+        need *= epoch[0]
+        how += (f" × {epoch[0]:.1%}, the part of {ts.name} ({fmt.iec(ts.bytes)}) beyond the "
+                f"{fmt.iec(epoch[1])} of free RAM that each epoch reads from storage")
     cold = [x.value for x in pr.measurements if x.metric == "dataset_read_bandwidth"]
     if cold:  # the dataset's own files, read cold: shown beside the rule, which stays seq1m
         how += f"; the dataset's own files read cold at {fmt.si(max(cold), 'B/s')}"
+    if cached:
+        how += f"; these reads {cached}"
     if need is None:
         if bw >= GUIDE_READ_RATE:
             return Check(name, "pass", measured, threshold, GUIDE, None, how)

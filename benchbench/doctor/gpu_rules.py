@@ -6,12 +6,14 @@ setting."""
 from __future__ import annotations
 
 import re
+import statistics
 from typing import Any
 
 from benchbench.core import units as fmt
 from benchbench.core.gpus import gpu_for
 from benchbench.core.results import RunResult
 from benchbench.doctor.rules import Check, count, gpus, no_fact, skipped, worst
+from benchbench.machine.telemetry_series import BUSY_UTIL, CLOCK_DROP
 
 
 def check_persistence(env: dict[str, Any]) -> Check:
@@ -105,6 +107,46 @@ def throttle_kind(reason: str) -> str | None:
     return None  # a flag about something else, e.g. a pegged host CPU
 
 
+_FELL = re.compile(r"(?:round (\d+): )?GPU (\S+) SM clock fell")
+
+
+def _series(run: RunResult | None, probe: str, round_no: int) -> dict[str, Any] | None:
+    """A probe's stored telemetry in round `round_no` (machine/telemetry.py's shape)."""
+    tel = (run.extra.get("telemetry") if run else None) or {}
+    got = (tel.get("probes") or {}).get(probe) if round_no == 1 else \
+        (tel.get("rounds") or {}).get(f"{probe} (round {round_no})")
+    return got if isinstance(got, dict) else None
+
+
+def cap_explains(series: dict[str, Any] | None, gpu: str) -> bool:
+    """Whether the power cap explains a GPU's clock drop: every busy sample whose SM clock fell
+    under CLOCK_DROP of its busy median (the telemetry flag's rule) carried the software power
+    cap, and none a thermal, power-brake or hardware slowdown. A GPU held at its power limit
+    moves its clock with the load's power (a dense bf16 GEMM at an H200's 700 W runs at
+    1,245-1,590 MHz); a drop without the cap is the GPU's own or another limit's."""
+    s = ((series or {}).get("gpus") or {}).get(gpu) or {}
+    clocks, util, reasons = s.get("sm_clock_Hz") or [], s.get("util") or [], s.get("throttle")
+    if not reasons:
+        return False
+    busy = [(c, r) for c, u, r in zip(clocks, util, reasons, strict=False)
+            if c is not None and u is not None and u > BUSY_UTIL]
+    if not busy:
+        return False
+    med = statistics.median(c for c, _ in busy)
+    low = [r for c, r in busy if c < CLOCK_DROP * med]
+    kinds = [[throttle_kind(n) for n in r] for r in low if r is not None]
+    return bool(low) and len(kinds) == len(low) and all(
+        "held" in k and "fail" not in k and "warn" not in k for k in kinds)
+
+
+def _explained_drop(run: RunResult | None, probe: str, flag: str) -> bool:
+    """Whether a "SM clock fell" flag of this probe is the power cap's doing (cap_explains)."""
+    got = _FELL.match(flag)
+    if not got:
+        return False
+    return cap_explains(_series(run, probe, int(got.group(1) or 1)), got.group(2))
+
+
 def _telemetry(run: RunResult | None) -> tuple[dict[str, list[str]], bool]:
     """(probe -> flags, whether GPU clock-event reasons were sampled during the run)."""
     tel = (run.extra.get("telemetry") if run else None) or {}
@@ -115,11 +157,15 @@ def _telemetry(run: RunResult | None) -> tuple[dict[str, list[str]], bool]:
 
 def check_throttling(env: dict[str, Any], run: RunResult | None) -> Check:
     name = "clock throttling"
-    threshold = ("no thermal, power-brake or hardware slowdown and no clock drop (idle, "
-                 "application clocks, display clock, sync boost and the software power cap at "
-                 "the default limit are not throttling)")
+    threshold = ("no thermal, power-brake or hardware slowdown, no power limit below the "
+                 "default and no clock drop the power cap does not explain (idle, application "
+                 "clocks, display clock, sync boost and the software power cap at the default "
+                 "limit are not throttling)")
     flags, sampled = _telemetry(run)
     found = [(f"{probe}: {r}", r) for probe, rs in flags.items() for r in rs or []]
+    # A clock drop the power cap explains (its stored samples say so) is the cap's, not a fault.
+    explained = {f"{probe}: {r}" for probe, rs in flags.items() for r in rs or []
+                 if _explained_drop(run, probe, r)}
     known = [g for g in gpus(env) if g.get("clock_event_reasons") is not None]
     found += [(f"GPU {g.get('index')} {r} at the snapshot", r) for g in known
               for r in g["clock_event_reasons"]]
@@ -129,7 +175,8 @@ def check_throttling(env: dict[str, Any], run: RunResult | None) -> Check:
                        + (", and the run's telemetry sampled no GPU" if run else ""))
     source = ("measured: NVML clock-event reasons sampled during the run" if sampled
               else "NVML clock-event reasons at the snapshot")
-    kinds = [(text, throttle_kind(r)) for text, r in found]
+    kinds = [(text + (", every such sample under the power cap" if text in explained else ""),
+              "held" if text in explained else throttle_kind(r)) for text, r in found]
     hits = [(text, kind) for text, kind in kinds if kind in ("warn", "fail")]
     held = [text for text, kind in kinds if kind == "held"]
     lowered = [g for g in gpus(env) if g.get("power_limit") and g.get("power_limit_default")
@@ -142,9 +189,11 @@ def check_throttling(env: dict[str, Any], run: RunResult | None) -> Check:
     notes = [] if sampled else ["one reading at the snapshot, not under load; a run with "
                                 "telemetry samples the reasons during each probe"]
     if held:
-        notes.append("held at its power limit (software power cap, no fault alone: a data-center "
-                     "GPU under dense load runs there by design, and a clock that fell under "
-                     "its busy median would show as its own reason): " + "; ".join(held))
+        at = _limits(env)
+        notes.append(f"held at its power limit{at}: the software power cap, no fault alone (a "
+                     "data-center GPU under dense load runs there by design, its SM clock "
+                     "moving with the load's power; a clock drop outside the cap would show as "
+                     "its own reason): " + "; ".join(held))
     note = "; ".join(notes) or None
     if status == "pass":
         return Check(name, status, measured, threshold, source, None, note)
@@ -161,6 +210,18 @@ def check_throttling(env: dict[str, Any], run: RunResult | None) -> Check:
         note = "; ".join([*notes, "the SM clock dropped or a limit other than the power cap "
                           "held it: the numbers are below what the GPU can do"])
     return Check(name, status, measured, threshold, source, "; ".join(fixes) or None, note)
+
+
+def _limits(env: dict[str, Any]) -> str:
+    """', its default of 700 W' where every GPU's enforced limit is its default; '' where the
+    snapshot has no limits (a lowered one is its own warning)."""
+    limits = {(g.get("power_limit"), g.get("power_limit_default")) for g in gpus(env)}
+    if len(limits) != 1:
+        return ""
+    (limit, default), = limits
+    if not limit or not default or limit < 0.99 * default:
+        return ""
+    return f", its default of {limit:g} W"
 
 
 def _gpu_memory_problems(g: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from benchbench.analysis import guide
 from benchbench.analysis.capacities import metric, ok_probe
-from benchbench.analysis.memory_fit import LADDER, billions, zero3_largest
+from benchbench.analysis.memory_fit import LADDER, billions, edge_text, zero3_largest
 from benchbench.core.gpus import gpu_count
 from benchbench.core.results import RunResult
 from benchbench.doctor.rules import Check
@@ -28,8 +28,9 @@ def fine_tuning(key: str, run: RunResult | None) -> Check | None:
         return None
     best = max(ms.values(), key=lambda m: m.value)
     seq, precision = best.key["seq_len"], best.key["precision"]
+    edge = edge_text(best) if best.context.get("bounded_by") == "memory" else ""
     measured = (f"largest on one GPU: {billions(int(best.value))} ({best.key['mode']}, seq "
-                f"{seq})")
+                f"{seq}{'; ' + edge if edge else ''})")
     if best.value >= LADDER[TARGET].params():
         return Check(name, "pass", measured, threshold, MEASURED)
     ratio = guide.ratio_of(metric(pr, "step_peak_memory"))

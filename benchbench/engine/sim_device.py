@@ -134,6 +134,9 @@ class DeviceProfile:
     # the SM clock NVML reads under dense load: the third H200's telemetry read a busy
     # median of 1,485-1,500 MHz of its 1,980 at its 700 W limit while its matmuls ran
     sm_clock_Hz: float | None = 1.485e9
+    # the power NVML's energy counter accumulates under dense load (None: no counter): the
+    # H200s' read 686-696 W through their stability probes at the 700 W limit
+    power_W: float | None = 690.0
     report_s: float = 5.0  # results.json, report.md/.html, plots
     # ResNet50's first step by precision where it differs from first_step_s (cuDNN tunes each
     # precision's kernels anew), and what cuDNN's autotuning of fp32 takes on its own: fp32
@@ -182,7 +185,20 @@ H100 = dataclasses.replace(
 H100X8 = dataclasses.replace(
     H100, name="8x H100", gpus=8, all_gpus_h2d=4 * 5.37e10, allreduce_busbw=3.6e11,
     allreduce_latency_s=25e-6, cores=96, rank_start_s=15.0, dataset_s=0.0)
-PROFILES = {"h200": H200, "h100": H100, "8xh100": H100X8}
+# One A100 SXM 80GB (an estimate, no A100 run yet): NVIDIA's DeepLearningExamples ResNet50
+# v1.5 on an A100 80GB trains about 2,500 images/s in mixed precision and 1,000 in TF32 (so
+# amp steps of ~0.1 s and a TF32 step of ~0.26 s at batch 256); GPT's steps and the matmul
+# rates scaled from the H200's by the datasheets' tensor-core ratio (312 against 989.5
+# TFLOP/s dense bf16); HBM2e at about 85% of its 2,039 GB/s; PCIe Gen4 x16 at about 25 GB/s
+# pinned; no fp8 tensor cores (capability 8.0).
+A100 = dataclasses.replace(
+    H100, name="1x A100", gpu_name="NVIDIA A100-SXM4-80GB", capability="8.0",
+    resnet50_step_s={"fp32": 0.64, "tf32": 0.256, "amp_bf16": 0.102, "amp_fp16": 0.098},
+    gpt_step_s={"fp32": 1.0, "tf32": 0.29, "amp_bf16": 0.115, "amp_fp16": 0.118},
+    matmul_flops={"bf16": 2.8e14, "fp16": 2.8e14, "tf32": 1.4e14, "fp32": 1.9e13},
+    memory_bandwidth=1.73e12, h2d_pinned=2.5e10, h2d_pageable=1.0e10, all_gpus_h2d=2.5e10,
+    resnet50_infer_s={"bf16": 0.27 / 256 / 3, "fp16": 0.27 / 256 / 3, "fp32": 0.95 / 256 / 3})
+PROFILES = {"h200": H200, "h100": H100, "a100": A100, "8xh100": H100X8}
 
 
 def profile_for(gpu_name: str | None) -> DeviceProfile:
@@ -215,10 +231,12 @@ class SimMeter(Meter):
     CUDA's documented rules for the state a probe sets and reads, so that a probe which breaks
     one fails here, in CI, rather than on the one lent GPU run."""
 
-    def __init__(self, clock: FakeClock, sm_clock_Hz: float | None = None) -> None:
+    def __init__(self, clock: FakeClock, sm_clock_Hz: float | None = None,
+                 power_W: float | None = None) -> None:
         super().__init__(clock)
         self.queue = SimQueue(clock)
         self.sm_clock_Hz = sm_clock_Hz  # what the modelled GPU's NVML reads; None: no NVML
+        self.power_W = power_W  # what its energy counter accumulates; None: no counter
         self.initialised = False
         # What the probe set through set_tf32, for matmuls and convolutions alike; None: it
         # never said, and CUDA's defaults hold: off for fp32 matmuls (torch's default since
@@ -293,6 +311,18 @@ class SimMeter(Meter):
         if held is None or not device.startswith("cuda") or not uuid:
             return None
         return lambda: held
+
+    def energy_reader(self, device: str, uuid: str | None
+                      ) -> Callable[[], float | None] | None:
+        """The modelled GPU's energy counter in J: its power over the fake clock's seconds, so
+        that two reads around timed steps give the energy a real counter would (None: no
+        NVML, as sm_clock_reader)."""
+        power = self.power_W
+        if power is None or self.sm_clock_Hz is None or not device.startswith("cuda") \
+                or not uuid:
+            return None
+        clock = self.clock
+        return lambda: power * clock()
 
     def _statistics(self, what: str) -> None:
         # The caching allocator has no device until CUDA is initialised: reading or resetting
@@ -385,7 +415,7 @@ def context(p: DeviceProfile, quick: bool, budget_s: float, cfg: ProbeConfig,
     policy = cfg.repeat_policy(repeats or (3 if quick else 5))
     return ProbeContext(device="cuda", policy=policy,
                         budget=Budget(budget_s, clock=clock), facts=facts_for(p),
-                        clock=clock, meter=SimMeter(clock, p.sm_clock_Hz),
+                        clock=clock, meter=SimMeter(clock, p.sm_clock_Hz, p.power_W),
                         inputs=RunInputs(data_dir="/simulated", run_dir="/simulated"))
 
 

@@ -76,7 +76,14 @@ def _matmul(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock) -> 
         return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
                           "FLOP/s", context)
 
-    out = matmul.sweep(ctx, devices, dtypes, sorted(cfg.sizes), measure, notes)
+    def sustain(dev: str, dt: str, n: int, est_call_s: float) -> Measurement:
+        rate = p.matmul_flops[dt] * n / (n + 1024)
+        return matmul.sustained(ctx, _charge(queue_of(ctx), 2 * n**3 / rate), lambda: None,
+                                dev, dt, n, est_call_s, cfg.sustained_s,
+                                {"gpu_name": p.gpu_name})
+
+    out = matmul.sweep(ctx, devices, dtypes, sorted(cfg.sizes), measure, notes, sustain,
+                       cfg.sustained_s)
     return ProbeOutput(out, notes=notes)
 
 
@@ -198,7 +205,7 @@ def _transformer(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
         return _steps(ctx, p, step_s * scale, p.gpt_first_step_s)
 
     out, notes = _training.run_training(ctx, job, build)
-    return ProbeOutput(out, notes=notes)
+    return ProbeOutput([transformer.flops_per_token(cfg)[1], *out] if out else [], notes=notes)
 
 
 class _SimLoader:
@@ -356,10 +363,13 @@ def _allreduce(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock
     rows, notes = allreduce.measure_sizes(
         list(cfg.sizes), lambda: max(0.0, deadline - clock()), prepare, call_s, samples,
         cfg.iters, ctx.policy.min_repeats, lambda plan: plan, lambda *a: None)
-    out = [Measurement(metric="allreduce_time", key={"size_bytes": r["size"]},
-                       value=r["time_s"][0], unit="s", statistic="median",
-                       samples=r["time_s"], higher_is_better=False) for r in rows]
-    return ProbeOutput(out, notes=notes)
+    # The probe's own measurements (times, algbw, busbw and its peak) from the sweep's rows.
+    key = {"backend": "nccl", "dtype": cfg.dtype, "world_size": n, "nodes": 1}
+    out = allreduce._measurements(
+        [{"bytes": r["size"], "iters": r["iters"], "time_s": r["time_s"]} for r in rows], key,
+        n, {"backend": "nccl", "timer": "simulated"})
+    return ProbeOutput(out, params={"backend": "nccl", "world_size": n, "local_ranks": n},
+                       notes=notes)
 
 
 def _ddp_scaling(p: DeviceProfile, ctx: ProbeContext, cfg: Any, clock: FakeClock

@@ -35,25 +35,47 @@ def handle_by_uuid(nvml: Any, uuid: str) -> Any:
     return best_effort(lambda: nvml.nvmlDeviceGetHandleByUUID(full))
 
 
-def sm_clock_reader(uuid: str | None) -> Callable[[], float | None] | None:
-    """A function that reads the GPU's SM clock now, in Hz (None where a read fails), or None
-    where NVML cannot read this GPU (no library, no driver, no such UUID). Read only; it
-    initialises NVML (counted by NVML itself, and left open for the process's reads)."""
+def _opened(uuid: str | None) -> tuple[Any, Any]:
+    """(NVML, the handle of the GPU with this UUID), or (None, None) where NVML cannot read it
+    (no library, no driver, no such UUID). It initialises NVML (counted by NVML itself, and
+    left open for the process's reads)."""
     if not uuid:
-        return None
+        return None, None
     nvml = best_effort(load_nvml)
     if nvml is None or best_effort(lambda: nvml.nvmlInit() or True) is None:
-        return None
+        return None, None
     h = handle_by_uuid(nvml, uuid)
-    sm = getattr(nvml, "NVML_CLOCK_SM", 1)
-    if h is None or best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, sm)) is None:
+    return (nvml, h) if h is not None else (None, None)
+
+
+def _reader(uuid: str | None, query: Callable[[Any, Any], Any], scale: float
+            ) -> Callable[[], float | None] | None:
+    """A function that answers `query(nvml, handle) * scale` now (None where a read fails), or
+    None where NVML cannot read this GPU or the first read fails."""
+    nvml, h = _opened(uuid)
+    if h is None or best_effort(lambda: query(nvml, h)) is None:
         return None
 
     def read() -> float | None:
-        mhz = best_effort(lambda: nvml.nvmlDeviceGetClockInfo(h, sm))
-        return None if mhz is None else float(mhz) * 1e6
+        got = best_effort(lambda: query(nvml, h))
+        return None if got is None else float(got) * scale
 
     return read
+
+
+def sm_clock_reader(uuid: str | None) -> Callable[[], float | None] | None:
+    """A function that reads the GPU's SM clock now, in Hz (None where a read fails), or None
+    where NVML cannot read this GPU. Read only."""
+    return _reader(uuid, lambda nvml, h: nvml.nvmlDeviceGetClockInfo(
+        h, getattr(nvml, "NVML_CLOCK_SM", 1)), 1e6)  # NVML answers in MHz
+
+
+def energy_reader(uuid: str | None) -> Callable[[], float | None] | None:
+    """A function that reads the GPU's total energy counter now, in J (None where a read
+    fails), or None where NVML cannot read it: nvmlDeviceGetTotalEnergyConsumption, the mJ
+    the board used since the driver loaded (Volta and later). Two reads give the energy of
+    the work between them, whatever the power did. Read only."""
+    return _reader(uuid, lambda nvml, h: nvml.nvmlDeviceGetTotalEnergyConsumption(h), 1e-3)
 
 
 def cpu_affinity(nvml: Any, h: Any, ncpus: int) -> list[int] | None:

@@ -160,9 +160,11 @@ class Meter:
 
     def __init__(self, clock: Clock = time.perf_counter) -> None:
         self.clock = clock
-        # the SM clock readers opened so far, by GPU UUID (None: NVML cannot read it), so that
-        # NVML is opened once per GPU for the probe, not once per measurement
+        # the SM clock and energy counter readers opened so far, by GPU UUID (None: NVML
+        # cannot read it), so that NVML is opened once per GPU for the probe, not once per
+        # measurement
         self._sm_readers: dict[str, Callable[[], float | None] | None] = {}
+        self._energy_readers: dict[str, Callable[[], float | None] | None] = {}
 
     def timer_for(self, device: str) -> Timer:
         return cuda_timer(device) if device.startswith("cuda") else wall_timer(self.clock)
@@ -304,6 +306,20 @@ class Meter:
 
             self._sm_readers[uuid] = sm_clock_reader(uuid)
         return self._sm_readers[uuid]
+
+    def energy_reader(self, device: str, uuid: str | None
+                      ) -> Callable[[], float | None] | None:
+        """A function that reads the GPU's total energy counter now (J, through NVML, read
+        only), or None on the CPU and where NVML cannot read it for the GPU of this UUID. Read
+        at the start and the end of timed steps, it gives their energy exactly, where NVML's
+        power reading is a one-second average that lags the work."""
+        if not device.startswith("cuda") or not uuid:
+            return None
+        if uuid not in self._energy_readers:
+            from benchbench.machine.nvml import energy_reader
+
+            self._energy_readers[uuid] = energy_reader(uuid)
+        return self._energy_readers[uuid]
 
     def peak_memory(self, device: str) -> float | None:
         """Bytes the caching allocator handed out at most since the last reset; None on the

@@ -1,12 +1,14 @@
 """Write every measurement of a run as measurements.csv, one row each, for spreadsheets and
 pandas: its key fields as `key.<name>` columns, its value and unit, the statistics
-recomputed from its raw samples, and its warning (report.md groups them one line per probe)."""
+recomputed from its raw samples, and its warning (report.md groups them one line per probe);
+a figure beyond its physical limit has no value, only the warning that says so."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from benchbench.analysis.limits import errors
 from benchbench.core.results import RunResult, write_atomic
 from benchbench.core.stats import summarize
 from benchbench.reports import noise
@@ -33,6 +35,13 @@ def rows(run: RunResult) -> tuple[list[str], list[dict[str, Any]]]:
                        median=s.median, q1=s.q1, q3=s.q3, cv=s.cv,
                        higher_is_better=m.higher_is_better, warning=noise.warning(m))
             out.append(row)
+        for e in errors(run, pr.name):  # beyond its physical limit: no value, the reason
+            for k in e["key"]:
+                key_names.setdefault(k)
+            out.append({"probe": pr.name, "metric": e["metric"], "unit": e["unit"],
+                        "warning": e["text"],
+                        **{f"key.{k}": v if isinstance(v, (str, int, float, bool)) else str(v)
+                           for k, v in e["key"].items()}})
     return LEADING + [f"key.{k}" for k in key_names] + TRAILING, out
 
 

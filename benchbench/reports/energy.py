@@ -1,6 +1,7 @@
-"""The energy and neighbours section of report.md: joules and watts per probe, J per image or
-token, images (tokens) per kWh, and the CPU steal each probe saw. It renders what
-analysis/energy computed; every missing figure carries its reason."""
+"""The energy and neighbours section of report.md: joules and watts per probe, the power and J
+per image or token over the training's timed steps, images (tokens) per kWh, and the CPU steal
+each probe saw. It renders what analysis/energy computed, in three significant figures; every
+missing figure carries its reason."""
 
 from __future__ import annotations
 
@@ -20,11 +21,36 @@ def _joules(j: Any, source: Any) -> str:
         "skipped" if text.startswith("skipped") else text
 
 
-def _per_sample(row: dict[str, Any]) -> tuple[str, str]:
+def _per_sample(row: dict[str, Any]) -> str:
+    if "per" not in row:
+        return "—"
     if row.get("per_sample_J") is None:
-        return "—", "—"
-    per, unit = row["per"], "images" if row["per"] == "image" else "tokens"
-    return f"{row['per_sample_J']:.3g} J/{per}", f"{fmt.figure(row['per_kWh'])} {unit}/kWh"
+        return "not measured"
+    unit = "images" if row["per"] == "image" else "tokens"
+    return (f"{energy.three(row['per_sample_J'])} J/{row['per']}, "
+            f"{energy.three(row['per_kWh'])} {unit}/kWh")
+
+
+def _probe_power(row: dict[str, Any]) -> str:
+    """The mean power over the whole probe; a dash where start-up was most of it."""
+    if row.get("watts") is None:
+        return "—"
+    share = row.get("timed_share")
+    if share is not None and share < energy.MOSTLY_TIMED:
+        return "— (mostly start-up)"
+    return fmt.si(row["watts"], "W")
+
+
+def _startup(row: dict[str, Any]) -> str | None:
+    """What a training probe's mean power covered, where start-up was most of it."""
+    share, seconds = row.get("timed_share"), row.get("seconds")
+    if row.get("watts") is None or share is None or share >= energy.MOSTLY_TIMED \
+            or not seconds:
+        return None
+    return (f"{row['probe']}: its timed steps took {fmt.seconds(share * seconds)} of its "
+            f"{fmt.seconds(seconds)}; the rest was start-up (model builds, kernel "
+            f"selection and autotuning, warm-up), so its mean power over the probe, "
+            f"{fmt.si(row['watts'], 'W')}, is not the training's")
 
 
 def _why(source: Any) -> str:
@@ -53,15 +79,20 @@ def _energy(run: RunResult) -> list[str]:
         # less than this one line.
         return [_not_measured(rows), ""]
     out = ["GPU energy from NVML's energy counter (or its power samples, integrated), CPU "
-           "packages from RAPL; average power is over the probe's first round, all its "
-           "precisions together; energy per sample is the power during the best precision's "
-           "own timed steps over its throughput (each probe's basis below).", ""]
+           "packages from RAPL. The mean power covers the whole probe, start-up included, "
+           "and is left out where start-up was most of it. The power while timed and the "
+           "energy per sample cover the best precision's own timed steps alone (round 1): "
+           "NVML's energy counter read as they began and ended, over at least "
+           f"{energy.MIN_WINDOW_S:g} s, since NVML averages a GPU's power over one second "
+           "(each training probe's basis below).", ""]
     out += fmt.table(
-        ["probe", "time", "GPU energy", "CPU energy", "average power", "energy per sample",
-         "per kWh"],
+        ["probe", "time", "GPU energy", "CPU energy", "mean power over the probe",
+         "power while timed", "energy per sample"],
         [[r["probe"], fmt.seconds(r["seconds"]) if r.get("seconds") else "—",
           _joules(r["gpu_J"], r["gpu_source"]), _joules(r["cpu_J"], r["cpu_source"]),
-          fmt.si(r["watts"], "W") if r.get("watts") is not None else "—", *_per_sample(r)]
+          _probe_power(r),
+          fmt.si(r["load_watts"], "W") if r.get("load_watts") is not None
+          else "not measured" if "per" in r else "—", _per_sample(r)]
          for r in rows])
     reasons = list(dict.fromkeys(
         f"GPU energy {r['gpu_source']}" for r in rows
@@ -71,7 +102,9 @@ def _energy(run: RunResult) -> list[str]:
         and r.get("cpu_source")))
     out += [f"- {why}." for why in reasons]
     out += [f"- {r['probe']}: {r['basis']}." for r in rows if r.get("basis")]
-    return out + ([""] if reasons or any(r.get("basis") for r in rows) else [])
+    startup = [f"- {text}." for r in rows if (text := _startup(r))]
+    out += startup
+    return out + ([""] if reasons or startup or any(r.get("basis") for r in rows) else [])
 
 
 def _steal(run: RunResult) -> list[str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchbench.analysis import guide
+from benchbench.analysis import guide, inference
 from benchbench.analysis.capacities import metric, ok_probe
-from benchbench.analysis.memory_fit import billions
+from benchbench.analysis.memory_fit import EDGE_HEADROOM, at_least, billions, edge_text
 from benchbench.core import units as fmt
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 
@@ -33,9 +33,16 @@ def _memory_fit(run: RunResult) -> list[str]:
                      fmt.iec(m.value), f"{fmt.iec(est['total_B'])} ({_parts(est)})",
                      f"{m.context['ratio']:.2f}", fmt.seconds(m.context["step_s"][-1])])
     source = points[0].context.get("memory_source")
+    edges = [f"Largest that fits, {m.key['mode']}: "
+             + ("at least " if at_least(m) else "") + f"{m.context['rung']}; {edge_text(m)}."
+             for m in metric(pr, "largest_model")
+             if m.context.get("bounded_by") == "memory" and edge_text(m)]
     return ["### Memory fit", "",
             *fmt.table(["mode", "size", "parameters", "measured peak", "estimate",
                         "measured ÷ estimated", "step time"], rows),
+            *edges, *([f"A fit with less than {EDGE_HEADROOM:.0%} of the device left fits at "
+                       "its edge: allocator fragmentation or another process tips it over.",
+                       ""] if edges else []),
             f"Measured: {source}. Estimate: the weights and AdamW's two moments, held "
             "throughout, plus the larger end of the backward: its start, with the working "
             "copy (autocast's low-precision weights) and the activations each layer keeps, by "
@@ -66,9 +73,20 @@ def _inference(run: RunResult) -> list[str]:
     out = ["### Inference", ""]
     offline = metric(pr, "offline_throughput")
     if offline:
-        out += fmt.table(["precision", "batch", "images/s"],
+        host = inference.host_bound(pr)
+        out += fmt.table(["precision", "batch", "images/s", "what the time measures"],
                          [[m.key["precision"], str(m.key["batch_size"]),
-                           fmt.value(m.value, m.unit)] for m in offline])
+                           fmt.value(m.value, m.unit),
+                           host.get((m.key["precision"], m.key["batch_size"]), "—")]
+                          for m in offline])
+        out += [f"Best offline {p.key['precision']}, batch {p.context.get('best_batch_size')}: "
+                f"{inference.peak_text(pr, p)}."
+                for p in metric(pr, "peak_offline_throughput")]
+        out += ["A batch times the host's launch path where the next larger batch measured ran "
+                f"at least {inference.LINEAR_SHARE:g}x the batch ratio faster (a doubled batch "
+                f"at {2 * inference.LINEAR_SHARE:g}x the rate or more: the call's time hardly "
+                "grew with its work), or where fp32 ran as fast as a half precision at that "
+                "batch: its rate is the host's (Python and kernel launches), not the GPU's.", ""]
     for m in metric(pr, "loadgen_offline_throughput"):
         c = m.context
         out += [f"Offline ({c.get('label')}): {fmt.value(m.value, m.unit)} at batch "

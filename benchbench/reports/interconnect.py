@@ -23,6 +23,19 @@ def single_rank_allreduce(pr: ProbeResult) -> str | None:
             "timed it over one rank, where no data moves; its figures are not shown).")
 
 
+def single_rank_ddp(pr: ProbeResult) -> str | None:
+    """The one line that stands for DDP trained over one rank only (runs from before the probe
+    skipped that case), or None: one point has no scaling or knee, and its throughput is
+    ResNet50's under a wrapper that exchanged nothing."""
+    if pr.name != "ddp_scaling" or pr.status != "ok":
+        return None
+    if {m.key.get("ranks") for m in pr.measurements} != {1}:
+        return None
+    return ("- DDP scaling skipped, because one GPU: there is nothing to exchange, and one "
+            "point has no scaling or cost knee to read (this run trained one rank only; its "
+            "figures are not shown).")
+
+
 def _allreduce(run: RunResult) -> list[str]:
     pr = run.probe("allreduce")
     if pr is None or pr.status != "ok":
@@ -89,10 +102,9 @@ def _ddp(run: RunResult) -> list[str]:
     d = scaling.ddp_scaling(run)
     if not d or "rows" not in d:
         return []
-    if len(d["rows"]) < 2:  # one rank alone (runs from before the probe skipped it)
-        return ["- DDP scaling skipped, because one GPU: there is nothing to exchange, and one "
-                "point has no scaling or cost knee to read (this run trained one rank only).",
-                ""]
+    pr = run.probe("ddp_scaling")
+    if len(d["rows"]) < 2 and pr is not None:  # one rank alone
+        return [single_rank_ddp(pr) or "- DDP scaling: one rank only, no scaling to read.", ""]
     rows = [[str(r["ranks"]), fmt.value(r["throughput"], d["unit"]),
              fmt.percent(r["efficiency"]),
              fmt.percent(r["marginal"]) if "marginal" in r else "—"] for r in d["rows"]]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-from benchbench.analysis import clocks
+from benchbench.analysis import cached_reads, clocks, limits
 from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare import identity
 from benchbench.core import units as fmt
 from benchbench.core.names import listed, probe_name, resource_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
-from benchbench.core.stats import summarize
+from benchbench.core.stats import MIN_SPREAD_SAMPLES, summarize
 from benchbench.doctor.checks import Check
 from benchbench.reports import datapath, energy, guide, interconnect, noise, speedups, training
 from benchbench.reports import doctor as doctor_section
@@ -144,7 +145,9 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
     key_names = list(dict.fromkeys(k for m in ms for k in m.key))
     with_ref = any(analysis.reference(run, pr.name, m) for m in ms)
     all_median = all(m.statistic in ("median", "total_over_time") for m in ms)
-    header = key_names + ["value", "statistic", "IQR" if all_median else "basis", "CV", "n"]
+    few = any(len(m.samples) < MIN_SPREAD_SAMPLES for m in ms)
+    header = key_names + ["value", "statistic", ("IQR, or the values" if few else "IQR")
+                          if all_median else "basis", "CV", "n"]
     if with_ref:
         header.append("of reference")
     at = [clocks.at_clock(run, clocks.behind(pr, m)) for m in ms]
@@ -154,14 +157,17 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
     for m, c in zip(ms, at, strict=True):
         s = summarize(m.samples)
         row = [fmt.key_value(k, m.key.get(k, "")) for k in key_names]
-        if m.statistic in ("median", "total_over_time"):  # samples are comparable repeats
+        if m.statistic in ("median", "total_over_time") and s.n < MIN_SPREAD_SAMPLES:
+            spread = ["one sample" if s.n == 1 else
+                      "values " + ", ".join(fmt.value(x, m.unit) for x in m.samples), "—"]
+        elif m.statistic in ("median", "total_over_time"):  # samples are comparable repeats
             spread = [f"{fmt.value(s.q1, m.unit)} – {fmt.value(s.q3, m.unit)}",
                       fmt.percent(s.cv) + (" ⚠" if s.unstable else "")]
         else:  # the best of several medians: their spread says nothing about noise
             best = next((f"{k.removeprefix('best_')}={fmt.key_value(k[5:], v)}"
                          for k, v in m.context.items() if k.startswith("best_")), "")
             spread = [f"{m.statistic} of {s.n}, at {best}" if best else m.statistic, "—"]
-        row += [f"**{fmt.value(m.value, m.unit)}**", m.statistic, *spread, str(s.n)]
+        row += [f"**{fmt.value(m.value, m.unit)}**", statistic_name(m), *spread, str(s.n)]
         if with_ref:
             ref = analysis.reference(run, pr.name, m)
             row.append(f"{fmt.percent(m.value / ref[0])} of {ref[1]} "
@@ -170,6 +176,19 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
             row += _clock_cells(c, m.unit)
         rows.append(row)
     return header, rows
+
+
+def statistic_name(m: Measurement) -> str:
+    """What the value is: its statistic, unless a "median" is not the median of its samples
+    (a figure an older benchbench took from one of them): then which sample it is."""
+    if m.statistic != "median" or not m.samples:
+        return m.statistic
+    mid = summarize(m.samples).median
+    if math.isclose(m.value, mid, rel_tol=1e-6, abs_tol=1e-12):
+        return "median"
+    last = m.samples[-1] == m.value
+    return (f"the last of {len(m.samples)} samples, not their median" if last
+            else "not the median of its samples")
 
 
 def _clock_cells(c: clocks.AtClock | None, unit: str) -> list[str]:
@@ -229,10 +248,17 @@ def _merged(by_metric: dict[str, list[Measurement]]) -> list[tuple[list[str], li
 
 def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     out = [f"### {probe_title(pr.name, pr.resource)}", ""]
-    if line := interconnect.single_rank_allreduce(pr):  # figures of nothing moving
+    # figures of nothing moving, or of one point that scales nothing
+    if line := interconnect.single_rank_allreduce(pr) or interconnect.single_rank_ddp(pr):
         return out + [line, ""]
     if pr.reason:
-        out += [f"Partly skipped: {pr.reason}.", ""]
+        out += [f"Partly skipped: {fmt.binary_sizes(pr.reason)}.", ""]
+    if pr.name == "storage" and (cached := cached_reads.host_cache(run)):
+        out += [f"These reads {cached}.", ""]
+    if errors := limits.errors(run, pr.name):
+        out += [f"- {e['metric']} ("
+                + ", ".join(f"{k} {fmt.key_value(k, v)}" for k, v in e["key"].items())
+                + f"): {e['text']}." for e in errors] + [""]
     flags = ((run.extra.get("telemetry") or {}).get("flags") or {}).get(pr.name) or []
     if flags:
         # Throttling or a clock drop during the probe makes its numbers wrong: say so here.
@@ -264,7 +290,7 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
 def _skipped(p: ProbeResult) -> str:
     # A reason that already says "… skipped, because …" is not preceded by another "because".
     joint = ": " if "because" in (p.reason or "") else ", because "
-    return f"- {noise.probe_label(p.name)}: {p.status}{joint}{p.reason}"
+    return f"- {noise.probe_label(p.name)}: {p.status}{joint}{fmt.binary_sizes(p.reason or '')}"
 
 
 def pacing_note(run: RunResult) -> str | None:
@@ -305,7 +331,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
         ["probe", "resource", "status", "time", "note"],
         [[noise.probe_label(p.name), verdict_section.label(p.resource), p.status,
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
-          p.reason or ""] for p in run.probes])
+          fmt.binary_sizes(p.reason or "")] for p in run.probes])
     out += training.section(run)
     out += guide.section(run)
     out += stability_section.section(run)

@@ -14,7 +14,7 @@ from typing import Any
 from benchbench.core import units as fmt
 from benchbench.core.names import capitalised, probe_name
 from benchbench.core.results import Measurement, RunResult
-from benchbench.core.stats import UNSTABLE_CV, summarize
+from benchbench.core.stats import MIN_SPREAD_SAMPLES, UNSTABLE_CV, summarize
 
 # Statistics whose samples are comparable repeats: their spread is noise. A "max" over sizes
 # or settings is a choice among medians, whose spread says nothing about noise.
@@ -57,8 +57,8 @@ class ProbeNoise:
 
 
 def checked(m: Measurement) -> bool:
-    """Whether a measurement's spread is judged: repeats, at least two of them."""
-    return m.statistic in REPEATS and len(m.samples) >= 2
+    """Whether a measurement's spread is judged: repeats, enough of them to have one."""
+    return m.statistic in REPEATS and len(m.samples) >= MIN_SPREAD_SAMPLES
 
 
 def warning(m: Measurement) -> str | None:

@@ -129,7 +129,9 @@ def stability_figure(run: RunResult) -> Any:
                        label="throttled" if explained else "dropped, no throttle reason")
     ax.set_ylim(0, max(vs) * 1.15)
     si_axis(ax.yaxis, "FLOP/s")
-    return finish(fig, ax, f"Stability: {j['judgement']} ({j['key'].get('dtype')} matmul "
+    clocks = stability.clock_range(j.get("clock"))
+    held = f", {clocks}" if j["judgement"] == stability.POWER_LIMIT and clocks else ""
+    return finish(fig, ax, f"Stability: {j['judgement']}{held} ({j['key'].get('dtype')} matmul "
                   f"n={j['key'].get('size')})", xlabel="seconds into the probe")
 
 

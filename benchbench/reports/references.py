@@ -36,11 +36,17 @@ def _clock(f: Figure) -> str:
 def _lines(r: refs.Row) -> list[list[str]]:
     """One table line per comparable reference; else one for the closest, or none."""
     f = r.figure
-    at = refs.stated(f)
+    at = "; ".join(x for x in (refs.stated(f), f.basis) if x)
     head = [figure_name(f), refs.show(f.value, f.unit) + (f" ({at})" if at else "")]
+    near = (f"; under the health line ({fmt.percent(r.below)} of the lower published figure)"
+            if r.below is not None else
+            f"; borderline ({fmt.percent(r.borderline)} of the lower published figure, within "
+            f"{refs.BORDERLINE_MARGIN * 100:.0f} points of the {refs.HEALTH_FRACTION:.0%} line)"
+            if r.borderline is not None else "")
     if r.matched:
         return [head + [refs.published(h.reference), refs.describe(h.reference, False),
-                        _source(h), refs.share(h, f.value) + _clock(f)] for h in r.matched]
+                        _source(h), refs.share(h, f.value) + _clock(f) + near]
+                for h in r.matched]
     if r.held:
         h = refs.closest(r.held)
         return [head + [refs.published(h.reference), refs.describe(h.reference, False),

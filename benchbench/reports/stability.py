@@ -11,9 +11,14 @@ from benchbench.core.results import RunResult
 
 MEANING = {
     "stable": "sustained throughput held steady",
+    stability.POWER_LIMIT: "throughput moved with the SM clock, which the power cap moved, and "
+                           "per GHz of that clock it held steady: the GPU ran at its power "
+                           "limit, as a data-center GPU under dense load does by design",
     "throttling": "the device slowed itself (its throttle reasons or clocks say so)",
-    "noisy": "throughput dipped without a throttle reason: another tenant, process or the "
-             "virtualisation layer is the likely cause",
+    "noisy": "throughput dipped where neither a throttle reason nor the SM clock explains it: "
+             "another tenant, process or the virtualisation layer is the likely cause",
+    stability.UNCERTAIN: "throughput varied while the power cap held the GPU, and no SM clock "
+                         "was read to tell the cap's doing from another tenant's",
     "too short": "too few windows to judge",
 }
 
@@ -31,7 +36,9 @@ def section(run: RunResult) -> list[str]:
     if j is None:
         return out + [f"Skipped, because {pr.reason or 'the probe measured nothing'}.", ""]
     s, key = j["summary"], j["key"]
-    out += [f"**{j['judgement']}**: {MEANING[j['judgement']]}. A {key.get('dtype')} matmul "
+    clocks = stability.clock_range(j.get("clock"))
+    held = f" ({clocks})" if j["judgement"] == stability.POWER_LIMIT and clocks else ""
+    out += [f"**{j['judgement']}**{held}: {MEANING[j['judgement']]}. A {key.get('dtype')} matmul "
             f"n={key.get('size')} ran back to back for {j.get('seconds')} s on "
             f"{key.get('device')}, in {s['n_windows']} windows of about "
             f"{(j.get('seconds') or 0) / max(1, s['n_windows']) * 1e3:.0f} ms.", ""]

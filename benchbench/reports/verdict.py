@@ -96,7 +96,7 @@ def section(verdict: Verdict, after_lead: list[str] | None = None) -> list[str]:
             [""] if verdict.health_causes else [])
     ds = v.dataset
     out += [f"The verdict judges {ds.name}: {ds.samples:,} images, "
-            f"{ds.bytes / 1e9:,.3g} GB ({ds.basis}).", ""]
+            f"{fmt.iec(ds.bytes)} ({ds.basis}).", ""]
     rows = []
     for r, d in sorted(v.capacity_details.items(),
                        key=lambda kv: (kv[1].value is None, kv[1].value or 0)):

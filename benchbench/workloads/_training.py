@@ -28,6 +28,7 @@ from benchbench.probes.api import ProbeContext, ProbeSkipped, median_of, total_o
 from benchbench.probes.meter import free_memory
 
 Step = Callable[[], None]
+ENERGY_SOURCE = "NVML energy counter"
 CPU_PRECISIONS = ("fp32", "amp_bf16")
 # The fewest timed steps worth a figure: the warm-up is paid by then, and a median needs two.
 MIN_STEPS = 2
@@ -296,6 +297,7 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
     dev = job.dev
     notes: list[str] = []
     ctx.meter.init(dev)  # before the first peak-memory reset: CUDA raises until initialised
+    read_energy = ctx.meter.energy_reader(dev, ctx.gpu_uuid(dev))
     order = precision_order(dev, usable_precisions(dev, job.precisions, notes, ctx.facts))
     out: list[Measurement] = []
     seen = _Seen()
@@ -350,9 +352,11 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                 continue
         left = len(order) - i
         window: list[tuple[float, float]] = []  # the timed steps on the telemetry's clock
+        energy: list[dict[str, Any]] = []  # the energy counter over them, where NVML reads it
 
         def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left,
-                    first: bool = not out, window: list[tuple[float, float]] = window
+                    first: bool = not out, window: list[tuple[float, float]] = window,
+                    energy: list[dict[str, Any]] = energy
                     ) -> tuple[list[float] | None, WarmUp, float]:
             ctx.meter.reset_peak_memory(dev)  # a failed, larger attempt must not count
             t0 = ctx.clock()
@@ -383,8 +387,13 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
             if n is None:
                 return None, warm, built_s
             t0 = ctx.clock()
+            before = read_energy() if read_energy else None
             times = ctx.meter.step_times(step, n, dev)
+            after = read_energy() if read_energy else None
             window.append(monotonic_span(ctx, t0))
+            if before is not None and after is not None and after >= before:
+                energy.append({"J": round(after - before, 3), "s": round(ctx.clock() - t0, 4),
+                               "samples": job.work_per_sample * b * n, "source": ENERGY_SOURCE})
             return times, warm, built_s
 
         try:
@@ -411,6 +420,10 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                  # When the timed steps ran, on time.monotonic as the run's telemetry stamps
                  # its samples: the energy analysis integrates power over these seconds only.
                  "timed_monotonic_s": [round(x, 4) for x in window[-1]],
+                 # The GPU's energy counter read as the timed steps began and as they ended:
+                 # their joules, the wall seconds between the reads and the samples (images
+                 # or tokens) the steps processed.
+                 **({"timed_energy": energy[-1]} if energy else {}),
                  "first_step_s": warm.first_s, "tf32_enabled": p.tf32,
                  "autocast": str(p.autocast) if p.autocast else None, "grad_scaler": p.scaler,
                  "timed_s": round(sum(times), 4)}

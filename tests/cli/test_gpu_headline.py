@@ -230,9 +230,12 @@ def test_each_reference_comes_from_the_rows_of_the_gpu_that_ran(h200):
     assert measured == "4.15 TB/s" and meets.strip() == "—"
     assert ref == ("no published reference for this GPU (NVIDIA H200); ceiling: H200 SXM memory, "
                    "4.80 TB/s, 87% of it")
-    measured, ref, meets = rows["matmul bf16 peak"]
+    measured, ref, meets = rows["matmul bf16"]
     assert "of the published 790 TFLOP/s" in ref and "H200 SXM, bf16" in ref
-    assert meets.strip() == "yes"  # 92% of the H200's published figure
+    # 674 sustained (5 s, the stability probe) is 85.3% of the H200's published figure: at the
+    # line, not plainly healthy; its burst peak of 724 stands beside it, named so
+    assert meets.strip() == "borderline" and measured.startswith("674 TFLOP/s (sustained")
+    assert "burst peak 724 TFLOP/s" in measured
     assert rows["ResNet50 amp_bf16"][1:] == ["no published reference for this GPU (NVIDIA H200, "
                                              "amp_bf16)", "— "]
     assert rows["matmul fp32 peak (TF32 off)"][1].startswith("≤ 67.0 TFLOP/s (H200 SXM dense")

@@ -154,7 +154,7 @@ def test_gpu_validate_dry_run_rehearsed_on_a_box_like_environment(tmp_path):
         results = json.load(tar.extractfile("run/results.json"))
     assert "run/results.json" in names and "run/report.md" in names
     headline = (out / "headline.md").read_text()
-    assert "| matmul bf16 peak | not measured |" in headline
+    assert "| matmul bf16 | not measured |" in headline
     assert "| matmul fp8 ÷ bf16 | not measured: fp8 on cpu skipped, because" in headline
     assert re.search(r"\| benchbench run --device cpu \| ok \| \d+ \| \d+ \|", headline)
     assert "steps in all:" in headline

@@ -34,11 +34,15 @@ def test_the_report_shows_the_three_claims_beside_the_measurements():
         "| H100's Transformer Engine cuts large-model training time by over 40%",
         "| batch inference is fine on 1-2 T4, L4 or RTX 4090"]
     assert "largest full fine-tune here: 8.0B parameters (7b@38L" in rows[0]  # as measured
-    assert "holds: a 7B model's full fine-tune needs more than an 80 GB card's 79.2 GiB" in rows[0]
+    assert "holds: a 7B model's full fine-tune needs more than an H100 80GB's 79.2 GiB" in rows[0]
     # The default run's fp8 is eager torchao on gpt2-124m: it cannot speak to the claim.
     assert "fp8 (torchao float8 training) takes 18% more step time" in rows[1]
     assert "cannot judge the claim, because it was measured eager" in rows[1]
-    assert "this machine serves ResNet50 at" in rows[2] and "T4s at MLPerf's" in rows[2]
+    assert "this machine serves ResNet50 at" in rows[2]
+    # Eager bf16 is not held against TensorRT INT8 submissions: refused, both sides named.
+    assert ("not compared with MLPerf's T4 (6,036 images/s offline at 224 px, INT8, TensorRT, "
+            "batches of the submitter's choice): bf16 here, INT8 there; PyTorch eager here, "
+            "TensorRT there") in rows[2]
     assert "- a 7B model (6.7B) needs" in section and "(derived" in section
     assert "### Memory fit" in section and "measured ÷ estimated" in section
     # The estimate's rule, by its terms: held states, then the larger end of the backward.
@@ -75,8 +79,9 @@ def test_a_server_rate_whose_search_ran_out_of_time_is_reported_as_a_lower_bound
     assert claim.measured.endswith("; a lower bound: the search's time budget ran out before "
                                    "any rate it tried missed the bound, so the machine may "
                                    "serve more")
-    # The T4 count is the offline rate's (like with like), never the floor's.
-    assert claim.check.startswith("offline, ") and "at least" not in claim.check
+    # The T4 comparison is the offline rate's (like with like), never the floor's.
+    assert claim.check.startswith("not compared with MLPerf's T4") and \
+        "at least" not in claim.check
     # 60 s: the search found the rate where p99 passes the bound: the capacity itself.
     served, claim = serving(60.0)
     assert served.context["stopped_by"] == "done"
@@ -109,15 +114,15 @@ def test_only_a_search_stopped_for_time_before_any_miss_is_a_lower_bound():
     assert not guide.rate_is_lower_bound(said)
 
 
-def _inference_run(image_size):
+def _inference_run(image_size, precision="amp_bf16", engine="PyTorch eager"):
     """An inference probe's server and offline figures, hand-built, at this image size."""
     from benchbench.core.results import Measurement
 
     def m(metric, key, value, **context):
-        return Measurement(metric=metric, key={"precision": "amp_bf16",
+        return Measurement(metric=metric, key={"precision": precision,
                                                "image_size": image_size, **key},
                            value=value, unit="samples/s", statistic="max", samples=[value],
-                           higher_is_better=True, context=context)
+                           higher_is_better=True, context={"engine": engine, **context})
 
     bound = {"max_batch": 64, "latency_bound_s": 0.015}
     pr = ProbeResult(name="inference", status="ok", resource="gpu_compute", measurements=[
@@ -131,22 +136,35 @@ def test_an_inference_rate_at_another_image_size_is_not_held_against_mlperf():
 
     # The quick run's 64 px against MLPerf's 224 px: no ratio, no T4 count, and it says why.
     small = guide.serving(_inference_run(64))
-    assert small.check == ("not compared with MLPerf's T4: measured at 64 px, MLPerf's T4 "
-                           "figure is at 224 px")
+    assert small.check.startswith("not compared with MLPerf's T4 (6,036 images/s offline at "
+                                  "224 px, INT8, TensorRT, batches of the submitter's choice): "
+                                  "measured at 64 px, MLPerf's T4 figure is at 224 px; ")
     assert "64 px, amp_bf16, PyTorch eager, dynamic batches up to 64" in small.measured
     (line,) = small.derived
-    assert line.startswith("offline 9,000 images/s (64 px, amp_bf16, PyTorch eager, best batch "
-                           "128) is not compared with MLPerf's published offline figures: "
+    assert line.startswith("offline (64 px, amp_bf16, PyTorch eager, best batch 128): 9,000 "
+                           "images/s; not compared with MLPerf's published offline figures "
+                           "(224 px, INT8, TensorRT, batches of the submitter's choice): "
                            "measured at 64 px, MLPerf's figures are at 224 px")
     assert "x T4" not in line and "T4s" not in small.check
-    # At 224 px both sides' conditions are stated beside the ratio.
-    full = guide.serving(_inference_run(224))
+
+
+def test_eager_bf16_is_not_held_against_tensorrt_int8():
+    """Like with like: at 224 px an eager bf16 rate still differs from MLPerf's submissions in
+    precision and engine, so no ratio; a TensorRT INT8 rate at 224 px gets one."""
+    from benchbench.analysis import guide
+
+    eager = guide.serving(_inference_run(224))
+    assert eager.check == ("not compared with MLPerf's T4 (6,036 images/s offline at 224 px, "
+                           "INT8, TensorRT, batches of the submitter's choice): amp_bf16 here, "
+                           "INT8 there; PyTorch eager here, TensorRT there; a ratio would "
+                           "measure the software as much as the GPU")
+    assert "x H100" not in eager.derived[0] and "bf16 here, INT8 there" in eager.derived[0]
     # Like with like: the offline rate (9,000/s) in T4s at MLPerf's Offline figure, not the
     # server rate (12,072/s), which no MLPerf Server figure here is held against.
-    assert full.check == ("offline, 1.5 T4s at MLPerf's T4 offline figure (6,036 images/s at "
-                          "224 px: TensorRT INT8 submissions, against a PyTorch eager run "
-                          "here); the server rate is not counted in T4s (no MLPerf Server "
-                          "figure is held here)")
-    assert full.derived[0].startswith("offline 9,000 images/s (224 px, amp_bf16, PyTorch eager, "
-                                      "best batch 128) is 0.102x H100")
-    assert "(224 px, TensorRT, INT8" in full.derived[0]
+    same = guide.serving(_inference_run(224, "int8", "TensorRT 10"))
+    assert same.check == ("offline, 1.5 T4s at MLPerf's T4 offline figure (6,036 images/s at "
+                          "224 px, INT8, TensorRT, batches of the submitter's choice); the "
+                          "server rate is not counted in T4s (no MLPerf Server figure is held "
+                          "here)")
+    assert same.derived[0].startswith("offline (224 px, int8, TensorRT 10, best batch 128): "
+                                      "9,000 images/s; 0.102x H100")

@@ -363,3 +363,30 @@ def test_generation_attends_without_cudnn_and_matches_the_full_forward(monkeypat
             x = block(x)
         full = model.lm_head(model.ln_f(x[:, -1:]))
     assert torch.allclose(cached, full, atol=1e-5)
+
+
+def test_a_short_budget_drops_the_small_batches_not_the_plateau():
+    """The sweep runs largest first: a quick run's budget measures the large batches, where
+    the peak is, and drops the small ones, whose time is the host's launch path (smallest
+    first, the real H200's quick run stopped at batch 16 and called that its peak)."""
+    pytest.importorskip("torch")
+    from benchbench.analysis import inference
+    from benchbench.core.results import ProbeResult
+    from benchbench.engine import simulate
+
+    sim = simulate.simulate_probe(simulate.H200, "inference", True, 13.0,
+                                  overrides={"loadgen": False})
+    bf16 = {m.key["batch_size"] for m in sim.measurements
+            if m.metric == "offline_throughput" and m.key["precision"] == "bf16"}
+    assert 256 in bf16 and 1 not in bf16
+    assert any(n.startswith("offline bf16 batches 1-") and n.endswith(
+        "skipped, because the time budget ran short") for n in sim.notes)
+    pr = ProbeResult(name="inference", status="ok", resource="gpu_compute",
+                     measurements=sim.measurements, reason="; ".join(sim.notes),
+                     params={"batch_sizes": [2**i for i in range(9)]})
+    peak = next(m for m in sim.measurements if m.metric == "peak_offline_throughput"
+                and m.key["precision"] == "bf16")
+    assert not inference.is_floor(pr, peak)  # the plateau was measured: the peak itself
+    # The simulated H200's batches below 16 grow linearly: the host's launch path.
+    host = inference.host_bound(pr)
+    assert ("bf16", min(bf16)) in host and ("bf16", 64) not in host

@@ -73,7 +73,7 @@ def test_derived_lines_say_they_are_derived_and_answer_the_guide():
     (guide,) = [ln for ln in lines if ln.startswith("the guide says")]
     # Between the rungs, as memory_fit bisects on a GPU: 3B's width at more layers; the card
     # as nvidia-smi and torch give it (at 80 GiB, plain reached 39 layers).
-    assert ("an 80 GB card (79.6 GiB, nvidia-smi's 81,559 MiB, 79.2 GiB of it usable by torch) "
+    assert ("an H100 80GB (79.6 GiB, nvidia-smi's 81,559 MiB, 79.2 GiB of it usable by torch) "
             "fully fine-tunes up to 4.9B (3B's width at 38 layers, between the ladder's rungs) "
             "plain and 5.3B (3B's width at 41 layers") in guide
 
@@ -144,13 +144,13 @@ def test_the_guide_judges_a_7b_against_what_an_80_gb_card_gives():
                                         measurements=sim.measurements)])
     claim = guide.fine_tuning(run)
     assert claim.check == ("does not hold for a 7B model: with checkpointing it needs 77.3 GiB, "
-                           "within an 80 GB card's 79.2 GiB")
+                           "within an H100 80GB's 79.2 GiB usable")
     for m in sim.measurements:
         if m.metric == "step_peak_memory":
             m.context["ratio"] = ratio * 80 * 2**30 / 83e9
     assert guide.fine_tuning(run).check == (
-        "holds: a 7B model's full fine-tune needs more than an 80 GB card's 79.2 GiB even with "
-        "activation checkpointing (80 GiB at these bytes)")
+        "holds: a 7B model's full fine-tune needs more than an H100 80GB's 79.2 GiB usable even "
+        "with activation checkpointing (80 GiB at these bytes)")
 
 
 def test_cpu_search_measures_the_small_end_and_checks_the_estimate_against_rss():

@@ -160,7 +160,8 @@ def test_worker_runs_a_probe_job_and_reports_skips():
                                        warmup_s=0.0, min_sample_s=0.001))
     body = run_probe(job, lambda *a: None)
     assert body["status"] == "ok" and body["params"]["sizes"] == [32]
-    (flops, peak) = body["measurements"]
+    (flops, peak, sustained) = body["measurements"]  # the best size then runs sustained
+    assert sustained["metric"] == "sustained_flops"
     assert flops["context"]["warmup_runs"] == 3  # warm-up by steps
     assert peak["statistic"] == "max"
     if not torch.cuda.is_available():

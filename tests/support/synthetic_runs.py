@@ -10,6 +10,7 @@ import statistics
 import zlib
 from typing import Any
 
+from benchbench.core.peaks import pcie_rate
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 
 GiB = 2**30
@@ -109,7 +110,8 @@ def gpu_node(host: str, gpus: int = 8, factor: float = 1.0,
              sample_clock: dict[int, float] | None = None) -> RunResult:
     """One node of a GPU fleet: per-GPU matmul peaks and host-to-device peaks (with the link
     read under load), ResNet50 on cuda:0, and the matmul probe's telemetry per GPU. A GPU's
-    figures scale with `factor` × per_gpu[i]; a narrower link halves its copy bandwidth.
+    figures scale with `factor` × per_gpu[i]; a slower link scales its copy bandwidth by its
+    rate (Gen4 x8 to a quarter of Gen5 x16's).
     `sample_clock` (by GPU, Hz): the matmul's samples carry that SM clock each, at its best
     size's measurement behind the peak (analysis/clocks.py); none without it."""
     per_gpu, pcie, sm_clock, records = per_gpu or {}, pcie or {}, sm_clock or {}, records or {}
@@ -117,7 +119,7 @@ def gpu_node(host: str, gpus: int = 8, factor: float = 1.0,
     for i in range(gpus):
         f = factor * per_gpu.get(i, 1.0)
         gen, width = pcie.get(i, (5, 16))
-        link = (gen / 5) * (width / 16)
+        link = pcie_rate(gen, width) / pcie_rate(5, 16)  # within what the link can carry
         for dtype, peak in (("bf16", 7.9e14), ("fp16", 7.9e14)):
             key = {"device": f"cuda:{i}", "dtype": dtype}
             matmul.append(measurement("peak_flops", key, [peak * f * 0.99, peak * f],

@@ -225,7 +225,7 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
     md = fleet_md.render(f)
     assert "**6 outlier(s) below their group on 2 nodes** (exit 3):" in md
     lines = fleet_md.outlier_lines(f, f.low)
-    # node17's links make its copies 60% slow: it is furthest off, its lines first
+    # node17's links make its copies 75% slow: it is furthest off, its lines first
     assert [line.split(":")[0] for line in lines] == ["node17", "node17", "node05 cuda"]
     assert lines[0].startswith("node17: matmul peak bf16 −15.0% (z = −4.7) and matmul peak "
                                "fp16 −15.0% (z = −4.7) vs the group median; PCIe link under "

@@ -20,13 +20,16 @@ def test_a_committed_one_gpu_run_shows_no_all_reduce_or_knee(name, tmp_path):
         "- All-reduce skipped, because one GPU: there is nothing to exchange (this run timed "
         "it over one rank, where no data moves; its figures are not shown).", "",
         "- DDP scaling skipped, because one GPU: there is nothing to exchange, and one point "
-        "has no scaling or cost knee to read (this run trained one rank only).", ""]
+        "has no scaling or cost knee to read (this run trained one rank only; its figures are "
+        "not shown).", ""]
     assert plots.allreduce_figure(run) is None
     text = render_md(run)
     assert "Cost knee" not in text and "PB/s" not in text and "all-reduces per sample" not in text
     probe = text.split("### All-reduce (`allreduce`)", 1)[1].split("\n### ", 1)[0]
     assert "there is nothing to exchange" in probe
     assert "**allreduce_time**" not in probe and "**algbw**" not in probe
+    ddp = text.split("### Multi-GPU scaling (`ddp_scaling`)", 1)[1].split("\n### ", 1)[0]
+    assert "there is nothing to exchange" in ddp and "**throughput**" not in ddp
 
 
 def _allreduce(world: int) -> ProbeResult:

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from benchbench.analysis.stability import MAX_ALIGNED, judge, summarize
+from benchbench.analysis.stability import MAX_ALIGNED, clock_range, judge, summarize
 
 W = 0.1  # window width, s
 MED_CLOCK, LOW_CLOCK = 1.98e9, 1.41e9
@@ -304,3 +304,69 @@ def test_h100_power_brake_at_the_drops_is_throttling():
     # The power cap is there too, but as often as everywhere else: it is not named a cause.
     assert not any("coincide with power cap" in e for e in got["evidence"])
     assert all(d["explains"] == ["hw power brake"] for d in got["aligned_drops"])
+
+
+# --- judged per GHz of the SM clock (analysis/stability_clock.py) -----------------------------
+
+def capped(n, reasons=("power cap",), dips=(), depth=0.85):
+    """A GPU at its power limit: the SM clock moves ±3% around 1,500 MHz from window to window
+    and the throughput with it (the work per cycle within ±0.3%); `dips` are windows a
+    neighbour slowed to `depth` without touching the clock."""
+    clocks = [1.5e9 * (1 + 0.03 * math.sin(i * 0.7)) for i in range(n)]
+    values = [c / 1.5e9 * v for c, v in zip(clocks, steady(n), strict=True)]
+    for i in dips:
+        values[i] *= depth
+    tel = telemetry(n, {"0": gpu(n, throttle={i: list(reasons) for i in range(n)},
+                                 clock=dict(enumerate(clocks)))})
+    return series(values), tel, clocks
+
+
+def test_dips_that_follow_the_clock_under_the_power_cap_are_steady_at_its_power_limit():
+    windows, tel, _ = capped(100)
+    got = judge(windows, tel)
+    assert got["summary"]["cv"] > 0.02  # "noisy" by the bar of a steady clock
+    assert got["judgement"] == "steady at its power limit", got["evidence"]
+    assert clock_range(got["clock"]) == "1,456–1,545 MHz"
+    assert got["evidence"][1].startswith("throughput followed the SM clock, which the power cap "
+                                         "held at 1,456–1,545 MHz (power cap in 100% of the busy "
+                                         "samples, no thermal, power-brake or hardware slowdown)")
+    assert got["evidence"][2].startswith("per GHz of the clock read with each window (the "
+                                         "telemetry's samples), throughput held steady: CV 0.")
+
+
+def test_a_neighbours_dips_the_clock_does_not_explain_stay_noisy():
+    windows, tel, _ = capped(100, dips=range(5, 100, 9))
+    got = judge(windows, tel)
+    assert got["judgement"] == "noisy", got["evidence"]
+    assert got["evidence"][1].startswith("per GHz of the SM clock read with each window (the "
+                                         "telemetry's samples; 1,456–1,545 MHz), throughput "
+                                         "still varied")
+    assert got["evidence"][1].endswith("the clock does not explain the spread")
+
+
+def test_the_probes_own_clock_readings_come_first():
+    windows, tel, clocks = capped(100)
+    for g in tel["gpus"].values():  # the telemetry's clock says nothing
+        g["sm_clock_Hz"] = [1.5e9] * len(g["sm_clock_Hz"])
+    assert judge(windows, tel)["judgement"] != "steady at its power limit"
+    got = judge(windows, tel, clocks)
+    assert got["judgement"] == "steady at its power limit"
+    assert got["clock"]["source"] == "the probe's own readings"
+
+
+def test_a_clock_that_follows_a_thermal_limit_is_throttling():
+    windows, tel, _ = capped(100, reasons=("power cap", "hw thermal slowdown"))
+    got = judge(windows, tel)
+    assert got["judgement"] == "throttling", got["evidence"]
+    assert any("with a thermal, power-brake or hardware slowdown in 100% of the busy samples"
+               in e for e in got["evidence"])
+
+
+def test_a_capped_gpu_without_clock_readings_is_not_blamed_on_a_neighbour():
+    windows, tel, _ = capped(100)
+    for g in tel["gpus"].values():
+        g["sm_clock_Hz"] = [None] * len(g["sm_clock_Hz"])
+    got = judge(windows, tel)
+    assert got["judgement"] == "uncertain"
+    assert got["evidence"][-1].startswith("the power cap was active in 100% of the busy samples, "
+                                          "and no SM clock was read with the windows")

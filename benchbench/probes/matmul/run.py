@@ -2,8 +2,10 @@
 
 For each device, dtype and size n it times `torch.mm(a, b, out=c)` on random n x n matrices
 (2 n^3 FLOP per call) and reports the median FLOP/s with its samples; `peak_flops` is the best
-size's median. fp32 means true fp32: TF32 is switched off for matmuls and for cuDNN, inside
-this worker process only.
+size's median, a burst of about 20 ms a sample. Then the best size runs back to back for
+`sustained_s` in ~0.1 s windows: `sustained_flops`, what a GPU at its power limit holds, and
+the figure the run is judged by (analysis/matmul_rates.py). fp32 means true fp32: TF32 is
+switched off for matmuls and for cuDNN, inside this worker process only.
 
 The first device (GPU 0, or the CPU) sweeps every size; every other GPU is measured at the size
 where the first one peaked, per dtype. That keeps an 8-GPU sweep inside its budget, and GPUs
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 
 from benchbench.core.results import Measurement
+from benchbench.core.timing import Timer
 from benchbench.probes._devices import (
     budget_allows,
     failure,
@@ -31,6 +34,7 @@ from benchbench.probes.api import (
     ProbeContext,
     ProbeOutput,
     ProbeSkipped,
+    Timed,
     peak_of,
     resolved,
     throughput,
@@ -47,6 +51,12 @@ GPU_ORDER = {"bf16": 0, "fp8": 1, "fp16": 2, "tf32": 3, "fp32": 4}
 # measure(device, dtype, n, items_left, warm) -> the flops measurement at that size; `warm`
 # when the device already ran a size at its clocks
 Measure = Callable[[str, str, int, int, bool], Measurement]
+# sustain(device, dtype, n, est_call_s) -> the sustained_flops measurement at that size
+Sustain = Callable[[str, str, int, float], Measurement]
+# The sustained run's windows: long enough that a window's closing sync costs nothing, short
+# enough that a second gives ten of them to take a median and a spread from.
+WINDOW_S = 0.1
+MIN_WINDOWS = 3  # a median and a spread, however long a window turned out
 
 
 def usable_dtypes(dev: str, wanted: tuple[str, ...], notes: list[str],
@@ -146,18 +156,33 @@ def run(ctx: ProbeContext, cfg: MatmulConfig) -> ProbeOutput:
             if dev != "cpu":
                 ctx.meter.free(dev)
 
-    measurements = sweep(ctx, devices, dtypes, sizes, measure, notes)
+    def sustain(dev: str, dt: str, n: int, est_call_s: float) -> Measurement:
+        ctx.meter.set_tf32(dt == "tf32")
+        try:
+            call, context = _operands(ctx, dev, dt, n)
+            return sustained(ctx, ctx.meter.timer_for(dev), call, dev, dt, n, est_call_s,
+                             resolved(cfg.sustained_s, "sustained_s"), context)
+        finally:
+            if dev != "cpu":
+                ctx.meter.free(dev)
+
+    measurements = sweep(ctx, devices, dtypes, sizes, measure, notes, sustain,
+                         resolved(cfg.sustained_s, "sustained_s"))
     ctx.meter.set_tf32(False)
     return ProbeOutput(measurements, notes=notes,
                        params={"sizes": list(sizes), "dtypes": list(wanted)})
 
 
 def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
-          sizes: list[int], measure: Measure, notes: list[str]) -> list[Measurement]:
-    """Every size on the first device, then the best size per dtype on the others, each item
-    only when its estimated cost fits its share of the budget."""
+          sizes: list[int], measure: Measure, notes: list[str],
+          sustain: Sustain | None = None, sustain_s: float = 0.0) -> list[Measurement]:
+    """Every size on the first device, then the best size per dtype on the others, then each
+    dtype's best size sustained for `sustain_s` on the first, each item only when its
+    estimated cost fits its share of the budget."""
     first, others = devices[0], devices[1:]
-    total = len(dtypes[first]) * len(sizes) + sum(len(dtypes[d]) for d in others)
+    sustaining = sustain if sustain_s > 0 else None
+    total = (len(dtypes[first]) * (len(sizes) + (sustaining is not None))
+             + sum(len(dtypes[d]) for d in others))
     done = 0
     out: list[Measurement] = []
     best: dict[str, tuple[int, float]] = {}  # dtype -> (n, seconds per call) on the first
@@ -176,19 +201,11 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
             notes.append(f"{dt} n={n} on {dev} skipped, because one call would take "
                          f"~{est_s:.2g} s, beyond its time budget")
             return None
-        try:
-            m = measure(dev, dt, n, items_left, dev in warmed)
+        m = _stays_local(notes, f"{dt} n={n} on {dev} skipped",
+                         lambda: measure(dev, dt, n, items_left, dev in warmed))
+        if m is not None:
             warmed.add(dev)
-            return m
-        except ProbeSkipped:
-            raise
-        except Exception as exc:
-            # One dtype or size that fails stays local: what was measured stays. ProbeSkipped
-            # (the whole probe) passes, and so do KeyboardInterrupt and the runner's signals,
-            # which are not Exceptions.
-            notes.append(f"{dt} n={n} on {dev} skipped, because "
-                         + ("it does not fit in memory" if is_oom(exc) else failure(exc)))
-            return None
+        return m
 
     for dt in dtypes[first]:
         per_size: list[Measurement] = []
@@ -215,32 +232,108 @@ def sweep(ctx: ProbeContext, devices: list[str], dtypes: dict[str, list[str]],
             if m is not None:
                 out += [m, peak_of("peak_flops", {"device": dev, "dtype": dt}, [m], "size",
                                    "FLOP/s")]
+    # Last, so that the sweep's sizes get their shares of the budget first: without its
+    # sustained run a dtype is still judged, by the median of its bursts (matmul_rates.py).
+    for dt in dtypes[first]:
+        if sustaining is None:
+            break
+        ctx.progress(f"{first} {dt} sustained", done, total)
+        done += 1
+        got = _sustain_one(ctx, sustaining, first, dt, best.get(dt), sustain_s, total - done,
+                           notes)
+        out += [got] if got is not None else []
     ctx.progress("done", total, total)
     return out
 
 
-def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
-             items_left: int, warm: bool = False) -> Measurement:
+def _sustain_one(ctx: ProbeContext, sustain: Sustain, dev: str, dt: str,
+                 best: tuple[int, float] | None, seconds: float, items_left: int,
+                 notes: list[str]) -> Measurement | None:
+    """The sustained run of one dtype's best size, where one was measured and its seconds fit
+    the budget; a failure stays local, as a note."""
+    if best is None:
+        return None
+    n, est = best
+    share = ctx.budget.remaining() / max(1, items_left + 1)
+    if seconds + est > 2 * share or seconds + est > ctx.budget.remaining():
+        notes.append(f"{dt} n={n} on {dev} not sustained, because {seconds:g} s of it would "
+                     "not fit its time budget: its figure is the bursts' median")
+        return None
+    return _stays_local(notes, f"{dt} n={n} on {dev} not sustained",
+                        lambda: sustain(dev, dt, n, est))
+
+
+def _stays_local(notes: list[str], what: str, call: Callable[[], Measurement]
+                 ) -> Measurement | None:
+    """call(), or None and the note "<what>, because …" where it fails: one dtype or size that
+    fails stays local, and what was measured stays. ProbeSkipped (the whole probe) passes, and
+    so do KeyboardInterrupt and the runner's signals, which are not Exceptions."""
+    try:
+        return call()
+    except ProbeSkipped:
+        raise
+    except Exception as exc:
+        notes.append(f"{what}, because "
+                     + ("it does not fit in memory" if is_oom(exc) else failure(exc)))
+        return None
+
+
+def sustained(ctx: ProbeContext, timer: Timer, call: Callable[[], Any], dev: str, dt: str,
+              n: int, est_call_s: float, seconds: float,
+              context: dict[str, Any]) -> Measurement:
+    """`call` back to back for `seconds`, in windows of about WINDOW_S closed by the timer's
+    sync, one sample a window (with the SM clock around it where NVML reads it):
+    sustained_flops, its median the sustained figure."""
+    read = ctx.meter.sm_clock_reader(dev, ctx.gpu_uuid(dev))
+    calls = max(1, round(WINDOW_S / max(est_call_s, 1e-9)))
+    timer(call, 1)  # this size's first call since its own timing, off the clock
+    per_call: list[float] = []
+    clocks: list[float | None] = []
+    start = ctx.clock()
+    while len(per_call) < MIN_WINDOWS or ctx.clock() - start < seconds:
+        before = read() if read else None
+        per_call.append(timer(call, calls) / calls)
+        after = read() if read else None
+        clocks.append(None if before is None or after is None else (before + after) / 2)
+        # the next window from this one's calls: an estimate from the sweep can be off
+        calls = max(1, round(WINDOW_S / max(per_call[-1], 1e-9)))
+    timed = Timed(per_call, calls, 1, "seconds", clocks if read is not None else None)
+    return throughput("sustained_flops", {"device": dev, "dtype": dt, "size": n}, timed,
+                      2.0 * n**3, "FLOP/s",
+                      {**context, "seconds": round(ctx.clock() - start, 3),
+                       "window_s": WINDOW_S})
+
+
+def _operands(ctx: ProbeContext, dev: str, dt: str, n: int
+              ) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """The timed call at size n in dtype dt on random operands, and what its context
+    records."""
     dtype = TORCH_DTYPES[dt]
     gen = torch.Generator(device=dev).manual_seed(n)
     # Random operands: zeros would let hardware with zero-skipping or power gating cheat.
     a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
     context: dict[str, Any] = {"tf32_enabled": ctx.meter.tf32()}
-    if dt == "fp8":
-        call = fp8_mm(*fp8_operands(a, b), torch.ones((), device=dev, dtype=torch.float32))
-        context.update(fp8_context())
-    else:
-        c = torch.empty(n, n, device=dev, dtype=dtype)
-
-        def call() -> Any:
-            return torch.mm(a, b, out=c)
-
-    timed = ctx.time_op(call, dev, items_left, resolved(cfg.min_sample_s, "min_sample_s"),
-                        warm=warm)
     if dev == "cpu":
         context["threads"] = torch.get_num_threads()
     else:
         context["gpu_name"] = ctx.meter.device_name(dev)
+    if dt == "fp8":
+        context.update(fp8_context())
+        return fp8_mm(*fp8_operands(a, b), torch.ones((), device=dev, dtype=torch.float32)), \
+            context
+    c = torch.empty(n, n, device=dev, dtype=dtype)
+
+    def call() -> Any:
+        return torch.mm(a, b, out=c)
+
+    return call, context
+
+
+def _measure(ctx: ProbeContext, cfg: MatmulConfig, dev: str, dt: str, n: int,
+             items_left: int, warm: bool = False) -> Measurement:
+    call, context = _operands(ctx, dev, dt, n)
+    timed = ctx.time_op(call, dev, items_left, resolved(cfg.min_sample_s, "min_sample_s"),
+                        warm=warm)
     return throughput("flops", {"device": dev, "dtype": dt, "size": n}, timed, 2.0 * n**3,
                       "FLOP/s", context)

@@ -4,7 +4,9 @@ A median hides a GPU that spent a fifth of the run power-capped, or a VM whose n
 up. This probe keeps every window's throughput (FLOP/s) with its start time on the monotonic
 clock that the run's telemetry also uses, so the analysis (analysis/stability.py) can line the
 slow windows up with the clocks, power, temperature and throttle reasons of the same moments
-and judge: stable, throttling or noisy.
+and judge: stable, steady at its power limit, throttling or noisy. Where NVML reads the GPU,
+each window also keeps the SM clock it ran at, so its throughput per GHz can be told apart
+from the clock's moves.
 
 The kernel is the matmul the matmul probe found best (its peak size in the dtype), so the
 figure is the sustained version of that ceiling. Each window ends with a device sync: on a GPU
@@ -19,11 +21,17 @@ from typing import Any
 
 import torch
 
-from benchbench.analysis.stability import summarize
+from benchbench.analysis.window_stats import summarize
 from benchbench.core.results import Measurement
 from benchbench.core.stats import median
 from benchbench.probes._devices import usable_on
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
+from benchbench.probes.api import (
+    SM_CLOCK_READ,
+    ProbeContext,
+    ProbeOutput,
+    ProbeSkipped,
+    resolved,
+)
 from benchbench.probes.stability.config import StabilityConfig
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -87,9 +95,13 @@ def timed_seconds(ctx: ProbeContext, cfg: StabilityConfig, notes: list[str]) -> 
 
 
 def windows(ctx: ProbeContext, step: Callable[[], Any], dev: str, seconds: float,
-            window_s: float) -> tuple[list[float], list[float]]:
+            window_s: float, clocks: list[float | None] | None = None
+            ) -> tuple[list[float], list[float]]:
     """(window start times on the monotonic clock, seconds per call in each window): calls
-    back to back, a sync closing each window, until `seconds` have passed."""
+    back to back, a sync closing each window, until `seconds` have passed. Where NVML reads
+    the GPU's SM clock, `clocks` gets each window's: the mean of a reading as it began and one
+    as it ended, outside its timing (None where a read failed)."""
+    read = ctx.meter.sm_clock_reader(dev, ctx.gpu_uuid(dev))
     calls, spent = 1, 0.0
     while calls < 1 << 20:  # calls per window, from a batch of calls long enough to time
         ctx.meter.sync(dev)
@@ -105,13 +117,17 @@ def windows(ctx: ProbeContext, step: Callable[[], Any], dev: str, seconds: float
     origin_mono, origin = time.monotonic(), ctx.clock()
     starts, per_call_s = [], []
     while ctx.clock() - origin < seconds:
+        before = read() if read else None
         t0 = ctx.clock()
         for _ in range(calls):
             step()
         ctx.meter.sync(dev)
         t1 = ctx.clock()
+        after = read() if read else None
         starts.append(origin_mono + (t0 - origin))
         per_call_s.append((t1 - t0) / calls)
+        if read is not None and clocks is not None:
+            clocks.append(None if before is None or after is None else (before + after) / 2)
         ctx.progress(f"{len(starts)} windows", min(int(t1 - origin), int(seconds)),
                      int(seconds) or 1)
     return starts, per_call_s
@@ -142,7 +158,8 @@ def run(ctx: ProbeContext, cfg: StabilityConfig) -> ProbeOutput:
 
     # The timed windows, within the budget that is left.
     seconds = timed_seconds(ctx, cfg, notes)
-    starts, per_call_s = windows(ctx, step, dev, seconds, cfg.window_s)
+    clocks: list[float | None] = []
+    starts, per_call_s = windows(ctx, step, dev, seconds, cfg.window_s, clocks)
 
     # Measurements: every window's FLOP/s kept, with its start for the analysis.
     flops = 2.0 * n**3
@@ -153,6 +170,9 @@ def run(ctx: ProbeContext, cfg: StabilityConfig) -> ProbeOutput:
         "window_s": cfg.window_s, "seconds": round(seconds, 3), "size_chosen_by": why,
         "t0_monotonic": starts[0], "window_starts_s": [round(t - starts[0], 4) for t in starts],
         **{k: shape[k] for k in ("cv", "worst_1pct_ratio", "drift", "drops", "n_windows")}}
+    if clocks:  # the analysis divides each window by it (analysis/stability_clock.py)
+        context["window_sm_clock_Hz"] = clocks
+        context["window_sm_clock_read"] = SM_CLOCK_READ
     if dev != "cpu":
         context["gpu_name"] = ctx.meter.device_name(dev)
     m = Measurement(metric="sustained_flops", key=key, value=median(rates), unit="FLOP/s",

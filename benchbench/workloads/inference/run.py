@@ -1,9 +1,9 @@
 """Workload `inference`: batch serving, driven by MLPerf's LoadGen where it is installed, in
 PyTorch eager.
 
-1. Offline (ResNet50): a batch-size sweep per precision, the weights cast to it, channels_last
-   on a GPU, under torch.inference_mode; samples/s per size and the best. Then one LoadGen
-   Offline run at the best batch (scenarios.py).
+1. Offline (ResNet50): a batch-size sweep per precision, largest first, the weights cast to
+   it, channels_last on a GPU, under torch.inference_mode; samples/s per size and the best.
+   Then one LoadGen Offline run at the best batch (scenarios.py).
 2. Server (ResNet50): the highest target rate LoadGen's Server scenario calls VALID at the p99
    bound (scenarios.py, search.py), served by benchbench's SUT: dynamic batching on a serving
    thread (loadgen_sut.py). Without LoadGen, the simulated server (fallback.py), labelled so.
@@ -81,16 +81,20 @@ def offline(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,
 
 def _sweep(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, precision: str,
            batches: list[int], left: int, notes: list[str]) -> list[Measurement]:
-    """One precision's batch sizes, smallest first, each priced by the last before it runs;
-    the first that does not fit in memory ends the sweep."""
+    """One precision's batch sizes, largest first, each priced by the last before it runs.
+    Largest first: the plateau, where the peak is, lies at the large batches, and a budget
+    that runs short drops the small ones, whose time is the host's launch path. A batch that
+    does not fit in memory is skipped, and the smaller ones still run."""
     key = {"precision": precision, "image_size": resolved(cfg.image_size, "image_size"),
            "channels_last": bool(cfg.channels_last)}
     per: list[Measurement] = []
     last: tuple[int, float] | None = None  # (batch, seconds a call) of the last size
-    for b in batches:
+    for b in sorted(batches, reverse=True):
         if last and not budget_allows(ctx, last[1] * b / last[0], left):
-            notes.append(f"offline {precision} batch {b} and above skipped, because the time "
-                         "budget ran short")
+            rest = sorted(x for x in batches if x <= b)
+            which = f"batch {b}" if len(rest) == 1 else f"batches {rest[0]}-{b}"
+            notes.append(f"offline {precision} {which} skipped, because the time budget ran "
+                         "short")
             break
         try:
             timed = ctx.time_op(models.classify(precision, b), dev, left,
@@ -98,15 +102,16 @@ def _sweep(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str, pr
         except RuntimeError as exc:
             if not is_oom(exc):
                 raise
-            notes.append(f"offline {precision} batch {b} and above skipped, because batch {b} "
-                         "does not fit in memory")
+            notes.append(f"offline {precision} batch {b} skipped, because batch {b} does not "
+                         "fit in memory")
             free_memory()
-            break
+            left -= 1
+            continue
         left -= 1
         per.append(throughput("offline_throughput", {**key, "batch_size": b}, timed, float(b),
                               "samples/s", {"engine": ENGINE, "device": dev}))
         last = (b, sorted(timed.per_call_s)[len(timed.per_call_s) // 2])
-    return per
+    return sorted(per, key=lambda m: int(m.key["batch_size"]))
 
 
 def measure(ctx: ProbeContext, cfg: InferenceConfig, models: Models, dev: str,

@@ -52,6 +52,22 @@ def build_model(dims: dict[str, int], dev: str) -> GPT:
                    dims["max_seq_len"])
 
 
+def flops_per_token(cfg: TransformerConfig) -> tuple[dict[str, int], Measurement]:
+    """The model's shape, and its FLOPs per trained token as a measurement (6N + 12·L·H·Q·T),
+    which MFU and the physical limit of the throughput divide by."""
+    dims = cfg.shape()
+    seq = resolved(cfg.seq_len, "seq_len")
+    n_params = gpt_n_params(dims["n_layers"], dims["d_model"], dims["vocab_size"])
+    head_dim = dims["d_model"] // dims["n_heads"]
+    fpt = transformer_flops_per_token(n_params, dims["n_layers"], dims["n_heads"], head_dim, seq)
+    shape = {"n_params": n_params, "n_layers": dims["n_layers"], "d_model": dims["d_model"],
+             "n_heads": dims["n_heads"], "head_dim": head_dim, "vocab_size": dims["vocab_size"]}
+    return shape, Measurement(metric="flops_per_token", key={"preset": cfg.preset, "seq_len": seq},
+                              value=fpt, unit="count", statistic="median", samples=[fpt],
+                              higher_is_better=False,
+                              context={**shape, "formula": "6N + 12*L*H*Q*T"})
+
+
 def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
     dev = "cuda:0" if ctx.device == "cuda" else "cpu"
     dims = cfg.shape()
@@ -70,22 +86,7 @@ def run(ctx: ProbeContext, cfg: TransformerConfig) -> ProbeOutput:
         x, y = tokens[:, :-1], tokens[:, 1:]
         return make_step(lambda: forward(x, y), optimizer, precision, dev)
 
-    n_params = gpt_n_params(dims["n_layers"], dims["d_model"], dims["vocab_size"])
-    head_dim = dims["d_model"] // dims["n_heads"]
-    fpt = transformer_flops_per_token(n_params, dims["n_layers"], dims["n_heads"], head_dim, seq)
-    shape = {"n_params": n_params, "n_layers": dims["n_layers"], "d_model": dims["d_model"],
-             "n_heads": dims["n_heads"], "head_dim": head_dim, "vocab_size": dims["vocab_size"]}
-    flops = Measurement(
-        metric="flops_per_token",
-        key={"preset": cfg.preset, "seq_len": seq},
-        value=fpt,
-        unit="count",
-        statistic="median",
-        samples=[fpt],
-        higher_is_better=False,
-        context={**shape, "formula": "6N + 12*L*H*Q*T"},
-    )
-
+    shape, flops = flops_per_token(cfg)
     context: dict[str, Any] = {**shape, "compile": cfg.compile,
                                "threads": torch.get_num_threads()}
     if dev != "cpu":
