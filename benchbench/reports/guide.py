@@ -92,8 +92,10 @@ def _inference(run: RunResult) -> list[str]:
         out += [f"Offline ({c.get('label')}): {fmt.value(m.value, m.unit)} at batch "
                 f"{m.key['batch_size']}, {m.key['precision']}, {_verdict(c)}; "
                 f"{c.get('samples')} samples, the batch sweep's best "
-                f"{fmt.value(c.get('sweep_samples_per_s') or 0, m.unit)}.", ""]
-    served = {m.value for m in metric(pr, "server_throughput")}
+                f"{fmt.value(c.get('sweep_samples_per_s') or 0, m.unit)}."
+                + _settings(c) + _logs(c.get("logs")), ""]
+    # the target rates served (an older run's figure is its target)
+    served = {m.context.get("target_qps", m.value) for m in metric(pr, "server_throughput")}
     out += [line for m in metric(pr, "server_latency") for line in _server(m, served)]
     return out + _generation(pr)
 
@@ -112,9 +114,13 @@ def _server(m: Measurement, served: set[float]) -> list[str]:
     ms = f"{k['latency_bound_s'] * 1e3:g} ms"
     source = c.get("bound_source") or "MLPerf's 15 ms"
     floor = "at least " if c.get("lower_bound") else ""
+    done = c.get("completed_per_s") if c.get("driver") == "loadgen" else None
     head = (f"Server ({c.get('label', 'simulated server')}): "
-            + (f"{floor}{m.key['rate']:,.0f} requests/s served" if k.get("rate") in served
-               else "no rate served") + f" within the {ms} p99 bound ({source}).")
+            + ((f"{floor}{done:,.0f} samples/s completed, LoadGen's figure, at a target of "
+                f"{k['rate']:,.0f} queries/s" if done else
+                f"{floor}{m.key['rate']:,.0f} requests/s served")
+               if k.get("rate") in served else "no rate served")
+            + f" within the {ms} p99 bound ({source}).")
     loadgen = c.get("driver") == "loadgen"
     at = (f"At {k['rate']:,.0f} requests/s " + (f"LoadGen said {_verdict(c)}, " if loadgen
                                                  else "")
@@ -129,8 +135,21 @@ def _server(m: Measurement, served: set[float]) -> list[str]:
                                        if loadgen else f"p99 {t['p99_s'] * 1e3:,.3g} ms")
              for t in c.get("tried") or []]
     short = [f"Not judged: {guide.short_run(c)}."] if c.get("short_run") else []
+    logs = (_settings(c) + _logs(c.get("best_logs") or c.get("logs"))).strip()
     return [head, at, *short, f"Rates tried, in order: {', '.join(tried)}; the search "
-            f"stopped: {c.get('stopped_by')}.", ""]
+            f"stopped: {c.get('stopped_by')}.", *([logs] if logs else []), ""]
+
+
+def _settings(c: dict[str, Any]) -> str:
+    """' LoadGen's settings: mlperf.conf's resnet50 … .' where the run recorded them."""
+    return f" LoadGen's settings: {c['settings_from']}." if c.get("settings_from") else ""
+
+
+def _logs(files: Any) -> str:
+    """' LoadGen's logs: `inference/offline_summary.txt`, ….' (in the run folder)."""
+    if not files:
+        return ""
+    return " LoadGen's logs: " + ", ".join(f"`{f}`" for f in files) + "."
 
 
 GENERATION = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))

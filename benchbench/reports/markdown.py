@@ -162,7 +162,7 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
                       "values " + ", ".join(fmt.value(x, m.unit) for x in m.samples), "—"]
         elif m.statistic in ("median", "total_over_time"):  # samples are comparable repeats
             spread = [f"{fmt.value(s.q1, m.unit)} – {fmt.value(s.q3, m.unit)}",
-                      fmt.percent(s.cv) + (" ⚠" if s.unstable else "")]
+                      fmt.percent(s.cv) + (" ⚠" if noise.noisy(m) else "")]
         else:  # the best of several medians: their spread says nothing about noise
             best = next((f"{k.removeprefix('best_')}={fmt.key_value(k[5:], v)}"
                          for k, v in m.context.items() if k.startswith("best_")), "")

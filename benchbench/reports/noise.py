@@ -56,9 +56,21 @@ class ProbeNoise:
     rows: list[Noisy]
 
 
+# Metrics whose samples are a latency distribution (each request's or each step's), not
+# repeats of one figure: their spread is the measurement (its percentiles), not noise.
+DISTRIBUTIONS = ("server_latency", "ttft", "tpot", "itl", "decode_throughput")
+
+
 def checked(m: Measurement) -> bool:
-    """Whether a measurement's spread is judged: repeats, enough of them to have one."""
-    return m.statistic in REPEATS and len(m.samples) >= MIN_SPREAD_SAMPLES
+    """Whether a measurement's spread is judged: repeats, enough of them to have one, and not
+    a latency distribution."""
+    return (m.statistic in REPEATS and len(m.samples) >= MIN_SPREAD_SAMPLES
+            and m.metric not in DISTRIBUTIONS)
+
+
+def noisy(m: Measurement) -> bool:
+    """Whether a measurement is flagged noisy: judged, and its CV above UNSTABLE_CV."""
+    return checked(m) and summarize(m.samples).unstable
 
 
 def warning(m: Measurement) -> str | None:

@@ -194,20 +194,35 @@ def test_the_workload_runs_every_part_through_loadgen_on_this_cpu(tmp_path):
     latency = by["server_latency"][-1]
     c = latency.context
     assert c["driver"] == "loadgen" and c["label"].startswith("LoadGen Server, ")
-    # The bound: 5x one image's latency as LoadGen's SingleStream measured it, its log kept.
+    # The bound: 5x one image's latency as a VALID LoadGen SingleStream run measured it.
     assert c["bound_source"].startswith("not MLPerf's (on a CPU): 5x LoadGen SingleStream's "
-                                        "p90 latency of one image, ")
+                                        "p90 latency of one image (a VALID run), ")
     assert latency.key["latency_bound_s"] >= 5 * c["batch1_latency_s"]
     assert "inference/single_stream_summary.txt" in c["logs"]
     assert c["tried"] and all(t["queries"] >= 459 or not t["valid"] for t in c["tried"])
     if c["meets_bound"]:
         (served,) = by["server_throughput"]
-        assert served.value == latency.key["rate"] and served.context["valid"]
+        # LoadGen's completed samples/s at the highest VALID target, the target beside it
+        assert served.context["target_qps"] == latency.key["rate"] and served.context["valid"]
+        assert served.value == served.context["completed_per_s"] > 0
         assert served.context["p99_s"] <= latency.key["latency_bound_s"]
-        assert served.context["completed_per_s"] > 0
+    # MLPerf's official seeds, from LoadGen's built-in mlperf.conf
+    assert c["settings_from"].startswith("mlperf.conf's resnet50 Server settings (qsl_rng_seed ")
+    assert lg_offline.context["settings_from"].startswith("mlperf.conf's resnet50 Offline ")
     # LoadGen's logs are in the run folder, and the run lists them.
     assert out.artifacts and all((tmp_path / f).is_file() for f in out.artifacts)
     assert set(c["logs"]) <= set(out.artifacts) and out.params["loadgen"]
+    # The report names them beside the figures they back, with LoadGen's settings.
+    from benchbench.core.results import ProbeResult, RunResult
+    from benchbench.reports import guide as guide_report
+
+    run = RunResult(tool={}, started_at="", environment={}, config={}, argv=[], probes=[
+        ProbeResult(name="inference", status="ok", resource="cpu_compute",
+                    measurements=out.measurements)])
+    text = "\n".join(guide_report.section(run))
+    assert ("LoadGen's logs: `inference/offline_summary.txt`, `inference/offline_detail.txt`."
+            in text)
+    assert "LoadGen's settings: mlperf.conf's resnet50 Offline settings (qsl_rng_seed " in text
 
 
 def test_without_loadgen_the_server_part_is_the_simulated_server_and_says_so(monkeypatch):
@@ -290,10 +305,14 @@ def test_the_report_shows_loadgens_verdict_p99_and_completed_rate():
     section = text[text.index("### Inference"):]
     served = next(m for m in sim.measurements if m.metric == "server_throughput")
     c = served.context
-    assert f"Server ({c['label']}): {served.value:,.0f} requests/s served within the 15 ms " \
-           "p99 bound (MLPerf's 15 ms p99 for ResNet-50 (server scenario))." in section
-    assert (f"At {served.value:,.0f} requests/s LoadGen said VALID, p99 "
+    # LoadGen's completed samples/s, its target beside it
+    assert served.value == c["completed_per_s"] and c["target_qps"] > served.value
+    assert (f"Server ({c['label']}): {served.value:,.0f} samples/s completed, LoadGen's "
+            f"figure, at a target of {c['target_qps']:,.0f} queries/s within the 15 ms p99 "
+            "bound (MLPerf's 15 ms p99 for ResNet-50 (server scenario)).") in section
+    assert (f"At {c['target_qps']:,.0f} requests/s LoadGen said VALID, p99 "
             f"{c['p99_s'] * 1e3:,.3g} ms") in section
+    assert "LoadGen's logs: " not in section  # the simulator keeps none
     assert f"{c['completed_per_s']:,.0f} samples/s completed" in section
     assert "Offline (LoadGen Offline, " in section and ", VALID; " in section
     runs = next(m for m in sim.measurements if m.metric == "ttft").context["generations"]

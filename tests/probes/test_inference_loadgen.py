@@ -113,17 +113,20 @@ def test_a_server_part_with_its_budget_spent_still_makes_one_short_loadgen_run(h
     (tried,) = c["tried"]
     assert c["short_run"] and not c["valid"] and not c["meets_bound"]
     assert tried["queries"] >= math.ceil(tried["rate"] * search.MIN_RUN_S) > 1
-    assert c["min_query_count"] == tried["queries"] < search.EARLY_STOPPING_QUERIES
+    # LoadGen issues on its Poisson schedule (mlperf.conf's seed) until both the duration and
+    # the count are met: the count, or a query or two more
+    assert c["min_query_count"] <= tried["queries"] < search.EARLY_STOPPING_QUERIES
     assert c["p99_s"] > 0 and c["completed_per_s"] > 0
     assert "inference/server_01_summary.txt" in c["logs"]
-    assert c["label"] == (f"LoadGen Server, one {tried['queries'] / tried['rate']:,.3g} s run "
-                          f"of {tried['queries']} queries, not a submission-length 600 s run")
+    n = c["min_query_count"]
+    assert c["label"] == (f"LoadGen Server, one {n / tried['rate']:,.3g} s run "
+                          f"of {n} queries, not a submission-length 600 s run")
     # The guide's "not judged" says how many queries a VALID verdict needs, from the run.
     assert c["queries_for_valid"] == search.EARLY_STOPPING_QUERIES
     assert f"needs ({search.EARLY_STOPPING_QUERIES} queries): a longer run" in \
         guide.short_run(c)
     (note,) = notes
-    assert note.startswith(f"server: the budget paid for one short run of {tried['queries']} "
+    assert note.startswith(f"server: the budget paid for one short run of {n} "
                            "queries, fewer than the 459 LoadGen's early stopping needs")
 
 
@@ -150,3 +153,57 @@ def test_an_offline_run_cut_by_its_deadline_reports_what_was_served_not_loadgens
     assert c["served"] + c["abandoned"] == c["samples"]
     assert not c["valid"] and "unserved" in c["why_invalid"]
     assert m.value == pytest.approx(c["served"] / deadline)
+
+
+def test_the_model_serves_on_the_thread_that_runs_loadgen(harness):
+    """The SUT's calls run on the caller's thread, the one that built the model and ran the
+    sweep, and LoadGen on a helper: a second thread's calls get an OpenMP team of their own,
+    and ran 1.6-1.9x slower on a 2-core VM (loadgen_sut's docstring)."""
+    import threading
+
+    seen = set()
+
+    def model(indices):
+        seen.add(threading.get_ident())
+        time.sleep(0.001)
+        return [0] * len(indices)
+
+    h = harness(model)
+    h.service_s(8)
+    o = h.run(Settings("Offline", 2000.0, 8, 0.2, 1, name="offline"))
+    o = h.run(Settings("Server", 300.0, 8, 0.2, 100, 0.05, "server"))
+    assert o.served > 0 and seen == {threading.get_ident()}
+
+
+def test_offline_expects_the_rate_the_suts_own_calls_make(harness):
+    ctx = ProbeContext(device="cpu", policy=None, budget=Budget(0.6), facts={})
+    # the sweep said 10,000 samples/s; the SUT's calls make about 1,800 (SleepModel)
+    m = scenarios.offline(ctx, harness(SleepModel()), {"precision": "fp32", "image_size": 32},
+                          10_000.0, 8, "cpu", "sleep")
+    c = m.context
+    assert 1200 < c["sut_samples_per_s"] < 2000 and c["sweep_samples_per_s"] == 10_000.0
+    assert c["expected_qps"] == pytest.approx(scenarios.OFFLINE_MARGIN * c["sut_samples_per_s"])
+    # planned at the SUT's speed, the run ends in time: LoadGen's own verdict and figure
+    assert c["valid"] and c["abandoned"] == 0 and m.value > 0
+
+
+def test_resnet50_calls_under_loadgen_take_what_they_take_on_the_main_thread(harness):
+    """ResNet50 at 32 px on this CPU, batch 8 in an Offline run and batch 1 in a SingleStream
+    run, each batch's time under LoadGen against the same call alone on this thread just
+    before. scripts/sut_vs_plain.py measures it over rounds (within 5%); here the bar is wide
+    enough for a busy 2-core VM, and narrow enough for the 1.6-2.0x of a serving thread."""
+    import statistics
+
+    torch = pytest.importorskip("torch")
+    from benchbench.workloads.inference.models import TorchModels
+
+    torch.manual_seed(0)
+    models = TorchModels("cpu", 32, False, "small")
+    serve = models.library("fp32", 1024, scenarios.buckets(8))
+    h = harness(serve)
+    for batch, settings in ((8, Settings("Offline", 400.0, 8, 0.5, 1, name="offline")),
+                            (1, Settings("SingleStream", 70.0, 1, 0.1, 40, name="single"))):
+        alone = h.service_s(batch)
+        o = h.run(settings)
+        under = statistics.median(t for k, t in o.service_s if k == batch)
+        assert under / alone < 1.3, (batch, under, alone)

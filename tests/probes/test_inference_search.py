@@ -9,7 +9,8 @@ from benchbench.workloads.inference.scenarios import buckets, choose_bound
 
 class Runs:
     """Runs VALID up to `capacity`; `stalls` lists the run numbers (from 1) that fail anyway,
-    as a stall of the machine fails a run; each run costs `cost` seconds of the budget."""
+    as a stall of the machine fails a run, with one batch ten times the others to show it;
+    each run costs `cost` seconds of the budget."""
 
     def __init__(self, capacity, stalls=(), budget=1e9, cost=1.0):
         self.capacity, self.stalls, self.left, self.cost = capacity, set(stalls), budget, cost
@@ -18,60 +19,68 @@ class Runs:
     def __call__(self, rate, retry):
         self.made.append((rate, retry))
         self.left -= self.cost
-        valid = rate <= self.capacity and len(self.made) not in self.stalls
+        stalled = len(self.made) in self.stalls
+        valid = rate <= self.capacity and not stalled
         s = search.Settings("Server", rate, 8, 1.0, 459, 0.015)
+        batches = [(8, 0.004)] * 10 + ([(4, 0.04)] if stalled else [])
         return search.Outcome(s, valid, {"p99_s": 0.01 if valid else 0.05}, [0.01], 1, 459,
-                              self.cost, retry=retry)
+                              self.cost, retry=retry, service_s=batches)
 
     def search(self, start=100.0, ceiling=1e6):
         return search.search(self, start, ceiling, lambda rate: self.cost, lambda: self.left)
 
 
-def test_the_search_climbs_then_bisects_between_the_last_pass_and_a_confirmed_failure():
+def test_the_search_climbs_then_bisects_between_the_last_pass_and_a_failure():
     runs = Runs(capacity=400.0)
     found = runs.search()
-    # 100, 150, 225, 337.5 pass; 506.25 fails twice; then two bisections.
-    assert [r for r, _ in runs.made[:6]] == [100.0, 150.0, 225.0, 337.5, 506.25, 506.25]
-    assert runs.made[5] == (506.25, True)  # the failure was tried again before it counted
-    # 421.875 fails twice, 379.6875 passes: the capacity (400) lies between them.
-    assert [r for r, _ in runs.made[6:]] == [421.875, 421.875, 379.6875]
+    # 100, 150, 225, 337.5 pass; 506.25 fails, without a stall: failed, not tried again.
+    assert [r for r, _ in runs.made[:5]] == [100.0, 150.0, 225.0, 337.5, 506.25]
+    # Two bisections: 421.875 fails, 379.6875 passes: the capacity (400) lies between them.
+    assert [r for r, _ in runs.made[5:]] == [421.875, 379.6875]
+    assert not any(retry for _, retry in runs.made)
     assert found.failed == 421.875 and found.stopped_by == "done"
     assert found.best.rate == 379.6875 and not found.lower_bound
 
 
-def test_one_transient_failure_does_not_end_the_climb():
+def test_a_run_that_stalled_is_tried_again_and_only_such_a_run():
     steady = Runs(capacity=400.0).search()
     stalled = Runs(capacity=400.0, stalls={2})  # the first run at 150/s stalls
     found = stalled.search()
+    assert found.runs[1].stalled and not found.runs[0].stalled
     assert stalled.made[1:3] == [(150.0, False), (150.0, True)]
     assert found.best.rate == steady.best.rate  # the retry passed: the same answer
     assert [o.valid for o in found.runs[1:3]] == [False, True] and found.runs[2].retry
+    # A rate that fails twice, stalling both times, is failed.
+    runs = Runs(capacity=400.0, stalls={2, 3})
+    found = runs.search()
+    assert runs.made[1:3] == [(150.0, False), (150.0, True)] and found.failed == 150.0
 
 
-def test_a_first_rate_that_fails_twice_steps_down_until_one_passes():
+def test_a_first_rate_that_fails_steps_down_until_one_passes():
     runs = Runs(capacity=30.0)
     found = runs.search(start=100.0)
     rates = [r for r, _ in runs.made]
-    assert rates[:4] == [100.0, 100.0, 100.0 / 2.25, 100.0 / 2.25]
-    assert rates[4] == pytest.approx(100.0 / 2.25 ** 2)
+    assert rates[:2] == [100.0, 100.0 / 2.25]
+    assert rates[2] == pytest.approx(100.0 / 2.25 ** 2)
     assert found.best is not None and found.best.rate <= 30.0
     assert found.failed is not None and found.failed < 100.0
 
 
-def test_the_budget_stops_the_search_and_an_unrefuted_rate_is_a_floor():
+def test_at_least_only_where_no_higher_rate_failed():
     runs = Runs(capacity=1e5, budget=3.0)  # three runs, all VALID
     found = runs.search()
     assert len(runs.made) == 3 and found.stopped_by == "budget"
     assert found.best.rate == 225.0 and found.lower_bound
-    # A failure not yet tried again is no proof of the ceiling: still a floor.
+    # A failure above the best ends the floor: the capacity lies below it.
     runs = Runs(capacity=200.0, budget=3.0)
     found = runs.search()
     assert [o.valid for o in found.runs] == [True, True, False]
-    assert found.failed is None and found.lower_bound
-    # A failure confirmed by its retry ends the floor: the capacity lies below it.
-    runs = Runs(capacity=200.0, budget=4.0)
-    found = runs.search()
     assert found.failed == 225.0 and not found.lower_bound
+    # A run that stalled, whose retry the budget could not pay for, refutes nothing.
+    runs = Runs(capacity=1e5, budget=3.0, stalls={3})
+    found = runs.search()
+    assert [o.valid for o in found.runs] == [True, True, False] and found.runs[2].stalled
+    assert found.stopped_by == "budget" and found.lower_bound
     # No budget for one run: nothing tried, nothing claimed.
     found = Runs(capacity=200.0, budget=0.5).search()
     assert found.runs == [] and found.best is None and not found.lower_bound
@@ -115,9 +124,9 @@ def test_a_step_down_goes_no_lower_than_the_budget_still_pays_for():
     runs = Runs(capacity=60.0)
     found = search.search(runs, 100.0, 1e6, lambda rate: runs.cost, lambda: runs.left,
                           lambda: 70.0)  # the budget pays for no run below 70/s
-    assert [r for r, _ in runs.made] == [100.0, 100.0, 70.0, 70.0]
+    assert [r for r, _ in runs.made] == [100.0, 70.0]
     assert found.best is None and found.failed == 70.0
     runs = Runs(capacity=60.0)
     found = search.search(runs, 100.0, 1e6, lambda rate: runs.cost, lambda: runs.left,
                           lambda: 120.0)  # nothing lower than the failed rate is affordable
-    assert len(runs.made) == 2 and found.stopped_by == "budget" and found.best is None
+    assert len(runs.made) == 1 and found.stopped_by == "budget" and found.best is None

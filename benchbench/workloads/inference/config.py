@@ -14,7 +14,8 @@ from benchbench.workloads.transformer.config import PRESETS, check_preset
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 PARTS = ("offline", "server", "generation")
-# MLPerf's official load generator, the `mlcommons-loadgen` wheel (the [inference] extra).
+# MLPerf's official load generator, the `mlcommons-loadgen` wheel (a default dependency where a
+# wheel exists; the [inference] extra elsewhere).
 LOADGEN_MODULE = "mlperf_loadgen"
 
 

@@ -5,10 +5,14 @@ its early stopping and says VALID or INVALID; benchbench serves them.
 - The sample library (QSL): `samples` images resident on the device (`Serve` holds them), as
   many as LoadGen's performance set, so loading one is a no-op: MLPerf's rules let the QSL
   load its performance samples before the timed run.
-- The SUT: IssueQuery queues each sample with the time it arrived and returns at once; one
-  serving thread takes whatever is queued, up to the batch limit, runs the model on it and
-  answers each sample with QuerySamplesComplete. That is dynamic batching on a real thread: a
-  sample that arrives while the model runs waits for the next batch.
+- The SUT: IssueQuery queues each sample with the time it arrived and returns at once; the
+  probe's own thread takes whatever is queued, up to the batch limit, runs the model on it and
+  answers each sample with QuerySamplesComplete, while LoadGen's StartTest runs on a helper
+  thread. That is dynamic batching: a sample that arrives while the model runs waits for the
+  next batch. The model runs on the thread that built it and ran the batch sweep: a second
+  thread's calls get an OpenMP team of their own, and once libgomp's threads outnumber the
+  CPUs it stops spinning between parallel regions (GOMP_SPINCOUNT's throttle), so on a 2-core
+  VM ResNet50 ran 1.6-1.9x slower there than on the main thread, measured.
 
 LoadGen writes its summary and detail logs into the run folder (the trace and the accuracy log
 are empty in a performance run, and are removed); the figures are read back from the detail
@@ -52,6 +56,11 @@ RESULT_KEYS = {
     "effective_min_query_count": "min_query_count", "loadgen_version": "loadgen_version",
     "num_errors": "errors",
 }
+# MLPerf's official settings come with LoadGen (its built-in mlperf.conf, FromConfig with
+# conf_type 0): the random seeds that pick the samples and the schedule, for ResNet-50. The
+# run's own durations and counts then replace the submission's.
+MLPERF_MODEL = "resnet50"
+SEEDS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
 WHY = (("min_duration_met", "its min duration was not met"),
        ("min_queries_met", "too few queries"),
        ("latency_met", "p99 over the bound"),
@@ -75,8 +84,24 @@ def read_detail(path: str) -> dict[str, Any]:
     return out
 
 
+def official_settings(lg: Any, scenario: str) -> tuple[Any, str]:
+    """LoadGen's TestSettings with MLPerf's official ResNet-50 settings for `scenario` (its
+    built-in mlperf.conf: the seeds among them), and what they came from; a LoadGen too old to
+    carry mlperf.conf leaves its defaults (seeds 0), and says so."""
+    ts = lg.TestSettings()
+    try:
+        failed = ts.FromConfig("", MLPERF_MODEL, scenario, 0)
+    except TypeError:  # FromConfig(path, model, scenario) only: no built-in mlperf.conf
+        failed = 1
+    if failed:
+        return lg.TestSettings(), "LoadGen's defaults (seeds 0): this LoadGen has no mlperf.conf"
+    seeds = ", ".join(f"{k} {getattr(ts, k)}" for k in SEEDS)
+    return ts, f"mlperf.conf's {MLPERF_MODEL} {scenario} settings ({seeds}), durations shortened"
+
+
 class Server:
-    """The SUT's queue and its serving thread (see the module's docstring)."""
+    """The SUT's queue and the loop that serves it on the caller's thread (see the module's
+    docstring)."""
 
     def __init__(self, lg: Any, serve: Serve, clock: Clock) -> None:
         self.lg, self.serve, self.clock = lg, serve, clock
@@ -84,7 +109,6 @@ class Server:
         self._queue: deque[tuple[int, int, float]] = deque()  # (LoadGen id, index, arrived)
         self._ready = threading.Condition()
         self._stop = False
-        self._thread: threading.Thread | None = None
         self.latencies: list[float] = []
         self.service: list[tuple[int, float]] = []  # (batch, seconds) of each batch run
         self.abandoned = 0
@@ -100,18 +124,29 @@ class Server:
     def flush(self) -> None:
         """LoadGen's FlushQueries: nothing is held back, every batch runs as soon as it can."""
 
-    def start(self, batch: int, deadline: float) -> None:
+    def serve_during(self, batch: int, deadline: float, test: Callable[[], object]) -> None:
+        """Serve on this thread while `test` (LoadGen's StartTest, which returns once every
+        sample it issued is answered) runs on a helper thread; raise what either raised."""
         self.batch, self.deadline, self._stop, self.error = batch, deadline, False, None
         self.latencies, self.service, self.abandoned = [], [], 0
-        self._thread = threading.Thread(target=self._loop, name="benchbench-sut", daemon=True)
-        self._thread.start()
+        failed: list[BaseException] = []
 
-    def stop(self) -> None:
-        with self._ready:
-            self._stop = True
-            self._ready.notify()
-        if self._thread is not None:
-            self._thread.join()
+        def run() -> None:
+            try:
+                test()
+            except BaseException as exc:  # noqa: BLE001 - raised again below, in the caller
+                failed.append(exc)
+            finally:
+                with self._ready:
+                    self._stop = True
+                    self._ready.notify()
+
+        loadgen = threading.Thread(target=run, name="benchbench-loadgen", daemon=True)
+        loadgen.start()
+        self._loop()  # an interrupt leaves LoadGen's daemon thread to the process's end
+        loadgen.join()
+        if failed:
+            raise failed[0]
         if self.error is not None:
             raise self.error
 
@@ -156,8 +191,9 @@ class LoadGenHarness:
         self.qsl = self.lg.ConstructQSL(samples, samples, _resident, _resident)
 
     def service_s(self, batch: int) -> float:
-        """A batch of `batch` samples through Serve, warm, alone: the fastest of three timed
-        calls (a floor that a busy VM moves least: the bound is 5x batch 1's)."""
+        """A batch of `batch` samples through Serve on the thread that serves LoadGen's
+        queries (this one), warm, alone: the fastest of three timed calls (a floor that a busy
+        VM moves least)."""
         indices = [i % self.samples for i in range(batch)]
         self.server.serve(indices)
         times = []
@@ -169,8 +205,9 @@ class LoadGenHarness:
 
     def run(self, settings: Settings) -> Outcome:
         lg = self.lg
-        ts = lg.TestSettings()
+        ts, official = official_settings(lg, settings.scenario)
         ts.mode = lg.TestMode.PerformanceOnly
+        ts.performance_sample_count_override = 0  # the library's own count (samples)
         ts.min_duration_ms = max(1, round(settings.min_duration_s * 1e3))
         ts.min_query_count = settings.min_query_count
         if math.isfinite(settings.deadline_s):
@@ -192,14 +229,13 @@ class LoadGenHarness:
             log.log_output.copy_summary_to_stdout = False
             log.enable_trace = False
             start = self.clock()
-            self.server.start(settings.batch, start + settings.deadline_s)
-            try:
-                lg.StartTestWithLogSettings(self.sut, self.qsl, ts, log)
-            finally:
-                self.server.stop()
+            self.server.serve_during(settings.batch, start + settings.deadline_s,
+                                     lambda: lg.StartTestWithLogSettings(self.sut, self.qsl, ts,
+                                                                         log))
             wall = self.clock() - start
             result = read_detail(os.path.join(tmp, f"{settings.name}_detail.txt"))
             files = self._keep(tmp, settings.name)
+        result["settings_from"] = official
         sut = self.server
         if sut.abandoned:
             result["why_invalid"] = (f"the SUT answered {sut.abandoned} samples unserved past "

@@ -42,6 +42,10 @@ OFFLINE_MARGIN = 1.2
 START_SHARE = 0.6
 PREDICTED_REQUESTS = 2000
 WARMUP_S = 0.5  # a warm-up Server run's length, at most: what calibrates the prediction
+# The queries a SingleStream run needs before LoadGen's early stopping can call it VALID at
+# its 90th percentile (LoadGen's own message on a shorter run: "Need to process at least 64
+# queries for early stopping"): the bound rests on a VALID run.
+SINGLE_STREAM_QUERIES = 64
 OpenHarness = Callable[[str, list[int]], Harness]
 
 
@@ -93,15 +97,17 @@ def _loadgen_context(o: Outcome, dev: str, engine: str) -> dict[str, Any]:
             "why_invalid": r.get("why_invalid"), "loadgen_version": r.get("loadgen_version"),
             "min_duration_s": o.settings.min_duration_s,
             "min_query_count": o.settings.min_query_count, "logs": o.files,
-            "wall_s": o.wall_s}
+            "wall_s": o.wall_s, "settings_from": r.get("settings_from")}
 
 
 def offline(ctx: ProbeContext, harness: Harness, key: dict[str, Any], sweep_rate: float,
             batch: int, dev: str, engine: str) -> Measurement:
-    """One LoadGen Offline run at the sweep's best batch, for what the part has left."""
-    harness.service_s(batch)  # the shape warm before LoadGen times it
+    """One LoadGen Offline run at the sweep's best batch, for what the part has left, expecting
+    the rate the SUT's own calls make (timed through it: the shape warm before LoadGen times
+    it)."""
+    sut_rate = batch / harness.service_s(batch)
     d = max(search.MIN_RUN_S, ctx.budget.remaining() / OFFLINE_MARGIN)
-    o = harness.run(Settings("Offline", sweep_rate * OFFLINE_MARGIN, batch, d, 1,
+    o = harness.run(Settings("Offline", sut_rate * OFFLINE_MARGIN, batch, d, 1,
                              name="offline", deadline_s=2 * d * OFFLINE_MARGIN))
     rate = float(o.result.get("samples_per_s") or 0.0)
     if o.abandoned:
@@ -113,6 +119,7 @@ def offline(ctx: ProbeContext, harness: Harness, key: dict[str, Any], sweep_rate
                                **_loadgen_context(o, dev, engine),
                                "samples": o.result.get("samples_per_query"),
                                "expected_qps": o.settings.rate,
+                               "sut_samples_per_s": sut_rate,
                                "sweep_samples_per_s": sweep_rate, "served": o.served,
                                "abandoned": o.abandoned})
 
@@ -127,8 +134,10 @@ def serve(ctx: ProbeContext, harness: Harness, key: dict[str, Any], user_bound: 
     ceiling = max_batch / times[max_batch]
     single = _single_stream(harness, times[1], ctx.budget.remaining())
     one = single.result.get("p90_s") or times[1]
-    bound, source = choose_bound(user_bound, dev, one, "LoadGen SingleStream's p90 latency of "
-                                                      "one image,")
+    bound, source = choose_bound(user_bound, dev, one, (
+        "LoadGen SingleStream's p90 latency of one image (a VALID run)," if single.valid else
+        "LoadGen SingleStream's p90 latency of one image (from a run LoadGen called INVALID: "
+        f"{single.result.get('why_invalid') or 'no verdict'}),"))
     warm = _warm_up(harness, times, bound, max_batch, ctx.budget.remaining())
     ratios = _slowdowns(warm, times)
     predicted = queue_model_rate(times, bound, max_batch, ratios)
@@ -181,13 +190,21 @@ def serve(ctx: ProbeContext, harness: Harness, key: dict[str, Any], user_bound: 
         low = min(found.runs, key=lambda o: o.rate)
         notes.append(_no_rate(low, bound, queries))
         return [_latency(key, low, {**context, "meets_bound": False})]
-    figures = {**_figures(best), "valid": True}
+    # LoadGen's completed samples/s of the highest VALID run, its target beside it.
+    figures = {**_figures(best), "valid": True, "target_qps": best.rate,
+               "best_logs": best.files}
+    done = [completed(o) for o in found.runs if o.valid]
     return [
-        Measurement(metric="server_throughput", key=key, value=best.rate, unit="samples/s",
-                    statistic="max", samples=[o.rate for o in found.runs if o.valid],
-                    higher_is_better=True, context={**context, **figures}),
+        Measurement(metric="server_throughput", key=key, value=completed(best),
+                    unit="samples/s", statistic="max", samples=done, higher_is_better=True,
+                    context={**context, **figures}),
         _latency(key, best, {**context, **figures, "meets_bound": True}),
     ]
+
+
+def completed(o: Outcome) -> float:
+    """LoadGen's completed samples/s of a run (its target where LoadGen gave none)."""
+    return float(o.result.get("completed_per_s") or o.rate)
 
 
 def _single_stream(harness: Harness, alone_s: float, left_s: float) -> Outcome:
@@ -196,8 +213,9 @@ def _single_stream(harness: Harness, alone_s: float, left_s: float) -> Outcome:
     the SUT under LoadGen (on a 2-core VM 1.3-1.6x the model's time alone, measured), and
     the bound off MLPerf's conditions is a multiple of it."""
     d = min(WARMUP_S, left_s / 8)
-    return harness.run(Settings("SingleStream", 1 / alone_s, 1, d, 1, name="single_stream",
-                                deadline_s=2 * d + 10 * alone_s))
+    n = SINGLE_STREAM_QUERIES
+    return harness.run(Settings("SingleStream", 1 / alone_s, 1, d, n, name="single_stream",
+                                deadline_s=2 * (d + n * alone_s)))
 
 
 def _warm_up(harness: Harness, times: dict[int, float], bound: float, max_batch: int,
@@ -210,10 +228,9 @@ def _warm_up(harness: Harness, times: dict[int, float], bound: float, max_batch:
 
 
 def _slowdowns(warm: Outcome, times: dict[int, float]) -> list[float]:
-    """Each warm-up batch's time over its shape's time alone. While LoadGen issues queries a
-    2-core CPU's issuing and serving threads take cores from the model's (batches 1.3-2x
-    slower, and a long tail, measured); a GPU's are ~1. Without them the first runs start
-    far above what the SUT serves."""
+    """Each warm-up batch's time over its shape's time alone, both through the SUT: what
+    LoadGen's own threads take from the model's cores while it issues queries (a tail on a
+    2-core CPU, ~1 on a GPU), so that the first runs start where the SUT can serve."""
     return [t / times[bucket(times, k)] for k, t in warm.service_s] or [1.0]
 
 

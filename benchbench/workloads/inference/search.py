@@ -2,14 +2,15 @@
 calls VALID at the latency bound, found within a time budget, by a search that one transient
 cannot fool.
 
-It climbs from a start rate by RATE_STEP while runs are VALID, and retries a failed rate once:
-a stall of the machine fails one run, a rate the machine cannot serve fails both. When the first
-rate fails twice it steps down by RATE_STEP² (no lower than the budget can still pay for) until
-one passes. Between the highest VALID rate and the lowest rate that failed twice it then bisects
-NARROWING times. Before each run it predicts what the run costs (LoadGen issues for at least
-min_duration and until min_query_count queries, then waits for the last answer) and stops when
-that would not fit what is left. The best rate is then a floor ("at least N") unless a rate
-above it failed twice.
+It climbs from a start rate by RATE_STEP while runs are VALID. A failed run is retried once
+only where it stalled (a measured pause: a batch that took STALL times the median of the
+batches as large or larger in that run): a stall of the machine fails one run; a rate that
+fails without one, or twice, is failed. When the first rate fails it steps down by RATE_STEP²
+(no lower than the budget can still pay for) until one passes. Between the highest VALID rate
+and the lowest failed rate it then bisects NARROWING times. Before each run it predicts what
+the run costs (LoadGen issues for at least min_duration and until min_query_count queries, then
+waits for the last answer) and stops when that would not fit what is left. The best rate is a
+floor ("at least N") only where no rate above it failed.
 
 Pure: a run is a callable (loadgen_sut.Harness in the probe, the simulator's own in planning).
 """
@@ -33,6 +34,12 @@ SUBMISSION_RUN_S = 600.0
 MIN_RUN_S = 0.25  # below this LoadGen's start and the last answer's wait dominate a run
 PLANNED_RUNS = 6  # a start, a climb, a failure and its retry, two bisections: the budget's runs
 RUN_OVERHEAD_S = 0.05  # LoadGen's set-up and log writing per run (measured: 20-30 ms)
+# A run stalled where one of its batches took this many times the median of the batches as
+# large or larger in that run (with STALL_BATCHES of them to know it by): the machine paused,
+# and the run says nothing about the rate. A queue that builds up makes batches larger, and a
+# larger batch takes longer, so a batch is held only against batches at least its size.
+STALL = 3.0
+STALL_BATCHES = 5
 
 
 @dataclass(frozen=True)
@@ -72,13 +79,25 @@ class Outcome:
     def rate(self) -> float:
         return self.settings.rate
 
+    @property
+    def stalled(self) -> bool:
+        """Whether a batch took STALL times the median of the batches at least its size in
+        this run: a pause of the machine, measured (see STALL)."""
+        for k in {j for j, _ in self.service_s}:
+            peers = sorted(s for j, s in self.service_s if j >= k)
+            slowest = max(s for j, s in self.service_s if j == k)
+            if len(peers) >= STALL_BATCHES and slowest > STALL * peers[len(peers) // 2] > 0:
+                return True
+        return False
+
     def summary(self) -> dict[str, Any]:
         """The figures a report shows for this run."""
         r = self.result
         return {"rate": self.rate, "valid": self.valid, "retry": self.retry,
                 "p99_s": r.get("p99_s"), "completed_per_s": r.get("completed_per_s"),
                 "queries": r.get("queries"), "served": self.served, "wall_s": self.wall_s,
-                "why_invalid": r.get("why_invalid"), "abandoned": self.abandoned}
+                "why_invalid": r.get("why_invalid"), "abandoned": self.abandoned,
+                "stalled": self.stalled}
 
 
 class Harness(Protocol):
@@ -107,7 +126,8 @@ class Search:
 
     runs: list[Outcome] = field(default_factory=list)
     stopped_by: str = "done"  # done, ceiling, budget
-    failed: float | None = None  # the lowest rate that failed twice
+    failed: float | None = None  # the lowest rate that failed
+    refuted: list[float] = field(default_factory=list)  # every rate that failed
 
     @property
     def best(self) -> Outcome | None:
@@ -115,10 +135,12 @@ class Search:
 
     @property
     def lower_bound(self) -> bool:
-        """The best rate is only a floor: the budget ran out before any rate failed twice
-        (a search that reached the offline ceiling measured the capacity: no server sustains
-        more than that)."""
-        return self.best is not None and self.stopped_by == "budget" and self.failed is None
+        """The best rate is only a floor: no rate above it failed (without a stall, or twice;
+        a stalled run whose retry the budget could not pay for refutes nothing; a search that
+        reached the offline ceiling measured the capacity: no server sustains more)."""
+        best = self.best
+        return best is not None and self.stopped_by != "ceiling" and not any(
+            r > best.rate for r in self.refuted)
 
 
 def search(run: Callable[[float, bool], Outcome], start: float, ceiling: float,
@@ -140,6 +162,7 @@ def search(run: Callable[[float, bool], Outcome], start: float, ceiling: float,
             low = rate
         else:
             out.failed = rate if out.failed is None else min(out.failed, rate)
+            out.refuted.append(rate)
         if out.failed is None:  # still climbing
             if rate >= ceiling:
                 out.stopped_by = "ceiling"
@@ -158,8 +181,9 @@ def search(run: Callable[[float, bool], Outcome], start: float, ceiling: float,
 
 def _verdict(out: Search, run: Callable[[float, bool], Outcome], rate: float,
              cost: Callable[[float], float], time_left: Callable[[], float]) -> bool | None:
-    """Whether `rate` passed: its run, and a second run where the first failed. None when the
-    budget cannot pay for the first run, or for the retry that would decide."""
+    """Whether `rate` passed: its run, and a second run only where the first failed because it
+    stalled. None when the budget cannot pay for the first run, or for the retry that would
+    decide."""
     for retry in (False, True):
         if cost(rate) > time_left():
             return None
@@ -167,6 +191,8 @@ def _verdict(out: Search, run: Callable[[float, bool], Outcome], rate: float,
         out.runs.append(outcome)
         if outcome.valid:
             return True
+        if not outcome.stalled:
+            return False
     return False
 
 
