@@ -129,9 +129,26 @@ def _prepare(args: argparse.Namespace, registry: Registry, launched: DistEnv | N
     else:  # only rank 0 writes the run folder; this rank keeps its scratch in a temp folder
         out = Path(tempfile.mkdtemp(prefix=f"benchbench-rank{launched.rank}-"))
     _check_storage_path(cfg)
+    _check_cache()
     data = _dataset(cfg, selected_specs(registry, cfg, launched)) \
         if cfg.data_dir or launched else None
     return cfg, out, data
+
+
+def _check_cache() -> None:
+    """The cache folder (the synthetic dataset, the libraries' caches, the worker processes'
+    start-up) can be created and written, or one line says which folder and how to fix it."""
+    from benchbench.probes.dataset import cache_root
+
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".benchbench-write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"the cache folder {root} cannot be written: "
+                         f"{exc.strerror or exc}; set BENCHBENCH_CACHE to a writable folder "
+                         "(it holds the synthetic dataset and the libraries' caches)") from None
 
 
 def _refuse_silent_cpu_fallback(cfg: RunConfig, facts: dict[str, Any]) -> None:
@@ -239,7 +256,13 @@ def main(args: argparse.Namespace) -> int:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     assert runner.verdict is not None  # execute() and _gather() analysed the run
-    written = write_reports(runner.run, out, runner.verdict)
+    try:
+        written = write_reports(runner.run, out, runner.verdict)
+    except OSError as exc:  # a full disk, a quota: results.json was saved after every probe
+        raise UsageError(f"--out {out}: cannot write the reports ({exc.filename or out}: "
+                         f"{exc.strerror or exc}); every measurement is kept in "
+                         f"{runner.results_path}: free some space and re-render them with "
+                         f"benchbench report {out}") from None
     phases.mark("reports")
     runner.run.extra["timings"] = dict(phases.spent)
     runner.save()
