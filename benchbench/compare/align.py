@@ -4,6 +4,7 @@ matches across the sides, with each side's values."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -211,6 +212,19 @@ def row_name(row: Row, with_metric: bool = True) -> str:
     return " ".join(x for x in (row.probe, row.metric if with_metric else "", key) if x)
 
 
+def _refuse_one_run_twice(sides: list[Side]) -> None:
+    """One results.json on two sides would compare a run with itself: no change, whatever
+    changed."""
+    seen: dict[str, int] = {}
+    for i, s in enumerate(sides):
+        for src in s.sources:
+            real = os.path.realpath(os.path.join(src, "results.json") if os.path.isdir(src)
+                                    else src)
+            if seen.setdefault(real, i) != i:
+                raise CompareError(f"{src}: the same run is on two sides; compare it with "
+                                   "another run")
+
+
 def make_sides(positional: Sequence[str], baselines: Sequence[str]) -> list[Side]:
     """The baseline side first, then the others, each loaded; refuses nothing to compare."""
     sides = [load_side([a]) for a in positional]
@@ -223,6 +237,7 @@ def make_sides(positional: Sequence[str], baselines: Sequence[str]) -> list[Side
         have = f"{n} run(s) make one side" if n else "no run given"
         raise CompareError(f"nothing to compare: {have}; give two RUNs, or --baseline RUN "
                            "and a RUN")
+    _refuse_one_run_twice(sides)
     assign_labels(sides)
     for s in sides:
         s.run = pooled_run(s.runs)

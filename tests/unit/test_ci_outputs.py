@@ -47,7 +47,10 @@ def test_compare_junit_fails_the_regressed_cases(tmp_path, capsys):
                                                   "40.0 images/s (−40.0%): regressed")
     skipped = [c for c in cases if c.result and isinstance(c.result[0], Skipped)]
     assert {c.classname for c in skipped} >= {"benchbench.compare.matmul"}  # peaks: not tested
-    code, _, _ = run_cli(capsys, "compare", a, a, "--junit", xml)
+    # an unchanged run (the same measurements, run again): no failed case
+    again = save(tmp_path, "again", cpu_run("2026-11-29T03:00:00+00:00", label="again",
+                                            rounds=(0.98, 1.0, 1.02)))
+    code, _, _ = run_cli(capsys, "compare", a, again, "--junit", xml)
     assert code == 0
     assert not [c for s in JUnitXml.fromfile(str(xml)) for c in s
                 if c.result and isinstance(c.result[0], Failure)]
