@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.commands import summary
@@ -36,15 +37,23 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_reports(run: RunResult, out: Path, verdict: Verdict) -> list[Path]:
-    """report.md, report.html, measurements.csv and the plots, all from one verdict and one
-    reading of the doctor's checks."""
+def report_markdown(run: RunResult, verdict: Verdict) -> tuple[RunResult, list[Any], str]:
+    """(the run as every report shows it: its figures beyond their physical limits set aside,
+    the doctor's checks, report.md's text)."""
     from benchbench.analysis import limits
     from benchbench.doctor.checks import run_checks
-    from benchbench.reports import doctor, markdown, outputs
+    from benchbench.reports import markdown
 
     run = limits.screened(run)  # a figure beyond its physical limit is never shown as a result
     checks = run_checks(run.environment, run, None)
-    md = markdown.render(run, verdict, checks)
+    return run, checks, markdown.render(run, verdict, checks)
+
+
+def write_reports(run: RunResult, out: Path, verdict: Verdict) -> list[Path]:
+    """report.md, report.html, measurements.csv and the plots, all from one verdict and one
+    reading of the doctor's checks."""
+    from benchbench.reports import doctor, outputs
+
+    run, checks, md = report_markdown(run, verdict)
     results.write_atomic(out / "report.md", md)
     return [out / "report.md", *outputs.write_all(run, out, verdict, doctor.section(checks), md)]

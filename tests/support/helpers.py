@@ -32,11 +32,9 @@ def resolved(probe, device="cpu", quick=True, facts=None, **values):
 def render_md(run, workload=None):
     """report.md for a run, from its verdict computed once, as `run` and `report` write it."""
     from benchbench.analysis import verdict
-    from benchbench.doctor.checks import run_checks
-    from benchbench.reports import markdown
+    from benchbench.commands.report import report_markdown
 
-    return markdown.render(run, verdict.verdict(run, workload),
-                           run_checks(run.environment, run, None))
+    return report_markdown(run, verdict.verdict(run, workload))[2]
 
 
 def verdict_dict(run, workload=None):

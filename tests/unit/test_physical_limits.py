@@ -7,11 +7,11 @@ import dataclasses
 import re
 
 import pytest
+from helpers import render_md
 
 from benchbench.analysis import limits, verdict
 from benchbench.core import units as fmt
 from benchbench.core.peaks import gpu_peak
-from benchbench.doctor.checks import run_checks
 from benchbench.reports import csv, markdown
 from tests.support.committed_runs import H200_RUNS, committed
 
@@ -21,9 +21,7 @@ PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
 def report_md(run):
     """report.md as `benchbench report` writes it (commands/report.write_reports)."""
-    shown = limits.screened(run)
-    return markdown.render(shown, verdict.verdict(run), run_checks(shown.environment, shown,
-                                                                   None))
+    return render_md(run)
 
 
 def ceilings(run):
