@@ -18,6 +18,7 @@ from benchbench import __version__
 from benchbench.analysis.change_points import AT_CHANGE, DEFAULT_ALPHA, DEFAULT_THRESHOLD_PCT
 from benchbench.analysis.config import WORKLOADS
 from benchbench.commands.common import UsageError
+from benchbench.core.interruption import FLAG
 from benchbench.core.results import SaveError
 from benchbench.doctor.checks import SCENARIOS
 from benchbench.engine import sandbox
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--junit", metavar="FILE",
                    help="also write JUnit XML: one test case per measurement and side, a "
                         "regression failing its case")
+    _include_interrupted(c)
     c.set_defaults(command="compare")
 
     h = _runs_verb(
@@ -259,8 +261,18 @@ def _runs_verb(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     v.add_argument("--out", metavar="DIR",
                    help=f"also write {files} into this new or empty folder")
     v.add_argument("--junit", metavar="FILE", help=f"also write JUnit XML: {cases}")
+    _include_interrupted(v)
     v.set_defaults(command=verb)
     return v
+
+
+def _include_interrupted(verb: argparse.ArgumentParser) -> None:
+    """The flag of the verbs over saved runs (compare, history, fleet) that takes a run a
+    signal stopped; without it such a run is refused."""
+    verb.add_argument(FLAG, action="store_true",
+                      help="take runs that SIGINT or SIGTERM stopped before their plan was "
+                           "done (refused by default: their missing probes would read as a "
+                           "change of the machine); the report names them")
 
 
 def _since_process_start() -> float | None:

@@ -55,8 +55,9 @@ def advice(run: RunResult, limiting: str, caps: dict[str, cap.Capacity], s: cap.
     elif limiting == "storage":
         if compute and s.per_device and c.value:
             feeds = c.value / (s.per_device / AU_PASS)
-            out.append(f"Storage feeds {feeds:.2g} {'GPU' if s.device == 'cuda' else 'CPU'}"
-                       f"(s) of this type at ≥ {AU_PASS:.0%} AU; {compute / c.value:.1f}× "
+            device = "GPU" if s.device == "cuda" else "CPU"
+            out.append(f"Storage feeds {feeds:.2g} {device}{'' if f'{feeds:.2g}' == '1' else 's'}"
+                       f" of this type at ≥ {AU_PASS:.0%} AU; {compute / c.value:.1f}× "
                        "its rate is needed: RAID0 across more NVMe drives, or staging the "
                        "dataset to local SSD, would lift it.")
         out.append("A training set that fits in RAM is read from storage only in the first "

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from benchbench.core import interruption
 from benchbench.core.gpus import gpu_count
+from benchbench.core.names import counted, loader_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import rel_spread
 
@@ -35,6 +37,9 @@ class Capacity:
     missing: str | None = None  # why it is unknown or not applicable
     source: str | None = None  # the probe and measurement it came from: "resnet50 throughput"
     spread: float | None = None  # its samples' robust spread, relative (rel_spread)
+    # Why the figure is a floor, not the capacity ("DALI (CPU) not measured: the time budget
+    # ran out before it"): a configuration that did not run might have been faster.
+    at_least: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,7 +61,10 @@ def ok_probe(run: RunResult, name: str) -> ProbeResult | None:
 def why_missing(run: RunResult, name: str) -> str:
     pr = run.probe(name)
     if pr is None:
-        return f"the {name} probe did not run"
+        cut = interruption.of(run)
+        return f"the {name} probe did not run" + (
+            f": the run was interrupted by {cut.signal} before it"
+            if cut is not None and name in cut.not_run else "")
     if pr.status == "ok":
         return f"the {name} probe measured nothing usable for this"
     return f"the {name} probe {pr.status}: {pr.reason}"
@@ -136,7 +144,7 @@ def compute(run: RunResult, s: Setting) -> Capacity:
     probe = "resnet50" if s.workload == "resnet50" else "transformer"
     if m is None or s.per_device is None:
         return unknown(resource, why_missing(run, probe))
-    where = f"{s.devices} GPU(s)" if s.device == "cuda" else "the CPU"
+    where = counted(s.devices, "GPU") if s.device == "cuda" else "the CPU"
     detail = (f"{m.key.get('image_size')} px, batch {s.batch}" if s.workload == "resnet50"
               else f"{m.key.get('preset')}, {m.key.get('seq_len')} tokens, batch {s.batch}")
     if s.compute_probe == "pipeline":
@@ -164,12 +172,16 @@ def data_loading(run: RunResult, s: Setting) -> Capacity:
     if best is None:
         return unknown("cpu_dataloading", why_missing(run, "dataloader"))
     rounds = loader_alone(run, best.context.get("loader"), best.context.get("workers"))
+    missed = best.context.get("not_measured") or {}
+    floor = "; ".join(f"{loader_name(k)} not measured: {why}" for k, why in missed.items())
     return Capacity("cpu_dataloading", best.value, "measured",
                     f"the best loader, {best.context.get('loader')} with "
                     f"{best.context.get('workers')} workers, decodes and augments "
                     f"{best.value:,.0f} images/s at {best.key.get('image_size')} px from the "
-                    "page cache", source="dataloader best_throughput",
-                    spread=rel_spread(rounds.samples) if rounds else None)
+                    "page cache" + (f"; at least this, since {floor}" if floor else ""),
+                    source="dataloader best_throughput",
+                    spread=rel_spread(rounds.samples) if rounds else None,
+                    at_least=floor or None)
 
 
 def loader_alone(run: RunResult, loader: Any, workers: Any) -> Measurement | None:
@@ -292,7 +304,7 @@ def interconnect(run: RunResult, s: Setting, compute_cap: Capacity) -> Capacity:
     t_step = per_step / s.per_device
     t_comm = grad * 2 * (n - 1) / (n * peak.value)
     value = compute_cap.value * t_step / (t_step + t_comm)
-    how = (f"compute × t_step / (t_step + G·2(n−1)/(n·busbw)) with t_step "
+    how = (f"compute × T / (T + G·2(n−1)/(n·busbw)) with T, the step's time, "
            f"{t_step * 1e3:.3g} ms, G {grad / 1e6:.1f} MB of fp32 gradients, n {n}, "
            f"busbw {peak.value / 1e9:.3g} GB/s: the all-reduce takes "
            f"{t_comm * 1e3:.3g} ms a step if none of it overlaps the backward pass")

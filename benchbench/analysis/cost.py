@@ -19,6 +19,7 @@ from benchbench.analysis import capacities as cap
 from benchbench.analysis import energy, guide
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core.gpus import gpu_count, run_gpus
+from benchbench.core.names import counted
 from benchbench.core.results import Measurement, RunResult
 
 REFERENCE_EPOCHS = 90
@@ -56,7 +57,7 @@ def price_of(run: RunResult) -> float | None:
 def _devices(run: RunResult) -> tuple[int, str]:
     if str(run.config.get("device_resolved") or "cpu") == "cuda":
         n = max(1, gpu_count(run.environment))
-        return n, f"{n} GPU(s)"
+        return n, counted(n, "GPU")
     return 1, "the CPU"
 
 
@@ -347,7 +348,7 @@ def power_under_load(run: RunResult) -> tuple[float, str]:
         host_w, host_how = _host_allowance(run)
         host_how += " (the CPU was not measurable)"
     gpu_w = load["gpu_W"] * n if cuda else 0.0
-    gpu_how = f"{load['gpu_W']:,.0f} W per GPU × {n} GPU(s) + " if cuda else ""
+    gpu_how = f"{load['gpu_W']:,.0f} W per GPU × {counted(n, 'GPU')} + " if cuda else ""
     return gpu_w + host_w, (f"measured under load by {', '.join(load['probes'])}: {gpu_how}"
                             f"{host_how}. Per probe: {load['basis']}")
 
@@ -369,7 +370,8 @@ def default_power_watts(run: RunResult) -> tuple[float, str]:
             unknown += 1
             limits.append(UNKNOWN_GPU_W)
     gpu_w = sum(limits)
-    how = f"{len(gpus)} GPU power limit(s) summing to {gpu_w:,.0f} W"
+    how = (f"{counted(len(gpus), 'GPU power limit')} "
+           f"{'of' if len(gpus) == 1 else 'summing to'} {gpu_w:,.0f} W")
     if unknown:
         how += (f" ({unknown} not recorded, counted at {UNKNOWN_GPU_W:.0f} W, the H100/H200 "
                 "SXM limit)")

@@ -34,6 +34,7 @@ from benchbench.analysis.memory_fit import (
     needs,
 )
 from benchbench.core.gpus import gpu_count
+from benchbench.core.names import opened
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.units import iec
 
@@ -260,12 +261,14 @@ def engine_of(m: Measurement) -> str:
 
 def conditions(m: Measurement) -> str:
     """An inference rate's conditions: '224 px, amp_bf16, PyTorch eager, best batch 64', and
-    for a server rate how it was driven ('LoadGen Server, 2 s runs …' or 'simulated server
-    (LoadGen not installed)')."""
+    for a server rate how it was driven ('LoadGen Server, 2 s runs …' or 'simulated server,
+    LoadGen not installed': these conditions are said in parentheses of their own)."""
     size, best = m.key.get("image_size"), m.context.get("best_batch_size")
     batch = (f"best batch {best}" if best is not None else
              f"dynamic batches up to {m.key['max_batch']}" if "max_batch" in m.key else None)
     driver = m.context.get("label")
+    if isinstance(driver, str):
+        driver = opened(driver)
     return ", ".join([f"{size} px" if size is not None else "image size not recorded",
                       str(m.key.get("precision")), engine_of(m), *([batch] if batch else []),
                       *([driver] if driver else [])])

@@ -20,6 +20,7 @@ from benchbench.analysis.reference_figures import Figure, headline
 from benchbench.analysis.references import Reference, match
 from benchbench.core import units as fmt
 from benchbench.core.gpus import run_gpus
+from benchbench.core.names import counted
 from benchbench.core.results import RunResult
 
 # The health rule: a figure under 85% of the lower published figure is well outside a
@@ -300,7 +301,8 @@ def causes(run: RunResult, low: Sequence[Row], checks: Sequence[CheckLike] = ())
         i, others = g.get("index"), g.get("other_processes") or []
         if others:
             pids = ", ".join(str(p.get("pid")) for p in others if isinstance(p, dict))
-            out.append(f"GPU {i} was shared with {len(others)} other process(es) (pid {pids})")
+            out.append(f"GPU {i} was shared with "
+                       f"{counted(len(others), 'other process', 'other processes')} (pid {pids})")
         if _mig_on(g):
             out.append(f"GPU {i} is in MIG mode: the run measured a slice, not the whole GPU")
         if _vgpu(g):
@@ -331,8 +333,8 @@ def health(run: RunResult, checks: Sequence[CheckLike] = ()) -> Health:
     if len(low) < HEALTH_FIGURES:
         tail = (f"; one is under {limit} ({listed}), flagged only at {HEALTH_FIGURES} or more"
                 if low else f", and none is under {limit}")
-        return Health(False, f"Health: {len(judged)} headline figure(s) held against published "
-                             f"references{tail}{close}.", [])
+        return Health(False, f"Health: {counted(len(judged), 'headline figure')} held against "
+                             f"published references{tail}{close}.", [])
     found = causes(run, low, checks)
     why = ("Likely causes in this run's evidence (listed after this line):" if found else
            "No cause found in this run's evidence (telemetry, the doctor's PCIe and throttling "

@@ -19,6 +19,12 @@ Two rules, by what the sides hold; both, as asv's, ask a change to exceed a thre
   median change is beyond both too): one kernel's state moves one measurement, a slower
   machine or slower software moves the family. With no second value anywhere in the family,
   the noise is unknown and the change inconclusive, never regressed.
+- One run a side, calibrated: rounds seconds apart still under-state the noise between runs,
+  and unchanged back-to-back pairs of the mode show it (run_noise.py, measured by
+  scripts/unchanged_pairs.py), a kernel held in a slow state included. Where they calibrated
+  the measurement, it regressed when its change lies beyond the threshold and their floor,
+  every round beyond the other side's; a change under the floor is inconclusive, with the
+  runs a side that would judge it.
 A noisy side is evidence in itself and is reported beside the change, never a reason to call a
 change that lies wholly beyond the noise inconclusive. scipy is imported inside the functions
 that need it.
@@ -31,6 +37,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchbench.analysis import run_noise
 from benchbench.core import stats
 from benchbench.core import units as fmt
 
@@ -52,6 +59,7 @@ INCONCLUSIVE_ADVICE = ("pool several runs per side (`--baseline` repeated, or a 
 NOISE_UNKNOWN = "noise unknown"  # the reason's start where Decision.noise_known is False
 TEST = "t-test on log values (rounds, runs)"
 SPREAD = "beyond the family's spread (one run a side)"
+CALIBRATED = "beyond what unchanged pairs showed (one run a side)"
 
 
 @dataclass(frozen=True)
@@ -173,10 +181,12 @@ def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool,
            statistic: str = "median", threshold_pct: float = DEFAULT_THRESHOLD_PCT,
            alpha: float = DEFAULT_ALPHA, values: tuple[float, float] | None = None,
            samples: tuple[Sequence[float], Sequence[float]] | None = None,
-           pooled: bool = False, family: Family | None = None) -> Decision:
+           pooled: bool = False, family: Family | None = None,
+           floor: run_noise.Floor | None = None) -> Decision:
     """Decide a change from each side's replication units (`base`, `cand`: one value per
     round, of every run a side pools). `pooled`: a side holds several runs, and the t-test
-    decides; else the one-run rule with `family` (default: the measurement alone). `values`
+    decides; else the one-run rule with `family` (default: the measurement alone) and `floor`,
+    what unchanged pairs of this mode showed (analysis/run_noise.py). `values`
     are the two figures the ratio compares (default: the units' medians); `samples` are the
     sides' raw samples, whose CV is reported as evidence. Peaks over sizes (statistic 'max')
     are not tested: their per-size rows are."""
@@ -198,7 +208,7 @@ def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool,
                         "compared as a ratio", units=units, cv=cvs)
     if not pooled:
         return _one_run(b, c, higher_is_better, threshold_pct, r, pct, units, cvs,
-                        family or family_of("it", [(b, c)], higher_is_better))
+                        family or family_of("it", [(b, c)], higher_is_better), floor, alpha)
     lb, lc = _logs(b, higher_is_better), _logs(c, higher_is_better)
     df = len(lb) + len(lc) - 2
     if len(lb) < 2 and len(lc) < 2:
@@ -260,9 +270,16 @@ def _beyond(lb: list[float], lc: list[float], alpha: float, factor: float) -> fl
 
 def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
              r: float | None, pct: float | None, units: tuple[int, int],
-             cvs: tuple[float, float] | None, fam: Family) -> Decision:
-    """One run a side: beyond the threshold and the family's widest spread, and moved with
-    its family (see the module's docstring)."""
+             cvs: tuple[float, float] | None, fam: Family, floor: run_noise.Floor | None,
+             alpha: float) -> Decision:
+    """One run a side: beyond the threshold and what unchanged pairs of this mode showed
+    (`floor`), where pairs calibrated it; else beyond the family's widest spread, and moved
+    with its family (see the module's docstring)."""
+    lb, lc = _logs(b, hib), _logs(c, hib)
+    gap = min(lc) - max(lb) if min(lc) > max(lb) else (
+        max(lc) - min(lb) if max(lc) < min(lb) else 0.0)
+    if floor is not None:
+        return _calibrated(gap, threshold_pct, r, pct, units, cvs, floor, alpha)
     known = [n for n in fam.noise if n is not None]
     if not known:
         return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs, noise_known=False,
@@ -271,9 +288,6 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
                                "known" + _noisy_note(cvs))
     widest = max(known)
     bar = max(math.log1p(threshold_pct / 100), math.log1p(widest))
-    lb, lc = _logs(b, hib), _logs(c, hib)
-    gap = min(lc) - max(lb) if min(lc) > max(lb) else (
-        max(lc) - min(lb) if max(lc) < min(lb) else 0.0)
     moved = fam.change is not None and abs(fam.change) > bar and (fam.change > 0) == (gap > 0)
     noise = widest * 100
     if gap and abs(gap) > bar and moved:
@@ -293,3 +307,44 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
         return Decision(INCONCLUSIVE, r, pct, SPREAD, None, noise_pct=noise, units=units,
                         cv=cvs, reason=why + _noisy_note(cvs))
     return Decision(NO_CHANGE, r, pct, SPREAD, None, noise_pct=noise, units=units, cv=cvs)
+
+
+def _calibrated(gap: float, threshold_pct: float, r: float | None, pct: float | None,
+                units: tuple[int, int], cvs: tuple[float, float] | None,
+                floor: run_noise.Floor, alpha: float) -> Decision:
+    """One run a side where unchanged pairs calibrated the measurement: its change beyond
+    the threshold and the floor they set, and every round of one side beyond every round of
+    the other. The pairs showed what a kernel held in a slow state or a neighbour's hour does
+    to it, which is what the family rule stood in for."""
+    change = math.log(r) if r is not None and r > 0 else 0.0
+    threshold = math.log1p(threshold_pct / 100)
+    bar = max(threshold, floor.log)
+    noise = math.expm1(bar) * 100
+    if gap and abs(change) > bar and (gap > 0) == (change > 0) and \
+            floor.log <= run_noise.WIDEST_JUDGED:
+        return Decision(REGRESSED if change < 0 else IMPROVED, r, pct, CALIBRATED, None,
+                        noise_pct=noise, units=units, cv=cvs,
+                        reason=_floor_words(floor, change) + _noisy_note(cvs))
+    if abs(change) > threshold:
+        why = (_one_side_words(change, floor, alpha) if abs(change) <= bar or
+               floor.log > run_noise.WIDEST_JUDGED else
+               "its rounds on the two sides overlap: pool runs to call it")
+        return Decision(INCONCLUSIVE, r, pct, CALIBRATED, None, noise_pct=noise, units=units,
+                        cv=cvs, reason=why + _noisy_note(cvs))
+    return Decision(NO_CHANGE, r, pct, CALIBRATED, None, noise_pct=noise, units=units, cv=cvs)
+
+
+def _floor_words(floor: run_noise.Floor, change: float) -> str:
+    """The calibrated bar a called change passed, in its reason."""
+    return (f"its change, {fmt.signed_percent(math.expm1(change) * 100, 0)}, is beyond the "
+            f"{floor.pct:.0f}% that unchanged pairs of {floor.source} stay within "
+            f"({floor.pairs} pairs), with every round beyond the other side's")
+
+
+def _one_side_words(change: float, floor: run_noise.Floor, alpha: float) -> str:
+    """Why a change under a calibrated floor is not called, and what would call it."""
+    n = run_noise.runs_needed(change, floor, alpha)
+    more = (f"{n} runs a side, pooled, would judge a change of this size" if n else
+            "even 20 runs a side would not judge a change of this size here")
+    return (f"one run a side: with nothing changed, {floor.source} differ by up to "
+            f"{floor.pct:.0f}% in it ({floor.pairs} unchanged pairs); {more}")

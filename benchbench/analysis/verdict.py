@@ -37,6 +37,7 @@ from benchbench.analysis.verdict_types import (
     Verdict,
     WorkloadVerdict,
 )
+from benchbench.core.config import CPU_QUICK_PIPELINE_SIZE
 from benchbench.core.gpus import run_gpus
 from benchbench.core.names import resource_name
 from benchbench.core.results import RunResult
@@ -89,6 +90,11 @@ def _pipeline_line(run: RunResult, pipe: dict[str, Any], unit: str) -> str:
             f"{key.get('image_size')} px) trained {figure(pipe['total_ips'])} {unit}{over} "
             f"against {figure(pipe['compute_ips'])} on synthetic data in the same process: "
             f"{_au_note(run, pipe, rates=False)}.")
+    if run.config.get("quick") and str(run.config.get("device_resolved")) != "cuda" and \
+            key.get("image_size") == CPU_QUICK_PIPELINE_SIZE:
+        line += (f" A --quick run on a CPU trains it at {CPU_QUICK_PIPELINE_SIZE} px to fit its "
+                 "minute: its rates are at that size, its AU a ratio at it; a default run "
+                 "trains it at 224 px.")
     if c.get("steady_by") == "made":
         line += (f" Its workers made {figure(c['made_ips'])} {unit} over the timed rounds, "
                  f"below the {figure(c['taken_ips'])} the steps took: batches made before "
@@ -393,14 +399,19 @@ def workload_verdict(run: RunResult, workload: str, acfg: AnalysisConfig) -> Wor
                 + f" sustain {store.value / epoch[0]:,.0f} images/s of training")
             said.append(("storage", _sentence(
                 cached_reads.epoch_text(described, *epoch, ts.bytes) + rate)))
+    pipe = _pipeline_check(run, s)
     if s.compute_scale != 1.0 and comp.value is not None:
+        # Only a pipeline that ran at this size is cited: an interrupted run may not have
+        # reached it at all.
+        one_size = ("the real pipeline below compares the loader and the step at one size"
+                    if pipe is not None else "no real pipeline ran to compare the loader and "
+                    "the step at one size")
         said.append((comp.resource, f"The compute figure was measured at {s.compute_image} px "
                      f"and the loader at {s.image_size} px: compute is compared at "
-                     f"{s.image_size} px, scaled by pixel count (×{s.compute_scale:.3g}); the "
-                     "real pipeline below compares the loader and the step at one size."))
+                     f"{s.image_size} px, scaled by pixel count (×{s.compute_scale:.3g}); "
+                     f"{one_size}."))
     caps["host_device_link"] = cap.host_device_link(run, s)
     caps["interconnect"] = cap.interconnect(run, s, comp)
-    pipe = _pipeline_check(run, s)
     why = distrust(run, pipe) if pipe is not None else None
     limiting, notes = _decide(caps, pipe, why, comp.resource)
     rated = pipe if pipe is not None and why is None else None

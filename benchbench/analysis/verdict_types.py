@@ -95,6 +95,12 @@ class WorkloadVerdict:
                 if r != self.limiting_resource and c.value is not None]
         return min(rest, key=lambda rc: rc[1]) if rest else None
 
+    def floor_of(self, resource: str | None) -> str | None:
+        """Why a capacity is a floor ('DALI (CPU) not measured: …'), None where it is the
+        measured capacity."""
+        c = self.capacity_details.get(resource or "")
+        return c.at_least if c else None
+
     @property
     def sample_unit(self) -> str:
         """'images/s' or 'tokens/s'."""
@@ -111,7 +117,7 @@ class WorkloadVerdict:
             value = values[r] if values is not None else c.get("value")
             details[r] = Capacity(r, value, c.get("status") or (
                 "measured" if value is not None else "unknown"), c.get("how", ""),
-                c.get("missing"), c.get("source"), c.get("spread"))
+                c.get("missing"), c.get("source"), c.get("spread"), c.get("at_least"))
         first = d.get("first_epoch")
         close = d.get("close_call")
         ds = d.get("dataset") or {}

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from benchbench.commands.common import UsageError, check_number, outputs, publish
+from benchbench.core.names import counted
 from benchbench.engine.runner import EXIT_OK
 
 EXIT_REGRESSION = 3  # compare: at least one measurement regressed
@@ -19,7 +20,7 @@ def main(args: argparse.Namespace) -> int:
     environments and costs: Markdown on stdout; compare.md/.html/.csv only under --out."""
     import time
 
-    from benchbench.analysis import cost
+    from benchbench.analysis import cost, run_noise
     from benchbench.analysis import regression as reg
     from benchbench.compare import align, comparison
     from benchbench.compare import cost as compare_cost
@@ -43,7 +44,8 @@ def main(args: argparse.Namespace) -> int:
         prices = compare_cost.parse_assignments(args.price, "--price")
         buys = compare_cost.parse_assignments(args.buy, "--buy")
         where = outputs(args)
-        sides = align.make_sides(args.runs, args.baseline or [])
+        sides = align.make_sides(args.runs, args.baseline or [],
+                                 getattr(args, "include_interrupted", False))
         comp = comparison.compare(sides, threshold_pct=args.threshold, alpha=args.alpha,
                            workload=args.workload)
         if prices or buys or any(cost.price_of(r) is not None
@@ -53,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
                 comp, prices, buy=buys, power_watts=args.power_watts,
                 usd_per_kwh=args.usd_per_kwh, years=args.years,
                 ops_usd_per_year=args.ops_usd_per_year, utilization=args.utilization, **extra)
-    except CompareError as exc:
+    except (CompareError, run_noise.TableError) as exc:
         raise UsageError(str(exc)) from None
     md = compare_md.render(comp)
     publish(where, "compare", md if md.endswith("\n") else md + "\n",
@@ -63,8 +65,8 @@ def main(args: argparse.Namespace) -> int:
             junit=lambda: junit.document("benchbench compare", junit.compare_cases(comp)))
     code = EXIT_REGRESSION if comp.regressed else EXIT_OK
     regs = len(comp.outcomes(reg.REGRESSED)) + len(comp.stopped)
-    print(f"compared {sum(len(s.runs) for s in comp.sides)} run(s) in "
+    print(f"compared {counted(sum(len(s.runs) for s in comp.sides), 'run')} in "
           f"{time.perf_counter() - started:.1f} s: "
-          + (f"{regs} regression(s) ({compare_md.named_briefly(comp)})" if code else
+          + (f"{counted(regs, 'regression')} ({compare_md.named_briefly(comp)})" if code else
              "no regression") + f", exit {code}", file=sys.stderr)
     return code

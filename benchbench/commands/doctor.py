@@ -41,8 +41,11 @@ def main(args: argparse.Namespace) -> int:
                           "summary": rules.counts(checks),
                           "checks": [dataclasses.asdict(c) for c in checks]}, indent=1))
     else:
+        from benchbench.commands.terminal import show_markdown
+
         where = f"the run in {args.results}" if args.results else "this machine"
-        print(f"# Configuration doctor: {where}\n")
-        print("\n".join(doctor_report.table(checks)))
-        print(f"{doctor_report.summary(checks)}. Read-only: nothing was changed.")
+        show_markdown("\n".join([f"# Configuration doctor: {where}", "",
+                                  *doctor_report.table(checks),
+                                  f"{doctor_report.summary(checks)}. Read-only: nothing was "
+                                  "changed."]))
     return EXIT_FAILED if rules.failed(checks) else EXIT_OK

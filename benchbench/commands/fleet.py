@@ -9,6 +9,7 @@ import sys
 import time
 
 from benchbench.commands.common import UsageError, check_number, outputs, publish
+from benchbench.core.names import counted
 from benchbench.engine.runner import EXIT_OK
 
 EXIT_OUTLIER = 3  # a node (or GPU) is an outlier below its group
@@ -28,7 +29,8 @@ def main(args: argparse.Namespace) -> int:
         with task_progress("reading and analysing the runs") as progress:
             f = fleet.build(args.runs, before=args.before,
                             allow_same_machine=args.allow_same_machine, alpha=args.alpha,
-                            progress=progress)
+                            progress=progress,
+                            include_interrupted=getattr(args, "include_interrupted", False))
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "fleet", fleet_md.render(f),
@@ -37,8 +39,8 @@ def main(args: argparse.Namespace) -> int:
             csv=lambda: fleet_md.csv_text(f),
             junit=lambda: junit.document("benchbench fleet", junit.fleet_cases(f)))
     code = EXIT_OUTLIER if f.low else EXIT_OK
-    print(f"fleet of {len(f.nodes)} node(s) in {time.perf_counter() - started:.1f} s: "
-          + (f"{len(f.low)} outlier(s) below their group{fleet_md.on_nodes(f.low)} "
+    print(f"fleet of {counted(len(f.nodes), 'node')} in {time.perf_counter() - started:.1f} s: "
+          + (f"{counted(len(f.low), 'outlier')} below their group{fleet_md.on_nodes(f.low)} "
              f"({fleet_md.named_briefly(f, f.low)})" if f.low else
              "no outlier below its group") + f", exit {code}", file=sys.stderr)
     return code

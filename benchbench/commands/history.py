@@ -10,6 +10,7 @@ import sys
 import time
 
 from benchbench.commands.common import UsageError, check_number, outputs, publish
+from benchbench.core.names import counted
 from benchbench.engine.runner import EXIT_OK
 
 EXIT_REGRESSION = 3  # the latest level is worse than the reference by more than --threshold
@@ -46,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
         with task_progress("reading and analysing the runs") as progress:
             h = history.build(given, machine=args.machine, threshold_pct=args.threshold,
                               alpha=args.alpha, baseline=args.baseline, window=args.window,
-                              progress=progress)
+                              progress=progress,
+                              include_interrupted=getattr(args, "include_interrupted", False))
     except CompareError as exc:
         raise UsageError(str(exc)) from None
     publish(where, "history", history_md.render(h),
@@ -56,7 +58,8 @@ def main(args: argparse.Namespace) -> int:
             junit=lambda: junit.document("benchbench history", junit.history_cases(h)))
     code = EXIT_REGRESSION if h.regressions else EXIT_OK
     whose = "" if args.runs else f" (no RUN given: those in {RUNS}/, where run writes them)"
-    print(f"history of {len(h.runs)} run(s){whose} in {time.perf_counter() - started:.1f} s: "
+    print(f"history of {counted(len(h.runs), 'run')}{whose} in "
+          f"{time.perf_counter() - started:.1f} s: "
           + (f"{len(h.regressions)} series regressed ("
              f"{history_text.named_briefly(h, h.regressions)})" if h.regressions else
              "no series regressed")

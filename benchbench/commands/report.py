@@ -10,7 +10,7 @@ from typing import Any
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.commands import summary
 from benchbench.commands.common import UsageError, check_out_dir
-from benchbench.core import results
+from benchbench.core import interruption, results
 from benchbench.core.results import RunResult
 
 
@@ -33,7 +33,8 @@ def main(args: argparse.Namespace) -> int:
         written = write_reports(run_result, out, judged)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write: {exc.strerror}") from None
-    print(summary.summary(judged, written, src / "results.json" if src.is_dir() else src))
+    summary.show(summary.summary(judged, written, src / "results.json" if src.is_dir() else src,
+                                 interruption.of(run_result)))
     return 0
 
 

@@ -18,7 +18,9 @@ from typing import Any
 from benchbench.commands import summary
 from benchbench.commands.common import UsageError, build_run_config, check_out_dir
 from benchbench.commands.report import write_reports
+from benchbench.core import interruption
 from benchbench.core.config import ConfigError, RunConfig
+from benchbench.core.names import counted
 from benchbench.engine import launch, multinode
 from benchbench.engine.catalog import Registry, default_registry
 from benchbench.engine.isolation import Cancelled, Isolator
@@ -165,7 +167,8 @@ def _refuse_silent_cpu_fallback(cfg: RunConfig, facts: dict[str, Any]) -> None:
     if not names:
         return
     models = ", ".join(sorted(set(names)))
-    raise UsageError(f"NVML sees {len(names)} GPU(s) ({models}) but torch cannot use them: "
+    raise UsageError(f"NVML sees {counted(len(names), 'GPU')} ({models}) but torch cannot use "
+                     f"{'it' if len(names) == 1 else 'them'}: "
                      f"{facts.get('no_gpu_reason') or 'CUDA is unavailable'}; fix the driver "
                      "or the torch build, or pass --device cpu to measure the CPU on purpose")
 
@@ -267,7 +270,8 @@ def main(args: argparse.Namespace) -> int:
     runner.run.extra["timings"] = dict(phases.spent)
     runner.save()
     # The terminal ends with the answer; the timing breakdown is in results.json ("timings").
-    print(summary.summary(runner.verdict, written, runner.results_path))
+    summary.show(summary.summary(runner.verdict, written, runner.results_path,
+                                 interruption.of(runner.run)))
     from benchbench.reports.markdown import pacing_note  # loaded by the reports already
 
     if paced := pacing_note(runner.run):

@@ -1,4 +1,5 @@
-"""What the terminal ends with: the verdict in a few lines of words, then where the report is.
+"""What the terminal ends with: the verdict in a few lines of words, then where the report is;
+after an interruption, first what the signal left undone.
 
 `run` and `report` print it on stdout. It reads the one computed Verdict and computes nothing
 new; the human names come from core/names.py and the figures are formatted as report.md
@@ -7,13 +8,15 @@ formats them, so the terminal and the report say the same thing.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from rich.console import Console
 
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
+from benchbench.core.interruption import Interruption, banner
 from benchbench.core.names import (
-    RESOURCE_NAMES,
+    in_words,
     listed,
     precision_name,
     probe_name,
@@ -21,11 +24,6 @@ from benchbench.core.names import (
 )
 
 MAX_LINES = 5  # the verdict's lines before the report's path: read at a glance
-LINE_CHARS = 140  # one advice or reason fits one line of a wide terminal; the report has all
-# The verdict's prose may name a resource by its id ("the next limit, cpu_dataloading"):
-# the terminal says the name instead. Ids without an underscore ("storage") are words already.
-_IDS = re.compile(r"\b(" + "|".join(sorted((r for r in RESOURCE_NAMES if "_" in r),
-                                           key=len, reverse=True)) + r")\b")
 
 
 def lines(verdict: Verdict) -> list[str]:
@@ -55,10 +53,20 @@ def report_line(written: list[Path], results: Path | None = None) -> str:
     return f"report: {main}{tail}"
 
 
-def summary(verdict: Verdict, written: list[Path], results: Path | None = None) -> str:
-    """The verdict's lines and the report's path line, as the terminal prints them."""
+def show(text: str, console: Console | None = None) -> None:
+    """Print the summary on stdout: on a terminal each line wrapped between words at its
+    width, so that a long advice is read whole; into a pipe or a file, one line each."""
+    out = console or Console(highlight=False)
+    out.print(text, markup=False, emoji=False, highlight=False, soft_wrap=not out.is_terminal)
+
+
+def summary(verdict: Verdict, written: list[Path], results: Path | None = None,
+            interrupted: Interruption | None = None) -> str:
+    """The verdict's lines and the report's path line, as the terminal prints them; a run a
+    signal stopped opens with what it left undone."""
     path = report_line(written, results)
-    return "\n".join([*lines(verdict), *([path] if path else [])])
+    first = [banner(interrupted)] if interrupted is not None else []
+    return "\n".join([*first, *lines(verdict), *([path] if path else [])])
 
 
 def _limit(v: WorkloadVerdict) -> list[str]:
@@ -80,7 +88,10 @@ def _limit(v: WorkloadVerdict) -> list[str]:
                     f"{ratio:,.0f}× the current limit")
             if v.close_call:
                 head += ": a close call, within their measured noise"
-            out.append(f"Next limit: {resource_name(nxt)} at {_rate(value, v)} ({head}).")
+            floor = v.floor_of(nxt)
+            out.append(f"Next limit: {resource_name(nxt)} at "
+                       + (f"least {_rate(value, v)} ({head}; {floor})." if floor else
+                          f"{_rate(value, v)} ({head})."))
         else:
             out.append(f"Next limit: {resource_name(nxt)} at {_rate(value, v)}.")
     elif unknown:
@@ -134,19 +145,21 @@ def _names(items: list[tuple[str, str]]) -> str:
 
 
 def _advice(v: WorkloadVerdict) -> str:
-    """The verdict's first advice that the lines above do not already say, on one line. The
-    next limit has its own line: advice that only restates it keeps its lead clause ("Compute
-    is the bottleneck, as it should be")."""
+    """The verdict's first advice that the lines above do not already say, whole: show()
+    wraps it to the terminal. The next limit has its own line: advice that only restates it
+    keeps its lead clause ("Compute is the bottleneck, as it should be")."""
     fresh = [a for a in v.advice if "next limit" not in a.lower()]
     if fresh:
-        return _one_line(_words(fresh[0]), LINE_CHARS)
+        return " ".join(_words(fresh[0]).split())
     if v.advice:
-        return _one_line(_words(v.advice[0].split(":")[0].rstrip(".") + "."), LINE_CHARS)
+        return " ".join(_words(v.advice[0].split(":")[0].rstrip(".") + ".").split())
     return ""
 
 
 def _words(text: str) -> str:
-    return _IDS.sub(lambda m: resource_name(m.group(1)), text)
+    """The verdict's prose may name a resource, a probe or a precision by its id ("the next
+    limit, cpu_dataloading"; "amp_bf16 skipped"): the terminal says the name instead."""
+    return in_words(text)
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -20,6 +20,7 @@ from benchbench.compare.sides import (
     match_key,
 )
 from benchbench.core import stats
+from benchbench.core.names import counted
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.rounds import joined_context, round_values
 
@@ -225,16 +226,20 @@ def _refuse_one_run_twice(sides: list[Side]) -> None:
                                    "another run")
 
 
-def make_sides(positional: Sequence[str], baselines: Sequence[str]) -> list[Side]:
-    """The baseline side first, then the others, each loaded; refuses nothing to compare."""
-    sides = [load_side([a]) for a in positional]
+def make_sides(positional: Sequence[str], baselines: Sequence[str],
+               include_interrupted: bool = False) -> list[Side]:
+    """The baseline side first, then the others, each loaded; refuses nothing to compare, and
+    an interrupted run unless `include_interrupted`."""
+    sides = [load_side([a], include_interrupted=include_interrupted) for a in positional]
     if baselines:
-        sides.insert(0, load_side(list(baselines), baseline=True))
+        sides.insert(0, load_side(list(baselines), baseline=True,
+                                  include_interrupted=include_interrupted))
     elif sides:
         sides[0].baseline = True
     if len(sides) < 2:
         n = sum(len(s.runs) for s in sides)
-        have = f"{n} run(s) make one side" if n else "no run given"
+        have = (f"{counted(n, 'run')} {'makes' if n == 1 else 'make'} one side" if n else
+                "no run given")
         raise CompareError(f"nothing to compare: {have}; give two RUNs, or --baseline RUN "
                            "and a RUN")
     _refuse_one_run_twice(sides)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchbench.analysis import clocks, regression
+from benchbench.analysis import clocks, regression, run_noise
 from benchbench.compare import conditions as cond
 from benchbench.compare.align import Row, align, pooled_run
 from benchbench.compare.environment import EnvRow, environment_diff
 from benchbench.compare.evidence import flags as probe_flags
 from benchbench.compare.sides import Side
+from benchbench.core import interruption
 
 
 @dataclass
@@ -55,9 +56,11 @@ class Comparison:
 
 
 def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRESHOLD_PCT,
-            alpha: float = regression.DEFAULT_ALPHA, workload: str | None = None) -> Comparison:
+            alpha: float = regression.DEFAULT_ALPHA, workload: str | None = None,
+            noise: run_noise.Table | None = None) -> Comparison:
     """Align the sides, recompute each side's verdict from its measurements (the verdict cached
-    in results.json is never trusted), and decide every row against the baseline."""
+    in results.json is never trusted), and decide every row against the baseline. `noise`:
+    what unchanged pairs showed (default: the table shipped with benchbench)."""
     from benchbench.analysis import verdict
 
     base = next(s for s in sides if s.baseline)
@@ -74,6 +77,9 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
     if base.hardware.startswith("mixed"):
         other_hw = [s.label for s in sides if not s.baseline]
     families = _families(rows, sides, base)
+    table = run_noise.shipped() if noise is None else noise
+    device, mode = _device_mode(base)
+    same = _judged_as_another(rows)
     conds = cond.conditions(sides)
     for row in rows:
         b = row.cells.get(base.label)
@@ -88,12 +94,21 @@ def compare(sides: list[Side], *, threshold_pct: float = regression.DEFAULT_THRE
                     reason="a count that describes the workload, not a speed")
                 continue
             side = next(s for s in sides if s.label == lab)
+            if id(row) in same:  # one measurement, one verdict: the judged figure's
+                hib = row.higher_is_better
+                cell.decision = regression.Decision(
+                    regression.NOT_TESTED, regression.ratio(b.value, cell.value, hib),
+                    regression.change_pct(b.value, cell.value, hib), None,
+                    reason=f"the same timings as its {same[id(row)]}, which is judged instead")
+                continue
             d = regression.decide(b.units, cell.units, row.higher_is_better,
                                   statistic=row.statistic, threshold_pct=threshold_pct,
                                   alpha=alpha, values=(b.value, cell.value),
                                   samples=(b.samples, cell.samples),
                                   pooled=len(base.runs) > 1 or len(side.runs) > 1,
-                                  family=families.get((_family_key(row), lab)))
+                                  family=families.get((_family_key(row), lab)),
+                                  floor=run_noise.floor(table, device, mode, row.probe,
+                                                        row.metric, row.key))
             if lab in other_hw and d.outcome != regression.NOT_TESTED:
                 d = replace(d, outcome=regression.NOT_TESTED, test=None, p_value=None,
                             reason="different hardware")
@@ -133,6 +148,36 @@ def machine_evidence(side: Side, probe: str, base: Side) -> list[str]:
     return list(dict.fromkeys(f for f in flags(side) if f not in seen))
 
 
+def _device_mode(base: Side) -> tuple[str, str]:
+    """The baseline's device ('cuda' or 'cpu') and mode ('quick' or 'default'): which
+    unchanged pairs calibrate its noise."""
+    config = (base.run or base.runs[0]).config
+    return (str(config.get("device_resolved") or "cpu"),
+            "quick" if config.get("quick") else "default")
+
+
+# Figures that are another figure of the same timings (same key) in other units: one
+# measurement, one verdict, the judged figure's. (probe or "*", metric) -> the judged metric.
+SAME_TIMINGS = {
+    ("*", "step_time"): "throughput",  # a training step's time and its images or tokens/s
+    ("allreduce", "allreduce_time"): "busbw",  # algbw = size / time, busbw = algbw × 2(n-1)/n
+    ("allreduce", "algbw"): "busbw",
+    ("dataloader", "throughput_per_core"): "throughput",  # ÷ the cores it used
+}
+
+
+def _judged_as_another(rows: list[Row]) -> dict[int, str]:
+    """Rows whose timings another row of their probe and key is judged on: id -> that row's
+    metric."""
+    present = {(r.probe, r.metric, tuple(sorted(r.key.items(), key=str))) for r in rows}
+    out = {}
+    for r in rows:
+        judged = SAME_TIMINGS.get((r.probe, r.metric)) or SAME_TIMINGS.get(("*", r.metric))
+        if judged and (r.probe, judged, tuple(sorted(r.key.items(), key=str))) in present:
+            out[id(r)] = judged
+    return out
+
+
 def _family_key(row: Row) -> tuple[str, str, str, bool]:
     return row.probe, row.metric, row.unit, row.higher_is_better
 
@@ -169,14 +214,18 @@ class StoppedProbe:
 def probes_that_stopped(base: Side, side: Side) -> list[StoppedProbe]:
     """Regressions of whole probes: ok in every baseline run, skipped or failed in a run of
     `side` (a slower machine runs out of budget, a driver breaks a kernel). A probe the side
-    did not run at all is not one: it was not asked for."""
+    did not run at all is not one: it was not asked for, or a signal stopped the run before
+    it; nor is one a signal cut short (core/interruption.py)."""
     ok_in_base = {p.name for p in base.runs[0].probes if p.status == "ok"}
     for r in base.runs[1:]:
         ok_in_base &= {p.name for p in r.probes if p.status == "ok"}
     out: dict[str, StoppedProbe] = {}
     for r in side.runs:
+        cut = interruption.of(r)
+        signalled = cut.cut_first_round if cut is not None else None
         for p in r.probes:
-            if p.name in ok_in_base and p.status != "ok" and p.name not in out:
+            if p.name in ok_in_base and p.status != "ok" and p.name not in out \
+                    and p.name != signalled:
                 out[p.name] = StoppedProbe(side.label, p.name, p.status, p.reason or "")
     return list(out.values())
 

@@ -12,12 +12,16 @@ fields the row matched on (they are equal by construction).
 A row is like-for-like when its side agrees with the baseline on every run-level condition
 and on its probe's conditions; a list the row's own key picks from (the precisions, when the
 row is one precision) differs for it only when its value is missing from a side's list.
+
+history and fleet ask the same of each figure of each run (recorded, differing, of_figure):
+runs that differ in a condition of a figure are separate series of it, and nodes that differ
+are separate groups, never one level or one outlier test across them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +40,9 @@ PARAMS = {
 }
 # The key field a list parameter enumerates, where it is not the parameter's singular.
 PICKS = {"sizes": ("size", "size_bytes"), "counts": ("ranks", "world_size"), "ladder": ("rung",)}
+# The run-level conditions, (name, the results.json config field); the time budget is always
+# one (a run that recorded none ran at auto).
+RUN_LEVEL = (("mode", "quick"), ("time budget", "time_budget"))
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,12 @@ def _params(run: RunResult) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _run_level(run: RunResult) -> dict[str, Any]:
+    """The run-level conditions the run recorded, by their config field."""
+    return {f: run.config.get(f) for _, f in RUN_LEVEL
+            if f in run.config or f == "time_budget"}
+
+
 def _condition(name: str, probe: str | None, field: str, per_side: dict[str, list[Any]],
                base: str) -> Condition:
     values = {lab: " / ".join(_words(field, v) for v in vs) if vs else "—"
@@ -115,10 +128,10 @@ def conditions(sides: Sequence[Side]) -> list[Condition]:
     """The run-level conditions, then each probe's, in the baseline's order; a probe's only
     where some side recorded it."""
     base = next(s for s in sides if s.baseline).label
-    out = [_condition(name, None, f, {s.label: _distinct(
-               [r.config.get(f) for r in s.runs if f in r.config or f == "time_budget"])
-               for s in sides}, base)
-           for name, f in (("mode", "quick"), ("time budget", "time_budget"))]
+    levels = {s.label: [_run_level(r) for r in s.runs] for s in sides}
+    out = [_condition(name, None, f, {lab: _distinct([x[f] for x in runs if f in x])
+                                      for lab, runs in levels.items()}, base)
+           for name, f in RUN_LEVEL]
     per_run = {s.label: [_params(r) for r in s.runs] for s in sides}
     probes = dict.fromkeys(p for runs in per_run.values() for ps in runs for p in ps)
     for probe in probes:
@@ -134,10 +147,14 @@ def conditions(sides: Sequence[Side]) -> list[Condition]:
     return out
 
 
+def _pick(field: str, key: dict[str, Any]) -> list[Any]:
+    """The item the row's key picks of the list parameter `field`, if it picks one."""
+    return [key[n] for n in PICKS.get(field, (field, field[:-1])) if n in key][:1]
+
+
 def _picked(c: Condition, key: dict[str, Any], sides: Sequence[str]) -> bool:
     """Whether the row's key picks one item of the list `c` is, and both sides list it."""
-    names = PICKS.get(c.field, (c.field, c.field[:-1]))
-    picked = [key[n] for n in names if n in key]
+    picked = _pick(c.field, key)
     if not picked:
         return False
     return all(any(isinstance(v, list) and picked[0] in v for v in c.raw[lab])
@@ -169,3 +186,89 @@ def reason(found: Sequence[Condition], label: str, base: str) -> str:
     value first)."""
     return f"{UNLIKE_REASON}: " + "; ".join(
         f"{c.name} {c.values[base]} / {c.values[label]}" for c in found)
+
+
+# --- the conditions of each figure of a run: history's series and fleet's groups -------------
+
+Field = tuple[str | None, str]  # (the probe, None for a run-level condition; its field)
+Recorded = dict[Field, str]  # the conditions one run recorded, each value as one text
+# (probe, field, the value's text) of each condition a figure ran under, in one order
+Signature = tuple[tuple[str | None, str, str], ...]
+NOT_RECORDED = ""  # a Signature's value where the run recorded none
+
+
+def recorded(run: RunResult) -> Recorded:
+    """The conditions a run recorded, as `conditions` reads them for a side: the run-level ones
+    and each measuring probe's, each value as one text that runs compare by."""
+    out: Recorded = {(None, f): _text(v) for f, v in _run_level(run).items()}
+    for probe, kept in _params(run).items():
+        out.update({(probe, f): _text(v) for f, v in kept.items()})
+    return out
+
+
+def differing(runs: Iterable[Recorded]) -> set[Field]:
+    """The conditions that two or more of these runs recorded differently; a run that did not
+    record one differs from none (as a side that did not, in compare)."""
+    first: dict[Field, str] = {}
+    out: set[Field] = set()
+    for rec in runs:
+        for f, v in rec.items():
+            if first.setdefault(f, v) != v:
+                out.add(f)
+    return out
+
+
+def of_figure(rec: Recorded, fields: Collection[Field], probe: str | None,
+              key: dict[str, Any]) -> Signature:
+    """The conditions among `fields` (differing's) that one figure of `probe`, with these key
+    fields (sides.match_key's), ran under in the run `rec`: the run-level ones and its probe's,
+    less those its key settles, as unlike leaves them out (a field of the key; a list the key
+    picks an item of, where the run's list holds it). probe=None: the run-level ones alone."""
+    out = []
+    for p, f in fields:
+        if p not in (None, probe) or f in key:
+            continue
+        v = rec.get((p, f), NOT_RECORDED)
+        if p is not None and v != NOT_RECORDED:
+            picked, value = _pick(f, key), json.loads(v)
+            if picked and isinstance(value, list) and picked[0] in value:
+                continue
+        out.append((p, f, v))
+    return tuple(sorted(out, key=lambda x: (x[0] is not None, x[0] or "", x[1])))
+
+
+def of_figures(rec: Recorded, fields: Collection[Field],
+               figures: Iterable[tuple[str, dict[str, Any]]]) -> Signature:
+    """of_figure over several figures, each (probe, key fields): the conditions a run's
+    figures ran under, each once."""
+    out = {x for probe, key in figures for x in of_figure(rec, fields, probe, key)}
+    return tuple(sorted(out, key=lambda x: (x[0] is not None, x[0] or "", x[1])))
+
+
+def _name(field: str) -> str:
+    return PARAMS.get(field, "--set and config-file values")
+
+
+def title(probe: str | None, field: str) -> str:
+    """'mode', 'time budget', 'resnet50: image size': as Condition.title."""
+    if probe is None:
+        return next(n for n, f in RUN_LEVEL if f == field)
+    return f"{probe_name(probe)}: {_name(field)}"
+
+
+def value_words(field: str, text: str) -> str:
+    """A condition's value in words ('--quick', 'full', '64 px'); 'not recorded'."""
+    return "not recorded" if text == NOT_RECORDED else _words(field, json.loads(text))
+
+
+def words(sig: Signature, probe: str | None = None) -> str:
+    """'--quick', 'full; time budget 60 s a probe', 'resnet50: image size 64 px': what a
+    signature says, the mode by its value alone, the conditions of `probe` without its name."""
+    parts = []
+    for p, f, v in sig:
+        if p is None and f == "quick" and v != NOT_RECORDED:
+            parts.append(value_words(f, v))
+        else:
+            parts.append(f"{_name(f) if p is not None and p == probe else title(p, f)} "
+                         f"{value_words(f, v)}")
+    return "; ".join(parts)

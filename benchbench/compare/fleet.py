@@ -5,8 +5,10 @@ median node (evidence.py).
 A node is a run, or one of the `nodes` a multi-node run gathered (rank 0's run is the first;
 its distributed probes, measured across all nodes at once, are no node's own and are left
 out). Nodes compare only within their group: the same GPU model and count and the same CPU
-model. A figure measured per GPU counts for its node as the median of the node's GPUs, and
-each GPU is also held against its node's median GPU (with the spread of every node's GPUs
+model, and the same conditions where the group's nodes differ in those of their headline
+figures (--quick, an image size: compare/conditions.py), so that a quick node is never held
+against full runs. A figure measured per GPU counts for its node as the median of the node's
+GPUs, and each GPU is also held against its node's median GPU (with the spread of every node's GPUs
 about theirs), so the slowest GPU of an 8-GPU node stands out where its node's figure does not
 move. The fleet's alpha is shared over every call it makes (_Budget): 90% to the nodes, times
 the effective number of measurements, and 10% to the GPUs.
@@ -31,7 +33,14 @@ from benchbench.analysis import change_points as cp
 from benchbench.analysis import max_t, outliers
 from benchbench.compare import evidence, fleet_nodes, series
 from benchbench.compare.fleet_nodes import Node
-from benchbench.compare.sides import CompareError, paths_of, results_file, unfinished_note
+from benchbench.compare.sides import (
+    CompareError,
+    interrupted_note,
+    paths_of,
+    results_file,
+    unfinished_note,
+)
+from benchbench.core import interruption
 from benchbench.core.results import RunResult
 
 GPU_SHARE = 0.1  # of alpha, for the GPUs inside their nodes (their spread is measured tight)
@@ -97,7 +106,7 @@ class Measure:
 @dataclass
 class Fleet:
     nodes: list[Node]
-    groups: dict[str, list[int]]  # hardware -> node indices
+    groups: dict[str, list[int]]  # hardware (and conditions: Node.place) -> node indices
     measures: list[Measure]
     unscored: dict[str, list[int]]  # the groups too small to score
     notes: list[str] = field(default_factory=list)
@@ -107,6 +116,9 @@ class Fleet:
     # where the nodes' earlier runs came from: "--before", the older runs among those given
     # (fleet_nodes.latest_of_each), or both
     earlier_from: str = "--before"
+    # the hardware groups whose nodes ran under different conditions: (the hardware, each
+    # conditions in words and its count of nodes, most first)
+    split: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)
 
     @property
     def earlier(self) -> int:
@@ -317,10 +329,12 @@ def _pairs(then_figures: dict[int, dict[series.Key, series.Figure]], key: series
 
 def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine: bool = False,
           alpha: float = outliers.DEFAULT_ALPHA,
-          progress: Callable[[int, int], None] | None = None) -> Fleet:
+          progress: Callable[[int, int], None] | None = None,
+          include_interrupted: bool = False) -> Fleet:
     """The fleet of the runs the arguments name (paths, run folders, quoted globs); `before`
     names earlier runs of its nodes, each node's change since its own held against the
-    others'. progress(done, total) as the runs are read."""
+    others'. progress(done, total) as the runs are read. An interrupted run is refused unless
+    `include_interrupted`."""
     notes: list[str] = []
     now, then = paths_of(args), (paths_of(before) if before else [])
     done = 0
@@ -337,7 +351,8 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
             raise CompareError(f"{sorted(both)[0]} is given both as a node and with --before: "
                                "--before takes the nodes' earlier runs")
     # a node's latest run and the one before it are all that is measured of its runs
-    made = fleet_nodes.read_nodes(now, read, 0 if allow_same_machine else 2)
+    made = fleet_nodes.read_nodes(now, read, 0 if allow_same_machine else 2,
+                                  include_interrupted)
     nodes, older = fleet_nodes.latest_of_each(made, allow_same_machine, notes)
     late = unfinished_note([n.source for n in nodes if n.run.finished_at is None])
     if late:
@@ -352,14 +367,17 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
             ": compare two with `benchbench compare A B`" if len(nodes) == 2 else "")
         raise CompareError(f"a fleet needs at least {outliers.MIN_GROUP} nodes to find an odd "
                            f"one; {have}")
+    split = fleet_nodes.set_conditions(nodes)
     groups: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
-        groups.setdefault(n.group, []).append(i)
+        groups.setdefault(n.place, []).append(i)
     scored = {g: m for g, m in groups.items() if len(m) >= outliers.MIN_GROUP}
     if not scored:
         listing = "; ".join(f"{g}: {len(m)} node(s)" for g, m in groups.items())
-        raise CompareError(f"mixed hardware: no {outliers.MIN_GROUP} nodes share their GPUs "
-                           f"and CPU, so none can be held against a group ({listing})")
+        shared = "GPUs, CPU and conditions" if split else "GPUs and CPU"
+        raise CompareError(f"mixed {'hardware or conditions' if split else 'hardware'}: no "
+                           f"{outliers.MIN_GROUP} nodes share their {shared}, so none can be "
+                           f"held against a group ({listing})")
     by_group: dict[str, Rows] = {}
     for group, members in scored.items():
         rows: Rows = {}
@@ -371,7 +389,13 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
     node_figures = {g: {k: _node_figures(found) for k, found in rows.items()}
                     for g, rows in by_group.items()}
     if then or older:
-        fleet_nodes.match_earlier(nodes, fleet_nodes.read_nodes(then, read, 1), older, notes)
+        fleet_nodes.match_earlier(nodes, fleet_nodes.read_nodes(then, read, 1,
+                                                                include_interrupted),
+                                  older, notes)
+    cut = interrupted_note([(n.source, c) for node in nodes for n in (node, node.earlier)
+                            if n is not None and (c := interruption.of(n.run)) is not None])
+    if cut:
+        notes.append(cut)
     mine = {id(o) for o in older}
     among_given = {id(n.earlier) in mine for n in nodes if n.earlier is not None}
     earlier_from = ("--before, and the older runs among those given" if len(among_given) == 2
@@ -394,4 +418,4 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                      for k, found in rows.items()]
     return Fleet(nodes, groups, measures,
                  {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
-                 budget.node_tests, budget.gpu_tests, earlier_from)
+                 budget.node_tests, budget.gpu_tests, earlier_from, split)

@@ -1,21 +1,22 @@
 """Which runs are the fleet's nodes: the nodes a multi-node run gathered, the hardware group of
-each, one node per machine (its latest run; the older ones its earlier runs, as with --before),
-and each node's own earlier run matched by machine (compare/identity.py). compare/fleet.py
-scores what this module hands it; nothing here is a statistic.
+each and the conditions it ran under (compare/conditions.py), one node per machine (its
+latest run; the older ones its earlier runs, as with --before), and each node's own earlier
+run matched by machine and conditions (compare/identity.py). compare/fleet.py scores what this
+module hands it; nothing here is a statistic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from benchbench.compare import identity
+from benchbench.compare import conditions, identity, series
 from benchbench.compare.environment import env_value
 from benchbench.compare.history import started
 from benchbench.compare.sides import CompareError, load
-from benchbench.core import results
+from benchbench.core import interruption, results
 from benchbench.core.names import first_of
 from benchbench.core.results import RunResult
 
@@ -31,6 +32,49 @@ class Node:
     identity: identity.Identity
     group: str  # its hardware
     earlier: Node | None = None  # its own earlier run (fleet --before), when given
+    # the conditions its run recorded, read before _lighten drops an older run's probes
+    recorded: conditions.Recorded = field(default_factory=dict)
+    # its conditions where its hardware group's nodes differ in them ('--quick'), else ""
+    conditions: str = ""
+
+    @property
+    def place(self) -> str:
+        """The group it is scored in: its hardware, and its conditions where they split it."""
+        return f"{self.group} · {self.conditions}" if self.conditions else self.group
+
+
+def conditions_of(n: Node, fields: set[conditions.Field], rec: conditions.Recorded | None = None
+                  ) -> conditions.Signature:
+    """The conditions among `fields` that the node's headline figures ran under, as `rec`
+    recorded them (its own run's, unless given)."""
+    return conditions.of_figures(n.recorded if rec is None else rec, fields,
+                                 [(f.probe, f.fields) for f in series.figures(n.run)])
+
+
+def set_conditions(nodes: list[Node]) -> list[tuple[str, list[tuple[str, int]]]]:
+    """Node.conditions of each node, where the nodes of its hardware group differ in the
+    conditions of their headline figures; (the hardware, each conditions and its count of
+    nodes, most first) of each group they split."""
+    by_hardware: dict[str, list[Node]] = {}
+    for n in nodes:
+        by_hardware.setdefault(n.group, []).append(n)
+    out = []
+    for hardware, members in by_hardware.items():
+        fields = conditions.differing(n.recorded for n in members)
+        if not fields:
+            continue
+        counts: dict[str, int] = {}
+        for n in members:
+            # "": none of its headline figures ran under one of them; it stays in the group
+            n.conditions = conditions.words(conditions_of(n, fields))
+            told = n.conditions or "none of these conditions"
+            counts[told] = counts.get(told, 0) + 1
+        if len(counts) > 1:
+            out.append((hardware, sorted(counts.items(), key=lambda kv: -kv[1])))
+        else:  # they differ only in what no headline figure ran under
+            for n in members:
+                n.conditions = ""
+    return out
 
 
 def hardware(env: dict[str, Any]) -> str:
@@ -46,6 +90,8 @@ def _node_run(run: RunResult, rec: dict[str, Any], source: str) -> RunResult:
             "config": run.config, "argv": [], "probes": rec.get("probes") or []}
     if isinstance(rec.get("telemetry"), dict):
         data["telemetry"] = rec["telemetry"]
+    if interruption.KEY in run.extra:  # a signal that stopped the run stopped every node
+        data[interruption.KEY] = run.extra[interruption.KEY]
     try:
         return RunResult.from_dict(data)
     except results.ResultsError as exc:
@@ -66,19 +112,20 @@ def nodes_of(run: RunResult, source: str) -> list[tuple[str, RunResult]]:
         for i, r in enumerate(others)]
 
 
-def read_nodes(paths: Sequence[str], read: Callable[[], None] = lambda: None, whole: int = 0
-               ) -> list[Node]:
+def read_nodes(paths: Sequence[str], read: Callable[[], None] = lambda: None, whole: int = 0,
+               include_interrupted: bool = False) -> list[Node]:
     """The nodes of these runs (a multi-node run holds several); read() after each run is
     read. With `whole`, only the latest `whole` runs of each machine keep their measurements
-    (_lighten)."""
+    (_lighten). An interrupted run is refused unless `include_interrupted`."""
     made: list[Node] = []
     for i, path in enumerate(paths, 1):
-        run_of_path = load(path)
+        run_of_path = load(path, include_interrupted)
         read()
         for source, run in nodes_of(run_of_path, path):
             env = run.environment or {}
             ident = identity.of(env)
-            made.append(Node(str(ident.hostname or "node"), source, run, ident, hardware(env)))
+            made.append(Node(str(ident.hostname or "node"), source, run, ident, hardware(env),
+                             recorded=conditions.recorded(run)))
         if whole and (i % LIGHTEN_EVERY == 0 or i == len(paths)):
             _lighten(made, whole)
     return made
@@ -169,11 +216,11 @@ def match_earlier(nodes: list[Node], before: list[Node], older: list[Node], note
     """Each node's own earlier run (Node.earlier): the latest of `before` (the runs given with
     --before) and `older` (the older runs of the nodes given among the fleet's, by
     latest_of_each) that is the same machine (compare/identity.py) and of the same hardware
-    group. One given with --before that is the same machine but not older is a mistake in the
-    arguments, refused, as is a --before whose runs are of no node."""
+    group, under the same conditions. One given with --before that is the same machine but not
+    older is a mistake in the arguments, refused, as is a --before whose runs are of no node."""
     earlier = older + before
     used: set[int] = set()
-    changed = []
+    changed, unlike = [], []
     for n in nodes:
         mine = [k for k, e in enumerate(earlier) if identity.same_machine(n.identity, e.identity)]
         if not mine:
@@ -190,12 +237,20 @@ def match_earlier(nodes: list[Node], before: list[Node], older: list[Node], note
         if e.group != n.group:
             changed.append(f"{n.label} ({e.group} then)")
             continue
+        fields = conditions.differing([n.recorded, e.recorded])
+        now_under, then_under = (conditions_of(n, fields, rec)
+                                 for rec in (n.recorded, e.recorded))
+        if now_under != then_under:
+            unlike.append(f"{n.label} ({conditions.words(then_under)} then, "
+                          f"{conditions.words(now_under)} now)")
+            continue
         n.earlier = e
     if before and not any(n.earlier for n in nodes):
         raise CompareError(
             f"none of the {len(before)} run(s) given with --before is an earlier run of a node "
             "of this fleet with the same hardware (the same DMI serial, GPU UUIDs, or host name "
-            "and CPU model)" + (f"; hardware changed on {', '.join(changed)}" if changed else ""))
+            "and CPU model)" + (f"; hardware changed on {', '.join(changed)}" if changed else "")
+            + (f"; the conditions changed on {', '.join(unlike)}" if unlike else ""))
     alone = [n.label for n in nodes if n.earlier is None]
     if alone and any(n.earlier for n in nodes):
         where = ("" if before and older else " among --before" if before else
@@ -206,6 +261,9 @@ def match_earlier(nodes: list[Node], before: list[Node], older: list[Node], note
     if changed:
         notes.append(f"hardware changed since the earlier run on {', '.join(changed)}: not "
                      "held against it")
+    if unlike:
+        notes.append(f"the conditions changed since the earlier run on {', '.join(unlike)}: "
+                     "not held against it, not like for like")
     spare = [e.source for k, e in enumerate(earlier) if k >= len(older) and k not in used]
     if spare:
         notes.append(f"{len(spare)} run(s) given with --before are of no node of this fleet: "

@@ -7,7 +7,10 @@ The history's data and its derived series live in history_series.py.
 Each results.json is read once, and only what the series and the attribution need is kept
 (the run's figures per round and a few environment fields), so a thousand runs fit in memory
 and in seconds. Runs of another machine (compare/identity.py) are never mixed in: without
---machine they are refused, with it they are set apart and listed.
+--machine they are refused, with it they are set apart and listed. Runs under different
+conditions (--quick, an image size: compare/conditions.py) are separate series of a figure,
+each searched for change points alone; the gate judges only the series that holds the figure's
+latest run, against the runs of its own conditions.
 """
 
 from __future__ import annotations
@@ -16,29 +19,32 @@ import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from benchbench.analysis import change_points as cp
 from benchbench.analysis import history_gate, max_t
-from benchbench.compare import evidence, identity, series
+from benchbench.compare import conditions, evidence, identity, series
 from benchbench.compare.environment import EXPLAINING, env_value
 from benchbench.compare.history_series import (
     EnvChange,
     History,
     RunPoint,
     Series,
+    Split,
     against_the_others,
     composite,
 )
 from benchbench.compare.sides import (
     CompareError,
+    interrupted_note,
     load,
     paths_of,
     results_file,
     unfinished_note,
 )
+from benchbench.core import interruption
 
 ATTRIBUTED = EXPLAINING  # the environment fields a change point is attributed to
 
@@ -53,6 +59,8 @@ class _Loaded:
     env: dict[str, Any]
     figures: list[series.Figure]
     finished: bool  # the run recorded its finish time (sides.UNFINISHED)
+    conditions: conditions.Recorded
+    cut: interruption.Interruption | None = None  # a signal stopped it (taken with the flag)
 
 
 def started(source: str, text: str) -> datetime:
@@ -65,12 +73,13 @@ def started(source: str, text: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=datetime.now().astimezone().tzinfo)
 
 
-def _read(path: str) -> _Loaded:
-    run = load(path)
+def _read(path: str, include_interrupted: bool = False) -> _Loaded:
+    run = load(path, include_interrupted)
     env = run.environment or {}
     return _Loaded(path, started(path, run.started_at), run.started_at, run.label,
                    identity.of(env), {f: env_value(env, f) for f in ATTRIBUTED},
-                   series.figures(run), run.finished_at is not None)
+                   series.figures(run), run.finished_at is not None, conditions.recorded(run),
+                   cut=interruption.of(run))
 
 
 def _pick_machine(loaded: list[_Loaded], machine: str | None
@@ -117,8 +126,8 @@ def _analyse(s: Series, causes: Callable[[int, int], list[EnvChange]], threshold
     s.causes = [causes(s.run_at(x.at - 1), s.run_at(x.at)) for x in s.shifts]
     s.clock_moves = [_clock_move(s, i) for i in range(len(s.shifts))]
     point = s.runs.index(baseline) if baseline in s.runs else None
-    s.baseline_missing = baseline is not None and point is None
-    if len(usable) == len(s.points):
+    s.baseline_missing = baseline is not None and point is None and s.judged
+    if len(usable) == len(s.points) and s.judged:
         s.gate = history_gate.judge(s.points, found, s.higher_is_better, threshold_pct, alpha,
                                     point, window, from_first=s.peers)
 
@@ -160,7 +169,7 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
 
     def run_of(number: int) -> Any:
         if number not in read:
-            read[number] = load(runs[number - 1].source)
+            read[number] = load(runs[number - 1].source, include_interrupted=True)  # build took it
         return read[number]
 
     def against(s: Series, at: int, odd: set[int]) -> tuple[int, list[evidence.Evidence]] | None:
@@ -183,6 +192,70 @@ def _tell(all_series: list[Series], runs: list[RunPoint]) -> None:
                 # the environment's changes between the two runs are the shift's causes
                 s.shift_told[x.at] = (told[0], [e for e in told[1]
                                                 if e.name not in ATTRIBUTED])
+
+
+def _kept_apart(s: Series, label: str) -> None:
+    """A figure's series of some of its runs' conditions: named and keyed by them, so that it
+    is a series of its own in every report ('resnet50 fp32 64px [--quick] (cuda:1)')."""
+    suffix = "" if s.first_device else f" ({dict(s.key[2]).get('device')})"
+    s.name = f"{s.name.removesuffix(suffix)} [{label}]{suffix}"
+    s.key = (s.key[0], s.key[1], (*s.key[2], ("conditions", label)))
+    s.condition = label
+
+
+def _split(by_key: dict[tuple[series.Key, conditions.Signature], Series],
+           loaded: list[_Loaded]) -> list[Split]:
+    """The figures whose runs differ in their conditions, each series of theirs kept apart
+    (_kept_apart) by the conditions that tell it from the figure's others, and judged only
+    where it holds the figure's latest run; what split them, with each value's runs."""
+    by_figure: dict[series.Key, list[tuple[conditions.Signature, Series]]] = {}
+    for (key, sig), s in by_key.items():
+        by_figure.setdefault(key, []).append((sig, s))
+    fields: dict[conditions.Field, None] = {}
+    for kinds in by_figure.values():
+        if len(kinds) < 2:
+            continue
+        differ = conditions.differing({(p, f): v for p, f, v in sig} for sig, _ in kinds)
+        latest = max(s.runs[-1] for _, s in kinds)
+        for sig, s in kinds:
+            _kept_apart(s, conditions.words(tuple(x for x in sig if x[:2] in differ), s.probe))
+            s.judged = s.runs[-1] == latest
+        fields.update(dict.fromkeys(sorted(differ, key=lambda f: (f[0] is not None, str(f)))))
+    out = []
+    for probe, f in fields:
+        counts: dict[str, int] = {}
+        for x in loaded:
+            text = x.conditions.get((probe, f))
+            if text is not None:
+                words = conditions.value_words(f, text)
+                counts[words] = counts.get(words, 0) + 1
+        now = loaded[-1].conditions.get((probe, f))
+        out.append(Split(conditions.title(probe, f), probe, f,
+                         sorted(counts.items(), key=lambda kv: -kv[1]),
+                         None if now is None else conditions.value_words(f, now)))
+    return out
+
+
+def _composites(figures: list[Series], runs: list[RunPoint], loaded: list[_Loaded],
+                differ: set[conditions.Field]) -> list[Series]:
+    """The machine as a whole (history_series.composite): over every run, or where the runs
+    differ in a run-level condition (--quick), one of the runs of each, the latest run's
+    judged."""
+    at_run = {f for f in differ if f[0] is None}
+    if not at_run:
+        whole = composite(figures, runs)
+        return [whole] if whole else []
+    classes: dict[conditions.Signature, list[RunPoint]] = {}
+    for point, x in zip(runs, loaded, strict=True):
+        classes.setdefault(conditions.of_figure(x.conditions, at_run, None, {}), []).append(point)
+    out = []
+    for sig, members in classes.items():
+        whole = composite(figures, members)
+        if whole is not None:
+            _kept_apart(whole, conditions.words(sig))
+            whole.judged = members[-1] is runs[-1]
+            out.append(whole)
+    return out
 
 
 def _baseline(given: str | None, runs: list[RunPoint]) -> int | None:
@@ -208,15 +281,17 @@ def build(args: Sequence[str], *, machine: str | None = None,
           threshold_pct: float = cp.DEFAULT_THRESHOLD_PCT,
           alpha: float = cp.DEFAULT_ALPHA, baseline: str | None = None,
           window: int | None = None,
-          progress: Callable[[int, int], None] | None = None) -> History:
+          progress: Callable[[int, int], None] | None = None,
+          include_interrupted: bool = False) -> History:
     """The history of the runs the arguments name (paths, run folders, quoted globs);
-    progress(done, total) as the runs are read."""
+    progress(done, total) as the runs are read. An interrupted run is refused unless
+    `include_interrupted`."""
     paths = paths_of(args)
     if not paths:
         raise CompareError("no run given; give a machine's runs, e.g. 'runs/nightly-*'")
     every = []
     for i, p in enumerate(paths):
-        every.append(_read(p))
+        every.append(_read(p, include_interrupted))
         if progress is not None:
             progress(i + 1, len(paths))
     every.sort(key=lambda x: (x.started, x.source))
@@ -228,25 +303,36 @@ def build(args: Sequence[str], *, machine: str | None = None,
     runs = [RunPoint(i + 1, x.source, x.started_at, x.label, x.identity, x.env)
             for i, x in enumerate(loaded)]
     pinned = _baseline(baseline, runs)
-    by_key: dict[series.Key, Series] = {}
+    # the conditions some runs recorded otherwise than others: a figure's runs that differ
+    # in one of its own are separate series of it
+    differ = conditions.differing(x.conditions for x in loaded)
+    by_key: dict[tuple[series.Key, conditions.Signature], Series] = {}
     for point, x in zip(runs, loaded, strict=True):
         for f in x.figures:
-            s = by_key.get(f.key)
+            sig = conditions.of_figure(x.conditions, differ, f.probe, f.fields) if differ else ()
+            s = by_key.get((f.key, sig))
             if s is None:
-                s = by_key[f.key] = Series(f.name, f.probe, f.metric, f.key, f.unit,
-                                           f.higher_is_better, f.first_device)
+                s = by_key[(f.key, sig)] = Series(f.name, f.probe, f.metric, f.key, f.unit,
+                                                  f.higher_is_better, f.first_device)
             if s.runs and s.runs[-1] == point.number:
                 continue  # a measurement the run holds twice: its first stands
             s.runs.append(point.number)
             s.points.append(f.rounds)
             s.values.append(statistics.median(f.rounds))
             s.clocks.append(f.clock)
-    names = series.unique_names({k: s.name for k, s in by_key.items()})
-    for k, s in by_key.items():
-        s.name = names[k]
-    whole = composite(list(by_key.values()), runs)
-    all_series = (([whole] if whole else []) + list(by_key.values())
-                  + against_the_others(list(by_key.values()), alpha))
+    split = _split(by_key, loaded)
+    if split:
+        runs = [replace(r, conditions=conditions.words(tuple(
+                    (x.probe, x.field, v) for x in split
+                    if (v := c.conditions.get((x.probe, x.field))) is not None)))
+                for r, c in zip(runs, loaded, strict=True)]
+    names = series.unique_names({s.key: s.name for s in by_key.values()})
+    for s in by_key.values():
+        s.name = names[s.key]
+    # the series the gate judges (of the latest run's conditions) first
+    figures = sorted(by_key.values(), key=lambda s: not s.judged)
+    wholes = sorted(_composites(figures, runs, loaded, differ), key=lambda s: not s.judged)
+    all_series = wholes + figures + against_the_others(figures, alpha)
     # what changed between two runs, once per pair: every series asks of the same pairs
     causes = functools.cache(lambda before, after: _causes(runs, before, after))
     for s in all_series:
@@ -255,7 +341,8 @@ def build(args: Sequence[str], *, machine: str | None = None,
     changes = [c for a, b in zip(runs, runs[1:], strict=False)
                for c in causes(a.number, b.number)]
     late = unfinished_note([x.source for x in loaded if not x.finished])
-    notes = [late] if late else []
+    cut = interrupted_note([(x.source, x.cut) for x in loaded if x.cut is not None])
+    notes = [n for n in (late, cut) if n]
     old = sum(not r.identity.recorded for r in runs)
     if old:
         notes.append(f"{old} run(s) predate the recorded machine identity: their host name and "
@@ -266,4 +353,4 @@ def build(args: Sequence[str], *, machine: str | None = None,
         notes.append(f"--baseline run {pinned} did not measure {', '.join(missing)}: "
                      "those series are held against their best segment instead")
     return History(runs[-1].identity.name, runs, all_series, changes, apart,
-                   threshold_pct, alpha, notes, pinned, window)
+                   threshold_pct, alpha, notes, pinned, window, split)

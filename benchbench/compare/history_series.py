@@ -25,6 +25,7 @@ class RunPoint:
     label: str | None
     identity: identity.Identity
     env: dict[str, Any]  # the fields a change point is attributed to (history.ATTRIBUTED)
+    conditions: str = ""  # its values of the conditions that split series (History.split)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ class Series:
     # held against its peers (a GPU against the other GPUs): the gate's reference is its
     # first segment, not its best (history_gate.judge's from_first)
     peers: bool = False
+    # the conditions that keep it apart from the figure's other series ('--quick'), where its
+    # runs differ in them (compare/conditions.py); "" where they do not
+    condition: str = ""
+    # gated: it holds its figure's latest run. One of other conditions than that run is shown,
+    # not judged: the gate holds the latest run against the runs of its own conditions
+    judged: bool = True
 
     @property
     def regression(self) -> history_gate.Gate | None:
@@ -103,6 +110,17 @@ class Series:
                 and self.gate.change_pct < -threshold_pct)
 
 
+@dataclass(frozen=True)
+class Split:
+    """A condition the runs differ in, that keeps a figure's runs apart as separate series."""
+
+    title: str  # "mode", "resnet50: image size"
+    probe: str | None  # None for a run-level condition
+    field: str  # "quick", "image_size"
+    runs: list[tuple[str, int]]  # each value in words and how many runs recorded it, most first
+    latest: str | None  # the latest run's value in words, None where it recorded none
+
+
 @dataclass
 class History:
     machine: str
@@ -115,6 +133,7 @@ class History:
     notes: list[str] = field(default_factory=list)
     baseline: int | None = None  # the run (number) pinned as the reference
     window: int | None = None  # the reference is the best segment of the last this many runs
+    split: list[Split] = field(default_factory=list)  # the conditions that split series
 
     @property
     def regressions(self) -> list[Series]:
@@ -165,21 +184,22 @@ def index_points(points: Sequence[Sequence[Sequence[float]]], higher_is_better: 
 
 
 def composite(all_series: Sequence[Series], runs: Sequence[RunPoint]) -> Series | None:
-    """The machine as a whole (index_points): every headline figure that every run measured,
-    with no value of 0 or less, in one index. A change the whole machine shares (a driver that
-    costs every figure 10%) moves the index by all of it, while its noise is less than any one
-    series' where the series' noise is their own: 12 runs drifting 10% at 3% noise, three
-    series, exit 3 in 92% of 400 histories against 76% on the series alone
+    """The machine as a whole (index_points): every headline figure that these runs measured,
+    each and no other, with no value of 0 or less, in one index. A change the whole machine
+    shares (a driver that costs every figure 10%) moves the index by all of it, while its noise
+    is less than any one series' where the series' noise is their own: 12 runs drifting 10% at
+    3% noise, three series, exit 3 in 92% of 400 histories against 76% on the series alone
     (scripts/history_accuracy.py --machines; 69% against 64% where half their noise is shared,
     44% and 44% where it is one). The weights keep one noisy figure (a disk that
     reads 0.6 or 2.5 GB/s) from drowning the rest. None with fewer than two such series."""
-    every = [s for s in all_series if len(s.runs) == len(runs)
+    numbers = [r.number for r in runs]
+    every = [s for s in all_series if s.runs == numbers
              and all(p and min(p) > 0 for p in s.points)]
     if len(every) < 2:
         return None
     c = Series(f"all {len(every)} headline figures (weighted)", "all", "index",
                ("all", "index", (("series", len(every)),)), "ratio", True, True)
-    c.runs = [r.number for r in runs]
+    c.runs = numbers
     shares = index_weights([cp.run_logs(s.points) for s in every])
     c.points = index_points([s.points for s in every], [s.higher_is_better for s in every],
                             shares)
@@ -223,7 +243,7 @@ def against_the_others(all_series: Sequence[Series], alpha: float) -> list[Serie
             r = Series(f"{base} {AGAINST} ({g.gpu})", g.probe, g.metric,
                        (g.key[0], g.key[1], (*g.key[2], ("against", "the other GPUs"))),
                        "ratio", g.higher_is_better, False, alpha=alpha / len(gpus),
-                       peers=True)
+                       peers=True, condition=g.condition, judged=g.judged)
             for run, rounds in zip(g.runs, g.points, strict=True):
                 others = [v for o, v in at_run[run] if o is not g and v > 0]
                 if len(others) < MIN_GPUS - 1 or not rounds or min(rounds) <= 0:

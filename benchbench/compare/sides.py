@@ -29,7 +29,7 @@ from typing import Any
 from benchbench.analysis import limits
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare.environment import hardware_id
-from benchbench.core import results
+from benchbench.core import interruption, results
 from benchbench.core.names import first_of
 from benchbench.core.results import Measurement, RunResult
 
@@ -125,12 +125,34 @@ def _holds_runs(folder: str) -> bool:
         return False
 
 
-def load(path: str) -> RunResult:
+def load(path: str, include_interrupted: bool = False) -> RunResult:
+    """The run at `path`, its figures beyond their physical limits set aside. A run a signal
+    stopped is refused unless `include_interrupted`: compare, history and fleet would read
+    its missing probes as a change of the machine."""
     try:
         # A figure beyond its physical limit is a timing error, not a figure to compare.
-        return limits.screened(results.load(path))
+        run = limits.screened(results.load(path))
     except results.ResultsError as exc:
         raise CompareError(str(exc)) from None
+    cut = interruption.of(run)
+    if cut is not None and not include_interrupted:
+        raise CompareError(f"{path}: {interruption.headline(cut)} (its results.json records "
+                           f"\"{interruption.KEY}\"); run it again, or take it as it is with "
+                           f"{interruption.FLAG}")
+    return run
+
+
+def interrupted_note(cut: Sequence[tuple[str, interruption.Interruption]]) -> str | None:
+    """A note naming the interrupted runs, (source, its interruption), taken with
+    --include-interrupted; None without any."""
+    if not cut:
+        return None
+    if len(cut) == 1:
+        return (f"run `{cut[0][0]}` was {interruption.headline(cut[0][1])} "
+                f"({interruption.FLAG}): what it measured counts, the rest is missing")
+    return (f"{len(cut)} runs were interrupted by a signal before their plan was done "
+            f"({interruption.FLAG}): what each measured counts: "
+            + first_of([f"`{s}` ({interruption.headline(c)})" for s, c in cut], 3))
 
 
 # a run writes results.json after each probe and its finish time at its end: one without it is
@@ -167,9 +189,10 @@ def paths_of(args: Sequence[str]) -> list[str]:
     return paths
 
 
-def load_side(args: Sequence[str], baseline: bool = False) -> Side:
+def load_side(args: Sequence[str], baseline: bool = False,
+              include_interrupted: bool = False) -> Side:
     paths = paths_of(args)
-    runs = [load(p) for p in paths]
+    runs = [load(p, include_interrupted) for p in paths]
     pattern = args[0] if len(args) == 1 and len(runs) > 1 else None
     return Side(label="", runs=runs, sources=paths, baseline=baseline, pattern=pattern)
 

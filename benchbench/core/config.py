@@ -24,6 +24,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+# A --quick run on a CPU trains the real pipeline at this image size: at 224 px its first step,
+# warm round and timed rounds of the workers take ~20 s of a 2-core VM, half the quick run. The
+# resnet50 probe stays at 224 px, the default's size, so that quick and default agree on the
+# compute capacity (workloads/_config.py sets it; the verdict names it).
+CPU_QUICK_PIPELINE_SIZE = 64
+
 
 class ConfigError(ValueError):
     """Bad configuration from the user: reported in one line with exit code 2."""

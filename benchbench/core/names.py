@@ -6,6 +6,8 @@ these names. One home, so that the terminal, the reports and the plots say the s
 
 from __future__ import annotations
 
+import re
+
 RESOURCE_NAMES = {
     "gpu_compute": "GPU compute", "gpu_memory": "GPU memory",
     "host_device_link": "the host-to-GPU link (PCIe)", "interconnect": "the interconnect",
@@ -20,10 +22,22 @@ PROBE_NAMES = {
     "memory_fit": "the largest model that fits", "inference": "inference",
     "dataloader": "the data loader", "storage": "storage reads", "allreduce": "all-reduce",
 }
+LOADER_NAMES = {"torchvision": "torchvision", "dali_cpu": "DALI (CPU)", "dali_gpu": "DALI (GPU)"}
 PRECISION_NAMES = {
-    "fp32": "fp32", "tf32": "TF32", "amp_bf16": "mixed precision (bf16)",
-    "amp_fp16": "mixed precision (fp16)", "fp8": "fp8", "bf16": "bf16", "fp16": "fp16",
+    "fp32": "fp32", "tf32": "TF32", "amp_bf16": "bf16 mixed precision",
+    "amp_fp16": "fp16 mixed precision", "fp8": "fp8", "bf16": "bf16", "fp16": "fp16",
 }
+# The ids with an underscore that recorded reasons and the analysis's sentences carry ("amp_fp16
+# skipped, because …", "CPU steal during memory_bandwidth"): in prose each reads as its name.
+# Ids without one ("storage", "fp32") read as words already.
+_IN_PROSE = {i: n for table in (RESOURCE_NAMES, PROBE_NAMES, PRECISION_NAMES, LOADER_NAMES)
+             for i, n in table.items() if "_" in i}
+# An id inside a path, a config field (memory_fit.steps) or a flag's value (--only a,memory_fit)
+# stays.
+_FLAG = re.compile(r"--[\w-]+[ =]$")
+_PROSE_ID = re.compile(
+    r"(?<![\w/=.,-])(?:(?P<probe>" + "|".join(p for p in PROBE_NAMES if "_" in p) + r") probe\b"
+    r"|(?P<id>" + "|".join(sorted(_IN_PROSE, key=len, reverse=True)) + r")(?![\w/=-])(?!\.\w))")
 
 
 def capitalised(text: str) -> str:
@@ -35,6 +49,42 @@ def capitalised(text: str) -> str:
 def listed(words: list[str]) -> str:
     """'a', 'a and b', 'a, b and c': names as a sentence lists them."""
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def in_words(text: str) -> str:
+    """Prose with the ids it carries written as their names, `code` spans left as they are:
+    'amp_fp16 skipped' → 'fp16 mixed precision skipped', 'during memory_bandwidth' → 'during
+    memory copy'; 'the memory_fit probe' → 'the `memory_fit` probe' (a probe called a probe
+    keeps its id, as code)."""
+    def named(m: re.Match[str]) -> str:
+        if _FLAG.search(m.string[max(0, m.start() - 24):m.start()]):
+            return m[0]
+        return f"`{m['probe']}` probe" if m["probe"] else _IN_PROSE[m["id"]]
+
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # the even parts lie outside code spans
+        parts[i] = _PROSE_ID.sub(named, parts[i])
+    return "`".join(parts)
+
+
+def opened(text: str) -> str:
+    """'simulated server (LoadGen not installed)' → 'simulated server, LoadGen not installed':
+    a name that ends in a parenthesis of its own, for a sentence that puts it inside one."""
+    if text.endswith(")") and " (" in text:
+        head, _, tail = text[:-1].partition(" (")
+        if "(" not in tail and ")" not in tail:
+            return f"{head}, {tail}"
+    return text
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """'1 run', '3 runs', '1 capacity', '2 capacities': a count with its noun in the number it
+    takes (`plural` where adding an s is wrong). Thousands are grouped: '1,024 files'."""
+    if n == 1:
+        return f"1 {word}"
+    many = plural or (word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou"
+                      else word + "s")
+    return f"{n:,} {many}"
 
 
 def first_of(items: list[str], first: int = 6) -> str:
@@ -82,3 +132,7 @@ def probe_name(probe: str) -> str:
 
 def precision_name(precision: str) -> str:
     return PRECISION_NAMES.get(precision, precision)
+
+
+def loader_name(loader: str) -> str:
+    return LOADER_NAMES.get(loader, loader.replace("_", " "))

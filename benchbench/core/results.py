@@ -9,7 +9,9 @@ away; adding an optional key does not bump it, and each bump adds one entry to M
   launched the ranks, and each rank's probe outcomes), nodes (the other nodes' environment
   and per-node probes, gathered by rank 0), timings (where the run's wall time went) and
   pacing (the later rounds a run with a wall-clock promise left out to keep it:
-  engine/pacing.py); in the environment, identity (host name, DMI strings, GPU UUIDs:
+  engine/pacing.py), interrupted (the signal that stopped a run before its plan was done,
+  when, and the probes it cut short or left unstarted: core/interruption.py; a run without it
+  ran its plan to the end); in the environment, identity (host name, DMI strings, GPU UUIDs:
   machine/identity.py), read with a fallback for the runs without it (compare/identity.py).
 
 This module imports neither torch nor NVML: renderers and compare read old runs with it.
@@ -41,7 +43,7 @@ STATUSES = frozenset({"ok", "skipped", "failed"})
 # How a measurement's value comes from its samples.
 STATISTICS = frozenset({"median", "max", "total_over_time"})
 OPTIONAL_KEYS = ("dataset", "derived", "telemetry", "cost", "artifacts", "distributed", "nodes",
-                 "timings", "pacing")
+                 "timings", "pacing", "interrupted")
 
 
 class SaveError(Exception):

@@ -134,6 +134,8 @@ class Isolator:
                     kind, body = message
                     if kind == "result":
                         return Outcome(True, value=body)
+                    if should_stop():  # it stopped with the run (a probe's SIGTERM handler)
+                        raise Cancelled()
                     return Outcome(False, error=body[0], detail=body[1])
                 if not proc.is_alive() and not parent_conn.poll(0):  # drained: nothing more
                     return _died(proc, should_stop)
@@ -146,13 +148,17 @@ class Isolator:
 # so the worker may die of one a moment before the parent's own handler has run.
 _SHUTDOWN = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _SHUTDOWN_WAIT_S = 1.0
+# The exit code multiprocessing gives a worker whose forkserver is gone (popen_forkserver.poll:
+# the forkserver reports each child's status, and it died of the same SIGTERM as its worker).
+_NO_FORKSERVER = 255
 
 
 def _died(proc: Any, should_stop: Callable[[], bool]) -> Outcome:
     """The outcome of a worker that ended without a result. One killed by a shutdown signal
-    while this process is being stopped too was interrupted, not dead: Cancelled."""
+    (or whose forkserver was) while this process is being stopped too was interrupted, not
+    dead: Cancelled."""
     code = proc.exitcode
-    if code is not None and -code in _SHUTDOWN:
+    if code is not None and (-code in _SHUTDOWN or code == _NO_FORKSERVER):
         deadline = time.monotonic() + _SHUTDOWN_WAIT_S
         while time.monotonic() < deadline:
             if should_stop():

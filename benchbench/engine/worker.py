@@ -13,7 +13,14 @@ from typing import Any
 
 from benchbench.core.config import ProbeConfig
 from benchbench.core.sampling import Budget
-from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, Progress, RunInputs
+from benchbench.probes.api import (
+    ProbeContext,
+    ProbeFailed,
+    ProbeOutput,
+    ProbeSkipped,
+    Progress,
+    RunInputs,
+)
 from benchbench.probes.meter import long_lived_frozen
 
 
@@ -52,6 +59,9 @@ def run_probe(job: ProbeJob, progress: Progress) -> dict[str, Any]:
             out: ProbeOutput = module.run(ctx, cfg)
     except ProbeSkipped as exc:
         return {"status": "skipped", "reason": str(exc), "resource": None, "params": {},
+                "measurements": [], "artifacts": []}
+    except ProbeFailed as exc:
+        return {"status": "failed", "reason": str(exc), "resource": None, "params": {},
                 "measurements": [], "artifacts": []}
     if not out.measurements:
         return {"status": "skipped", "reason": "; ".join(out.notes) or "nothing was measured",

@@ -28,7 +28,9 @@ list for both. A listed file that fails to decode (truncated) is skipped and cou
 `Loader.corrupt` (unique files seen so far; `corrupt_files` maps path to reason): torchvision
 warns once per file and a batch may hold fewer than batch_size images; DALI, which cannot skip
 a sample inside its C++ pipeline, drops the file its error names and rebuilds the pipeline
-without it (an error that names no file ends the loader with a LoaderError).
+without it (an error that names no file ends the loader with a LoaderError). A listed file
+that no longer exists is no corrupt file: the dataset is being removed, and the loader ends
+with dataset.DatasetVanished, which fails the probe in one line.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from torchvision import transforms
 from torchvision.datasets.folder import pil_loader
 
 from benchbench.probes._devices import cuda_available, process_context
-from benchbench.probes.dataset import Samples, loader_samples
+from benchbench.probes.dataset import Samples, first_gone, loader_samples, vanished
 
 KINDS = ("torchvision", "dali_cpu", "dali_gpu")
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel mean and std, as torchvision's reference uses
@@ -362,6 +364,9 @@ class _TorchvisionLoader(Loader):
     def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for images, labels, failed, (made, worker) in self._loader:
             self.made.append((made, len(images), worker))
+            gone = first_gone(path for path, _ in failed)
+            if gone:  # not a corrupt file: the dataset is going, and every file may follow
+                raise vanished(f"the dataset's file {gone} was removed")
             for path, reason in failed:
                 if path not in self.corrupt_files and self.corrupt < _MAX_WARNINGS:
                     warnings.warn(f"skipped corrupt image {path}: {reason}", stacklevel=2)
@@ -436,6 +441,9 @@ class _DaliLoader(Loader):
             self._it = DALIGenericIterator(self._pipe, ["images", "labels"], size=-1)
         except RuntimeError as exc:
             self.close()
+            gone = first_gone(files)
+            if gone:
+                raise vanished(f"the dataset's file {gone} was removed") from None
             raise LoaderError(f"DALI failed to start: {_first_line(exc)}") from None
 
     def _drop(self, exc: BaseException) -> None:
@@ -443,6 +451,10 @@ class _DaliLoader(Loader):
         LoaderError when the error names none (or no file is left)."""
         cause = _first_line(exc)
         bad = next((f for f in self._files if f in str(exc)), None)
+        gone = first_gone([bad] if bad else self._files)
+        if gone:  # not a corrupt file: the dataset is going, and every file may follow
+            self.close()
+            raise vanished(f"the dataset's file {gone} was removed")
         if bad is None:
             self.close()
             raise LoaderError(f"DALI stopped: {cause}") from None

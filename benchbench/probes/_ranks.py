@@ -117,7 +117,8 @@ def _connect(spec: RankSpec) -> Any:
         store.wait(keys)
     except Exception:
         missing = [r for r, k in enumerate(keys) if not store.check([k])]
-        raise RankFailure(f"{_who(spec)}: rank(s) {', '.join(map(str, missing))} did not join "
+        raise RankFailure(f"{_who(spec)}: {'rank' if len(missing) == 1 else 'ranks'} "
+                          f"{', '.join(map(str, missing))} did not join "
                           f"within {spec.timeout_s:g} s at {spec.master_addr}:{spec.port}"
                           ) from None
     return store
@@ -190,7 +191,8 @@ def _join(procs: list[Any], conns: list[Connection], specs: list[RankSpec],
     while len(results) < len(procs):
         if time.monotonic() > deadline:
             pending = [s.rank for s in specs if s.rank not in results]
-            raise RankFailure(f"rank(s) {', '.join(map(str, pending))} ({specs[0].backend}) did "
+            raise RankFailure(f"{'rank' if len(pending) == 1 else 'ranks'} "
+                              f"{', '.join(map(str, pending))} ({specs[0].backend}) did "
                               "not finish in time: a collective hung, and they were stopped")
         for spec, proc, conn in zip(specs, procs, conns, strict=True):
             if spec.rank in results:

@@ -95,6 +95,12 @@ class ProbeSkipped(Exception):
     """Raised by a probe that cannot run here; the message completes 'skipped, because …'."""
 
 
+class ProbeFailed(Exception):
+    """Raised by a probe whose input failed it in a way one line says in full (its dataset
+    removed during the run): the probe is recorded as failed with that line and what to do,
+    no traceback, and the run goes on."""
+
+
 T = TypeVar("T")
 
 

@@ -22,7 +22,7 @@ import os
 import shutil
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from benchbench.core.names import counted, first_of
 from benchbench.machine.environment import usable_cores
 from benchbench.probes._config import DEFAULT_IMAGES, QUICK_IMAGES, DatasetConfig
+from benchbench.probes.api import ProbeFailed
 
 # torchvision's IMG_EXTENSIONS: the files ImageFolder (and DALI's file reader) will load.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -51,6 +53,24 @@ ASPECTS = ((4 / 3, 0.45), (3 / 4, 0.2), (1.0, 0.15), (16 / 9, 0.1), (3 / 2, 0.1)
 
 class DatasetError(ValueError):
     """A dataset that cannot be used: reported to the user in one line with exit code 2."""
+
+
+class DatasetVanished(ProbeFailed):
+    """The run's dataset, scanned with its images before the first probe, removed or emptied
+    while the run reads it: the probe reading it fails with this one line, and the others and
+    what they measured stay (a refusal with exit 2 would discard them)."""
+
+
+def vanished(what: str) -> DatasetVanished:
+    """The one line: what went ('the dataset D was removed') and what to do."""
+    return DatasetVanished(f"{what} during the run: put the dataset back and leave it in place "
+                           "until the run ends, then run again")
+
+
+def first_gone(paths: Iterable[str]) -> str | None:
+    """The first path that no longer exists (a dangling link still exists: the scan left it
+    out, it did not vanish)."""
+    return next((p for p in paths if not os.path.lexists(p)), None)
 
 
 def cache_root() -> Path:
@@ -120,7 +140,9 @@ def _build(parent: Path, digest: str, params: dict[str, Any],
 
 
 def scan_imagefolder(path: str | Path) -> dict[str, Any]:
-    """Facts about a user's ImageFolder dataset (<dir>/<class>/<image>); never writes to it."""
+    """Facts about a user's ImageFolder dataset (<dir>/<class>/<image>); never writes to it.
+    Raises DatasetError unless at least half of its class folders hold image files: a folder
+    such as a home directory, whose sub-folders are mostly something else, is no training set."""
     p = Path(path).expanduser()
     if not p.exists():
         raise DatasetError(f"{p}: no such directory")
@@ -133,13 +155,32 @@ def scan_imagefolder(path: str | Path) -> dict[str, Any]:
     if not entries:
         raise DatasetError(f"{p}: the directory is empty")
     per_class = _sizes_per_class(p)
-    if not any(per_class.values()):
-        loose = sum(1 for e in entries if e.is_file() and _is_image(e.name))
-        found = f"found {loose} image file(s) but no class sub-folders; " if loose else ""
-        raise DatasetError(f"{p}: not an ImageFolder dataset: {found}expected "
-                           f"<dir>/<class>/<image> with {', '.join(IMAGE_EXTENSIONS[:3])} "
-                           "or similar files")
+    empty = sorted(name for name, sizes in per_class.items() if not sizes)
+    if len(empty) * 2 > len(per_class) or not per_class:
+        raise DatasetError(f"{p}: not an ImageFolder dataset: {_why_not(entries, empty)}"
+                           f"expected <dir>/<class>/<image> with "
+                           f"{', '.join(IMAGE_EXTENSIONS[:3])} or similar files")
     return {"source": "user", "path": str(p.resolve()), **_facts(per_class)}
+
+
+def _why_not(entries: list[os.DirEntry[str]], empty: list[str]) -> str:
+    """What the folder holds instead of class folders of images, ending in '; ' (or '')."""
+    loose = sum(1 for e in entries if e.is_file() and _is_image(e.name))
+    hidden = sorted(e.name for e in entries if e.is_dir() and _is_hidden(e.name))
+    folders = sum(1 for e in entries if e.is_dir() and not _is_hidden(e.name))
+    said = []
+    if loose or not folders:
+        said.append(f"found {counted(loose, 'image file')} but no class folders" if loose
+                    else "no class folders")
+    if empty and len(empty) == folders:
+        said.append(f"its one folder ({empty[0]}) holds no image" if folders == 1 else
+                    f"none of its {folders} folders ({first_of(empty, 3)}) holds an image")
+    elif empty:
+        said.append(f"{len(empty)} of its {folders} folders ({first_of(empty, 3)}) hold no "
+                    "image")
+    if hidden:
+        said.append(f"hidden folders ({first_of(hidden, 3)}) are never classes")
+    return "; ".join(said) + "; " if said else ""
 
 
 # --- the files a loader reads ----------------------------------------------------------------
@@ -168,8 +209,9 @@ class Samples:
 
 def _image_paths(root: Path) -> tuple[list[tuple[str, int]], int]:
     """(path, class index) of every image file, found the way ImageFolder finds them: class
-    folders in sorted order, files with an image extension, links followed."""
-    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    folders in sorted order, files with an image extension, links followed; hidden folders
+    (.cache, .git) are no classes."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir() and not _is_hidden(e.name))
     out = []
     for label, name in enumerate(classes):
         for dirpath, dirnames, files in os.walk(root / name, followlinks=True):
@@ -209,17 +251,37 @@ def loader_samples(root: str | os.PathLike[str], limit: int = MAX_LOADER_FILES) 
     return Samples(str(root), tuple(files), tuple(labels), classes, len(found), kinds, rejected)
 
 
+def run_samples(root: str) -> Samples:
+    """loader_samples of the run's dataset, which held images when the run began: raises
+    DatasetVanished when it, or the files it listed, are gone now."""
+    try:
+        samples = loader_samples(root)
+    except FileNotFoundError:
+        raise vanished(f"the dataset {root} was removed") from None
+    gone = first_gone(samples.rejected)
+    if gone:
+        raise vanished(f"the dataset's file {gone} was removed")
+    if not samples.in_dataset:
+        raise vanished(f"the dataset {root} lost all its images")
+    return samples
+
+
 # --- scanning ---------------------------------------------------------------------------------
 
 def _is_image(name: str) -> bool:
     return name.lower().endswith(IMAGE_EXTENSIONS)
 
 
+def _is_hidden(name: str) -> bool:
+    """A hidden folder (.cache, .git, a generator's .tmp-): never a class."""
+    return name.startswith(".")
+
+
 def _sizes_per_class(root: Path) -> dict[str, list[int]]:
     """File sizes of the images under each class folder, found the way ImageFolder finds them."""
     out: dict[str, list[int]] = {}
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        if not entry.is_dir():
+        if not entry.is_dir() or _is_hidden(entry.name):
             continue
         sizes = out.setdefault(entry.name, [])
         for dirpath, _, files in os.walk(entry.path, followlinks=True):

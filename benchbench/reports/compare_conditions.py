@@ -15,8 +15,8 @@ LEGEND = ("▼ regressed, ▲ improved (significant and beyond the threshold), �
           "within the threshold, = no significant change, ? inconclusive (the noise explains "
           f"the change, or is unknown), – not tested (a peak, a count, other hardware), "
           f"{UNLIKE} not like for like (measured under other conditions, listed above: a "
-          "ratio, no verdict); ratios are the side's median over the baseline's, > 1× is "
-          "better whichever way the metric points")
+          "ratio, no verdict); ratios are the side's median over the baseline's, and a time "
+          "or a size says how many times slower or faster, higher or lower it is")
 
 
 def warning(comp: Comparison) -> str | None:
@@ -43,8 +43,10 @@ def section(comp: Comparison) -> list[str]:
     lead = f"**Not like for like**: {told}." if told else (
         "The sides ran under the same recorded conditions: like for like.")
     quiet = len(comp.conditions) - len(shown)
-    tail = ([f"The {quiet} other recorded conditions (each probe's image size, precisions, "
-             "batch size, preset, sizes, --set values …) agree wherever the sides recorded "
-             "them.", ""] if quiet else [])
+    others = ("The other recorded condition" if quiet == 1 else
+              f"The {quiet} other recorded conditions")
+    tail = ([f"{others} (each probe's image size, precisions, batch size, preset, sizes, --set "
+             f"values …) {'agrees' if quiet == 1 else 'agree'} wherever the sides recorded "
+             f"{'it' if quiet == 1 else 'them'}.", ""] if quiet else [])
     return (["## Conditions", "", lead, ""] + fmt.table(["condition"] + labels, rows) + tail
             + [f"Marks in the tables below: {LEGEND}.", ""])

@@ -4,6 +4,7 @@ sections with the figures inline as base64 PNG (reports/page.py builds the page)
 from __future__ import annotations
 
 from benchbench.compare.comparison import Comparison
+from benchbench.core.names import counted
 from benchbench.reports import compare_conditions, page
 from benchbench.reports.compare_plots import ALT
 from benchbench.reports.html import esc
@@ -23,7 +24,7 @@ def _outcome(comp: Comparison) -> str:
     return page.outcome(
         bool(n), f"benchbench compare · {sides} · baseline <strong>"
                  f"{esc(comp.baseline.label)}</strong>",
-        f"{n} regression(s)" if n else "No regression",
+        counted(n, "regression") if n else "No regression",
         [f"exit {3 if n else 0}: significant at α = {esc(f'{comp.alpha:g}')} and beyond "
          f"{esc(f'{comp.threshold_pct:g}')}%.", *hw, *unlike])
 

@@ -12,8 +12,9 @@ from benchbench.compare.comparison import Comparison
 from benchbench.compare.conditions import UNLIKE_REASON, unlike
 from benchbench.compare.environment import ENV_BYTES
 from benchbench.compare.sides import UNFINISHED
+from benchbench.core import interruption
 from benchbench.core import units as fmt
-from benchbench.core.names import first_clauses, listed, probe_name
+from benchbench.core.names import counted, first_clauses, listed, probe_name
 from benchbench.reports import compare_conditions, compare_cost_md, compare_references
 from benchbench.reports.compare_conditions import LEGEND, MARK, UNLIKE
 from benchbench.reports.csv import table_text
@@ -25,11 +26,34 @@ def _v(v: float, unit: str) -> str:
     return fmt.value(v, "images/s" if unit == "samples/s" else unit)
 
 
-def _ratio(d: reg.Decision | None) -> str:
-    return "—" if d is None or d.ratio is None else f"{d.ratio:.2f}×"
+def _fold(row: Row, d: reg.Decision) -> str:
+    """A lower-is-better figure's change as how many times more it took: '2.77× slower' for a
+    time (an oriented percent would print a step that took 2.77 times as long as '−177.1%'),
+    '1.20× higher' for a size. d.ratio is oriented (> 1 better): the side's value over the
+    baseline's is its inverse."""
+    side_over_base = 1 / d.ratio if d.ratio else None
+    if side_over_base is None:
+        return "—"
+    if f"{side_over_base:.2f}" == "1.00":
+        return "1.00×"
+    worse, better = ("slower", "faster") if row.unit == "s" else ("higher", "lower")
+    return (f"{side_over_base:.2f}× {worse}" if side_over_base > 1 else
+            f"{1 / side_over_base:.2f}× {better}")
 
 
-def _pct(d: reg.Decision) -> str:
+def _ratio(row: Row, d: reg.Decision | None) -> str:
+    """The side against the baseline in a value's cell: the side's value over the baseline's
+    ('0.80×') for a rate, a time as slower or faster."""
+    if d is None or d.ratio is None:
+        return "—"
+    return f"{d.ratio:.2f}×" if row.higher_is_better else _fold(row, d)
+
+
+def _pct(row: Row, d: reg.Decision) -> str:
+    """The change column: a rate's change in percent with its sign ('−20.0%'), a time's as
+    slower or faster ('2.77× slower'), the same words the value cells use."""
+    if not row.higher_is_better:
+        return _fold(row, d)
     return "—" if d.change_pct is None else fmt.signed_percent(d.change_pct)
 
 
@@ -42,7 +66,7 @@ def _cell(row: Row, label: str) -> str:
         text += f" ({c.runs} runs)"
     d = c.decision
     mark = UNLIKE if c.unlike else MARK[d.outcome] if d else ""
-    return text if d is None else f"{text} · {_ratio(d)} {mark}"
+    return text if d is None else f"{text} · {_ratio(row, d)} {mark}"
 
 
 def _header(comp: Comparison) -> list[str]:
@@ -56,6 +80,10 @@ def _header(comp: Comparison) -> list[str]:
                 f"; {len(late)} of its {len(s.runs)} runs "
                 f"{'has' if len(late) == 1 else 'have'} {UNFINISHED}: "
                 + ", ".join(f"`{x}`" for x in late))
+        cut = [(src, c) for r, src in zip(s.runs, s.sources, strict=True)
+               if (c := interruption.of(r)) is not None]
+        note += "".join(f"; {'' if len(s.runs) == 1 else f'`{src}` '}"
+                        f"**{interruption.headline(c)}**" for src, c in cut)
         out.append(f"- **{s.label}** ({role}{pooled}): {runs} — {s.hardware}{note}")
     return out + [""]
 
@@ -71,11 +99,16 @@ def _rule(comp: Comparison) -> list[str]:
             "run; the samples inside one process share its state and are not compared.",
             "- **With several runs a side**: a two-sided t-test at "
             f"α = {comp.alpha:g} on the logarithms of the values.",
-            "- **With one run a side**: every value beyond every value of the other side by "
-            "more than the threshold and the widest spread between rounds in its family (the "
-            "probe's metric across its keys), and the family's median change beyond them too. "
-            "With no second value in the family the noise is unknown and the change "
-            "inconclusive.",
+            "- **With one run a side**, where unchanged back-to-back pairs of runs calibrated "
+            "the measurement: its change beyond the threshold and beyond what those pairs "
+            "showed (its floor, named with each change), every round of one side beyond every "
+            "round of the other; a smaller change is inconclusive, with the runs a side that "
+            "would judge it. A step time and its throughput are one measurement, judged once.",
+            "- **With one run a side, uncalibrated**: every value beyond every value of the "
+            "other side by more than the threshold and the widest spread between rounds in its "
+            "family (the probe's metric across its keys), and the family's median change "
+            "beyond them too. With no second value in the family the noise is unknown and the "
+            "change inconclusive.",
             "- **A probe that stopped**: one that measured in every baseline run and was "
             "skipped or failed in a run of another side is a regression of that probe.", ""]
 
@@ -86,14 +119,15 @@ def _summary(comp: Comparison) -> list[str]:
     inc = comp.outcomes(reg.INCONCLUSIVE)
     out = ["## Summary", ""]
     if regs or comp.stopped:
-        stopped = f" and {len(comp.stopped)} probe(s) that stopped measuring" \
+        stopped = f" and {counted(len(comp.stopped), 'probe')} that stopped measuring" \
             if comp.stopped else ""
-        out.append(f"**{len(regs)} regression(s){stopped}** (exit 3).")
+        out.append(f"**{counted(len(regs), 'regression')}{stopped}** (exit 3).")
     else:
         out.append("**No regression** (exit 0).")
     unlike = sum(c.unlike is not None for r in comp.rows for c in r.cells.values())
-    out.append(f"{len(imps)} significant improvement(s), {len(inc)} inconclusive, "
-               f"{len(comp.matched)} measurement(s) in every side, {len(comp.partial)} only "
+    out.append(f"{counted(len(imps), 'significant improvement')}, {len(inc)} inconclusive, "
+               f"{counted(len(comp.matched), 'measurement')} in every side, "
+               f"{len(comp.partial)} only "
                "in some" + (f"; {unlike} not like for like ({UNLIKE}: measured under other "
                             "conditions, see Conditions), with no verdict" if unlike else "")
                + ".")
@@ -110,7 +144,7 @@ def named_briefly(comp: Comparison) -> str:
     in which."""
     many = len(comp.sides) > 2
     found = sorted(comp.outcomes(reg.REGRESSED), key=lambda x: x[2].change_pct or 0.0)
-    words = [f"{short_name(row)} {_pct(d)}" + (f" in {side}" if many else "")
+    words = [f"{short_name(row)} {_pct(row, d)}" + (f" in {side}" if many else "")
              for row, side, d in found]
     words += [f"{x.probe} {x.status}" + (f" in {x.side}" if many else "") for x in comp.stopped]
     return first_clauses(words)
@@ -143,7 +177,7 @@ def _decisions(comp: Comparison) -> list[str]:
         base = comp.baseline.label
         out += [f"## {title}", ""] + fmt.table(header, [
             [lab, row_name(r), _v(r.cells[base].value, r.unit), _v(r.cells[lab].value, r.unit),
-             _pct(d), _noise(d), f"{d.units[0]} / {d.units[1]}",
+             _pct(r, d), _noise(d), f"{d.units[0]} / {d.units[1]}",
              "—" if d.p_value is None else f"{d.p_value:.2g}", d.reason or ""]
             for r, lab, d in found])
     return out
@@ -160,18 +194,19 @@ def _undecided(comp: Comparison) -> list[str]:
                 f"unknown, is not called either way: {reg.INCONCLUSIVE_ADVICE}.", ""]
     if known:
         out += fmt.table(["side", "measurement", "change", "noise", "why"],
-                         [[lab, row_name(r), _pct(d), _noise(d), d.reason]
+                         [[lab, row_name(r), _pct(r, d), _noise(d), d.reason]
                           for r, lab, d in known])
     if unknown:
         # one reason, said once: a row each would repeat it dozens of times in a quick run
         probes = [f"{probe_name(p)} (`{p}`)" for p in dict.fromkeys(r.probe for r, _, _ in unknown)]
-        out += [f"Noise unknown in {len(unknown)} measurement(s) of {listed(probes)}: no "
+        out += [f"Noise unknown in {counted(len(unknown), 'measurement')} of {listed(probes)}: no "
                 "measurement of their kind (the probe's metric, across its keys) has two "
                 "values on a side, so nothing says how far this machine's values differ with "
                 "nothing changed. Their changes, and where a run's own samples varied by more "
                 f"than {reg.NOISY_CV:.0%} while it ran:", ""]
         out += fmt.table(["side", "measurement", "change", "own samples unsteady"],
-                         [[lab, row_name(r), _pct(d), _unsteady(d)] for r, lab, d in unknown])
+                         [[lab, row_name(r), _pct(r, d), _unsteady(d)]
+                          for r, lab, d in unknown])
     skipped = comp.outcomes(reg.NOT_TESTED)
     if skipped:
         why: dict[str, int] = {}

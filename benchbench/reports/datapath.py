@@ -34,7 +34,7 @@ def section(run: RunResult) -> list[str]:
              fmt.value(r["total_ips"], "samples/s"), fmt.value(r["compute_ips"], "samples/s"),
              f"{r['steps']} + {r['compute_steps']}" + (" (few steps)" if r["few_steps"] else ""),
              f"**{fmt.percent(r['au'])}**", _judged(run, r)] for r in rows])
-        out += ["AU = total_ips / compute_ips (MLPerf Storage; 90% is the pass mark): "
+        out += ["AU = `total_ips` / `compute_ips` (MLPerf Storage; 90% is the pass mark): "
                 "the real loader feeding the real training step, against synthetic data on the "
                 "device, same batch, size and precision; timed steps on loader batches + on "
                 "synthetic data, in steady state (the prefetched batches discarded, a warm "

@@ -13,7 +13,7 @@ from benchbench.core import names
 from benchbench.core import units as fmt
 from benchbench.reports.csv import table_text
 from benchbench.reports.fleet_plots import entity_label
-from benchbench.reports.history_text import evidence_text, noise_text, pct, value
+from benchbench.reports.history_text import evidence_text, noise_text, pct, tally_text, value
 
 # The outlier rule (analysis/outliers.py) in words, as fleet.md's header and fleet.html's
 # banner state it.
@@ -142,9 +142,24 @@ def _nothing_text(f: Fleet, members: list[Entity]) -> list[str]:
 
 
 def _header(f: Fleet) -> list[str]:
+    if not f.split:
+        return [f"# benchbench fleet: {len(f.nodes)} nodes", "",
+                f"{len(f.nodes)} nodes in {names.counted(len(f.groups), 'hardware group')} (the "
+                "same GPU model "
+                "and count and CPU model).", ""]
+    told = "; ".join(("" if len(f.split) == 1 and len({n.group for n in f.nodes}) == 1
+                      else f"of {hardware}, ") + tally_text(counts, "node")
+                     for hardware, counts in f.split)
+    alone = [f"{f.nodes[i].label} ({f.nodes[i].conditions})" for members in
+             f.unscored.values() for i in members if f.nodes[i].conditions]
     return [f"# benchbench fleet: {len(f.nodes)} nodes", "",
-            f"{len(f.nodes)} nodes in {len(f.groups)} hardware group(s) (the same GPU model and "
-            "count and CPU model).", ""]
+            f"{len(f.nodes)} nodes in {names.counted(len(f.groups), 'group')} (the same GPU "
+            "model and count "
+            "and CPU model, and the same conditions).", "",
+            "**Kept apart**: nodes run under different conditions are separate groups, never "
+            f"held against each other: {told}."
+            + (f" Not scored, in a group of fewer than {MIN_GROUP}: "
+               f"{names.first_of(alone)}." if alone else ""), ""]
 
 
 def _rule(f: Fleet) -> list[str]:
@@ -186,13 +201,15 @@ def _summary(f: Fleet) -> list[str]:
     low = f.low
     out = ["## Summary", ""]
     if low:
-        out += [f"**{len(low)} outlier(s) below their group{on_nodes(low)}** (exit 3):", ""]
+        out += [f"**{names.counted(len(low), 'outlier')} below their group{on_nodes(low)}** "
+                "(exit 3):", ""]
         out += [f"- {line}" for line in outlier_lines(f, low)]
     else:
         out.append("**No outlier below its group** (exit 0).")
     high = [(m, e) for m in f.measures for e in m.outliers if not e.score.low]
     if high:
-        out += ["", f"{len(high)} outlier(s) above their group (faster: not a failure, but not "
+        out += ["", f"{names.counted(len(high), 'outlier')} above their group (faster: not a "
+                    "failure, but not "
                     "like the others):", ""]
         out += [f"- {line}" for line in outlier_lines(f, high)]
     return out + [""]
@@ -202,7 +219,8 @@ def _groups(f: Fleet) -> list[str]:
     rows = [[g, str(len(members)), ", ".join(f.nodes[i].label for i in members),
              f"no: fewer than {MIN_GROUP} nodes" if g in f.unscored else "yes"]
             for g, members in f.groups.items()]
-    return ["## Groups", ""] + fmt.table(["hardware", "nodes", "which", "scored"], rows)
+    return ["## Groups", ""] + fmt.table(
+        ["hardware · conditions" if f.split else "hardware", "nodes", "which", "scored"], rows)
 
 
 def _table(header: list[str], rows: list[list[str]], hardware: int, one: bool) -> list[str]:
@@ -271,8 +289,9 @@ def _since(f: Fleet) -> list[str]:
 
 
 def _nodes(f: Fleet) -> list[str]:
-    head = ["node", "run", "source", "hardware", "identified by"]
-    rows = [[n.label, n.run.started_at[:10], f"`{n.source}`", n.group, n.identity.basis
+    head = ["node", "run", "source", "hardware · conditions" if f.split else "hardware",
+            "identified by"]
+    rows = [[n.label, n.run.started_at[:10], f"`{n.source}`", n.place, n.identity.basis
              + ("" if n.identity.recorded else " (an older run: no recorded identity)")]
             for n in f.nodes]
     if f.earlier:

@@ -10,6 +10,7 @@ from benchbench.analysis import guide, inference
 from benchbench.analysis.capacities import metric, ok_probe
 from benchbench.analysis.memory_fit import EDGE_HEADROOM, at_least, billions, edge_text
 from benchbench.core import units as fmt
+from benchbench.core.names import opened
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 
 
@@ -112,10 +113,10 @@ def _server(m: Measurement, served: set[float]) -> list[str]:
     simulated server's, labelled so) and every rate tried."""
     c, k = m.context, m.key
     ms = f"{k['latency_bound_s'] * 1e3:g} ms"
-    source = c.get("bound_source") or "MLPerf's 15 ms"
+    source = opened(c.get("bound_source") or "MLPerf's 15 ms")
     floor = "at least " if c.get("lower_bound") else ""
     done = c.get("completed_per_s") if c.get("driver") == "loadgen" else None
-    head = (f"Server ({c.get('label', 'simulated server')}): "
+    head = (f"Server ({opened(c.get('label', 'simulated server'))}): "
             + ((f"{floor}{done:,.0f} samples/s completed, LoadGen's figure, at a target of "
                 f"{k['rate']:,.0f} queries/s" if done else
                 f"{floor}{m.key['rate']:,.0f} requests/s served")

@@ -39,6 +39,7 @@ from benchbench.reports.history_text import (
     shift_p_text,
     shift_told_text,
     span,
+    split_text,
     steps_causes,
     steps_told,
     told_signature,
@@ -122,12 +123,13 @@ def _summary(h: History) -> list[str]:
         out += ["", f"Worse than the reference by more than {h.threshold_pct:g}%, but the "
                 "test did not hold (more runs will tell):", ""]
         out += [f"- {line}" for line in alike(h, unheld)]
+    out += _kept_apart(h)
     at = sorted({s.run_at(x.at) for s in h.series for x in s.shifts})
     odd = sorted({s.run_at(o.at) for s in h.series for o in s.outliers})
-    said = [f"{sum(len(s.shifts) for s in h.series)} change point(s) in {len(h.series)} "
-            "series" + (f", at {runs_text(at)}" if at else "")]
+    said = [f"{names.counted(sum(len(s.shifts) for s in h.series), 'change point')} in "
+            f"{len(h.series)} series" + (f", at {runs_text(at)}" if at else "")]
     if odd:
-        said.append(f"{len(odd)} outlier run(s) ({runs_text(odd)}), off in "
+        said.append(f"{names.counted(len(odd), 'outlier run')} ({runs_text(odd)}), off in "
                     f"{sum(len(s.outliers) for s in h.series)} series")
     out += ["", "; ".join(said) + "."]
     back = _came_back(h)
@@ -136,6 +138,19 @@ def _summary(h: History) -> list[str]:
                 "exit code reads only where each series stands now):", ""]
         out += [f"- {line}" for line in back]
     return out + _blind_to(h) + [""]
+
+
+def _kept_apart(h: History) -> list[str]:
+    """Where the runs differ in their conditions (History.split): how many ran under each, and
+    that they are separate series, judged only under the latest run's."""
+    if not h.split:
+        return []
+    told = "; ".join(split_text(x.title, x.field, x.runs, "run") for x in h.split)
+    latest = h.runs[-1].conditions
+    return ["", f"**Kept apart**: runs under different conditions are separate series, never "
+            f"one level or one change point search: {told}. The gate judges each figure's "
+            "latest run" + (f" ({latest})" if latest else "") + " against the earlier runs of "
+            "its own conditions; the series of other conditions are shown, not judged."]
 
 
 def _came_back(h: History) -> list[str]:
@@ -295,11 +310,13 @@ def _by_unit(members: list[tuple[Series, T]], clause: Callable[[list[T], str], s
 
 
 def _state(s: Series, threshold_pct: float) -> tuple[str, int | None]:
-    """Where a series' latest level stands, as a kind: 'regressed', 'unheld' (worse than its
-    reference by more than the threshold, the test not holding), 'worse' (within the
-    threshold), 'since' (run N, better or level) or 'one' (level)."""
+    """Where a series' latest level stands, as a kind: 'apart' (of other conditions than its
+    figure's latest run: not judged), 'regressed', 'unheld' (worse than its reference by more
+    than the threshold, the test not holding), 'worse' (within the threshold), 'since' (run N,
+    better or level) or 'one' (level)."""
     g, seg = s.gate, s.segments[-1] if s.segments else None
-    return (("regressed", None) if g and g.regressed else ("unheld", None)
+    return (("apart", None) if not s.judged else ("regressed", None) if g and g.regressed
+            else ("unheld", None)
             if s.unheld(threshold_pct) else ("worse", None)
             if g and g.change_pct < 0 else ("since", s.run_at(seg.start)) if seg and seg.start
             else ("one", None))
@@ -317,8 +334,10 @@ def _series(h: History) -> list[str]:
             s.sees_pct is None, bool(s.segments), _state(s, h.threshold_pct))):
         s, unit = group[0], group[0].unit
         kind, since = _state(s, h.threshold_pct)
-        change = span([m.gate.change_pct for m in group if m.gate], pct)
-        state = {"regressed": f"**regressed {change}**",
+        gated = [m.gate.change_pct for m in group if m.gate]
+        change = span(gated, pct) if gated else ""
+        state = {"apart": "not judged: other conditions than the latest run",
+                 "regressed": f"**regressed {change}**",
                  "unheld": f"{change} against its reference, not held",
                  "worse": f"{change} against its reference",
                  "since": f"since run {since}", "one": "one level"}[kind]
@@ -334,10 +353,15 @@ def _series(h: History) -> list[str]:
                      f"{len(s.shifts)} each" if len(group) > 1 and s.shifts else
                      str(len(s.shifts)), state])
     whole = next((s for s in h.series if s.probe == "all"), None)
-    index = ([f"- **The machine as a whole**: the first series, {whole.name}, is the geometric "
-              "mean of the figures every run measured, each about its median run and weighted "
-              "by the inverse of its noise, in percent of the median run; a change every figure "
-              "shares shows in it above the noise of any one." + shares_text(whole)]
+    wholes = sum(s.probe == "all" for s in h.series)
+    index = ([(f"- **The machine as a whole**: the first series, {whole.name}, is"
+               if wholes == 1 else "- **The machine as a whole**: the first "
+               f"{wholes} series, one per set of conditions, are each")
+              + " the geometric mean of the figures every one of its runs measured, each about "
+              "its median run and weighted by the inverse of its noise, in percent of the median "
+              "run; a change every figure shares shows in it above the noise of any one."
+              + shares_text(whole, "Its weights" if wholes == 1 else
+                            f"The weights of {whole.name}")]
              if whole else [])
     gpus = sorted({round(h.alpha / s.alpha) for s in h.series if s.alpha is not None})
     against = (["- **Against the other GPUs**: a figure that several GPUs measure has a series "
@@ -361,7 +385,7 @@ def _series(h: History) -> list[str]:
          "change points", "latest level"], rows)
 
 
-def shares_text(whole: Series) -> str:
+def shares_text(whole: Series, whose: str = "Its weights") -> str:
     """' Its weights here: host-device h2d pinned (cuda:0–7) 62%, …': the figures that carry
     the index most, so that a reader sees what it follows."""
     parts = sorted(((sum(w for _, w in g), group_name([m for m, _ in g]))
@@ -373,8 +397,9 @@ def shares_text(whole: Series) -> str:
     words = [f"{n} {100 * w:.1f}%" if w >= 0.001 else f"{n} under 0.1%" for w, n in shown]
     rest = parts[len(shown):]
     if rest:
-        words.append(f"the other {len(rest)} figure(s) {100 * sum(w for w, _ in rest):.1f}%")
-    return " Its weights here: " + names.listed(words) + "."
+        words.append(f"the other {names.counted(len(rest), 'figure')} "
+                     f"{100 * sum(w for w, _ in rest):.1f}%")
+    return f" {whose} here: " + names.listed(words) + "."
 
 
 def _changes(h: History) -> list[str]:
@@ -389,13 +414,18 @@ def _changes(h: History) -> list[str]:
 def _runs(h: History) -> list[str]:
     marked = {s.run_at(x.at) for s in h.series for x in s.shifts}
     marked |= {c.runs[1] for c in h.changes} | {1, len(h.runs)}
+    marked |= {b.number for a, b in zip(h.runs, h.runs[1:], strict=False)
+               if a.conditions != b.conditions}  # where the conditions changed
     shown = [r for r in h.runs if len(h.runs) <= FULL_RUN_LIST or r.number in marked]
     lead = ([] if len(shown) == len(h.runs) else
             [f"The first and last runs and those where something changed; all {len(h.runs)} "
              "are in history.csv.", ""])
-    return ["## Runs", ""] + lead + fmt.table(
-        ["run", "started", "label", "source"],
-        [[str(r.number), r.started_at, r.label or "—", f"`{r.source}`"] for r in shown])
+    rows = [[str(r.number), r.started_at, r.label or "—", f"`{r.source}`"] for r in shown]
+    if h.split:
+        return ["## Runs", ""] + lead + fmt.table(
+            ["run", "started", "label", "conditions", "source"],
+            [[*row[:3], r.conditions or "—", row[3]] for row, r in zip(rows, shown, strict=True)])
+    return ["## Runs", ""] + lead + fmt.table(["run", "started", "label", "source"], rows)
 
 
 def render(h: History) -> str:

@@ -164,6 +164,26 @@ def named_briefly(h: History, series: list[Series]) -> str:
     return names.first_clauses(words)
 
 
+def tally_text(counts: list[tuple[str, int]], noun: str) -> str:
+    """'12 --quick runs and 3 full runs', '5 nodes under resnet50: image size 64 px and 1 under
+    …': how many runs (or nodes) ran under each conditions, in words (conditions.words)."""
+    def many(n: int) -> str:
+        return f"{n} {noun}{'' if n == 1 else 's'}"
+
+    return names.listed([f"{n} {w} {noun}{'' if n == 1 else 's'}" if w in ("--quick", "full")
+                         else f"{many(n) if k == 0 else n} under {w}"
+                         for k, (w, n) in enumerate(counts)])
+
+
+def split_text(title: str, field: str, counts: list[tuple[str, int]], noun: str) -> str:
+    """'12 --quick runs and 3 full runs', 'resnet50: image size 224 px in 10 runs and 64 px in
+    5': how many runs recorded each value of a condition that kept them apart."""
+    if field == "quick":
+        return tally_text(counts, noun)
+    return f"{title} " + names.listed([f"{w} in {n} {noun}{'' if n == 1 else 's'}" if k == 0
+                                       else f"{w} in {n}" for k, (w, n) in enumerate(counts)])
+
+
 def span(values: list[float], text: Callable[[float], str]) -> str:
     """'−6.1% to −5.9%': the least and the most, or one value where both read alike."""
     low, high = text(min(values)), text(max(values))

@@ -14,7 +14,7 @@ from typing import Any
 from benchbench.analysis.advice import model_name
 from benchbench.analysis.verdict_types import Verdict, WorkloadVerdict
 from benchbench.core import units as fmt
-from benchbench.core.names import capitalised, precision_name, resource_name
+from benchbench.core.names import capitalised, in_words, precision_name, resource_name
 from benchbench.core.results import RunResult
 from benchbench.reports import noise, speedups
 
@@ -28,7 +28,7 @@ from benchbench.reports.html_markdown import (
     split_sections,
     table_rows,
 )
-from benchbench.reports.markdown import MEASUREMENTS
+from benchbench.reports.markdown import MEASUREMENTS, interrupted_line, named
 from benchbench.reports.verdict import au_short, evidence_beyond_table, label, unknown_line
 
 # report.md's sections that a figure belongs under; a figure whose section is missing goes to
@@ -59,6 +59,9 @@ CSS = """
 body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans",
   sans-serif; color: var(--ink); background: #fafafa; }
 body > section, body > nav { max-width: 1100px; margin: 0 auto; padding: 0 24px; }
+.interrupted { background: #fce8e6; border-bottom: 4px solid var(--limit); max-width: none;
+  padding: 10px max(24px, calc((100% - 1052px) / 2)); font-size: 17px; }
+.interrupted p { margin: 0; }
 .verdict { background: #fff3e0; border-bottom: 4px solid var(--limit); max-width: none;
   padding: 20px max(24px, calc((100% - 1052px) / 2)) 18px; }
 .verdict .run { margin: 0; color: var(--muted); font-size: 13px; }
@@ -101,8 +104,8 @@ summary { cursor: pointer; }
 def _items(title: str, items: list[Any] | None) -> str:
     if not items:
         return ""
-    return (f"<h2>{esc(title)}</h2><ul>" + "".join(f"<li>{inline(x)}</li>" for x in items)
-            + "</ul>")
+    return (f"<h2>{esc(title)}</h2><ul>"
+            + "".join(f"<li>{inline(in_words(str(x)))}</li>" for x in items) + "</ul>")
 
 
 def _verdict(run: RunResult, verdict: Verdict) -> str:
@@ -132,7 +135,8 @@ def _verdict(run: RunResult, verdict: Verdict) -> str:
     if cons:
         parts.append("<h2>Constraints</h2>" + "".join(table_rows(
             ["check", "status", "detail"],
-            [[inline(c.check), _badge(c.status), inline(c.detail)] for c in cons])))
+            [[inline(in_words(c.check)), _badge(c.status), inline(in_words(c.detail))]
+             for c in cons])))
     for o in verdict.others():
         lim = o.limiting_resource
         o_au = None if o.on_cpu else o.predicted_accelerator_utilisation
@@ -175,9 +179,11 @@ def _headline(v: WorkloadVerdict) -> str:
                 f"{esc(prec)}).")
         nxt = v.next_limit
         if limit == "cpu_compute" and nxt:
+            floor = v.floor_of(nxt[0])
             text += (f" A GPU would lift that limit; the next one here, "
-                     f"{esc(resource_name(nxt[0]))}, would feed it at most "
-                     f"{esc(fmt.si(nxt[1], v.sample_unit))}.")
+                     f"{esc(resource_name(nxt[0]))}, would feed it "
+                     + (f"at least {esc(fmt.si(nxt[1], v.sample_unit))} ({esc(floor)})."
+                        if floor else f"at most {esc(fmt.si(nxt[1], v.sample_unit))}."))
         return f'<p class="au">{text}</p>'
     at = (f" It caps training at <strong>{esc(fmt.si(cap, v.sample_unit))}</strong>"
           f"{esc(prec.replace(', ', ' in ', 1))}." if cap is not None else "")
@@ -206,8 +212,9 @@ def _capacities(verdict: Verdict, png: bytes | None) -> str:
     for r, d in sorted(v.capacity_details.items(),
                        key=lambda rd: (rd[1].value is None, rd[1].value or 0)):
         rows.append([esc(label(r)),
-                     esc(fmt.si(d.value, unit)) if d.value is not None else "—",
-                     _badge(d.status), inline(d.how or d.missing or "")])
+                     ("≥ " if d.at_least else "") + esc(fmt.si(d.value, unit))
+                     if d.value is not None else "—",
+                     _badge(d.status), inline(in_words(d.how or d.missing or ""))])
         classes.append("limit" if r == v.limiting_resource else "")
     out = ['<section id="capacities"><h2>Capacities</h2>']
     if png:
@@ -229,8 +236,8 @@ def _telemetry(run: RunResult, png: bytes | None) -> str:
     if png:
         out.append(img("telemetry", png, FIGURE_ALT["telemetry"]))
     if flags:
-        out.append("<ul>" + "".join(f"<li>{esc(p)}: {inline(f)}</li>" for p, f in flags)
-                   + "</ul>")
+        out.append("<ul>" + "".join(f"<li>{inline(noise.probe_label(p))}: {inline(in_words(f))}"
+                                    "</li>" for p, f in flags) + "</ul>")
     return "\n".join(out) + "</section>"
 
 
@@ -257,7 +264,7 @@ def _noise_rows(run: RunResult) -> str:
     found = noise.rows(run)
     if not found:
         return ""
-    rows = [[inline(noise.probe_label(r.probe)), esc(r.metric), esc(r.setting),
+    rows = [[inline(noise.probe_label(r.probe)), f"<code>{esc(r.metric)}</code>", esc(r.setting),
              esc(fmt.percent(r.cv)), esc(r.n)] for r in found]
     return (f"<details><summary>The {len(found)} noisy measurements, one by one</summary>"
             + "".join(table_rows(["probe", "metric", "setting", "CV", "samples"], rows))
@@ -270,9 +277,12 @@ def render(run: RunResult, verdict: Verdict, doctor_section_lines: list[str],
     (`markdown_text`); `notes` are things to tell the reader, such as a figure that failed to
     draw."""
     host = (run.environment.get("host") or {}).get("hostname") or "run"
-    body = [_verdict(run, verdict), _capacities(verdict, plots.get("capacities"))]
+    banner = interrupted_line(run)
+    body = [f'<section id="interrupted" class="interrupted">{markdown_to_html([banner])}'
+            "</section>" if banner else "",
+            _verdict(run, verdict), _capacities(verdict, plots.get("capacities"))]
     if doctor_section_lines:
-        lines = list(doctor_section_lines)
+        lines = named(list(doctor_section_lines))
         first = next((ln for ln in lines if ln.strip()), "")
         if not first.startswith("#"):
             lines = ["## Doctor", ""] + lines
@@ -280,7 +290,8 @@ def render(run: RunResult, verdict: Verdict, doctor_section_lines: list[str],
     placed: set[str] = set()
     # The page opened with the verdict and the doctor: their report.md sections would repeat.
     shown = {ln[3:].strip() for ln in doctor_section_lines or [] if ln.startswith("## ")}
-    sections = [(t, lines) for t, lines in split_sections(markdown_text)
+    sections = [(t, [ln for ln in lines if t or ln != banner])  # the banner opened the page
+                for t, lines in split_sections(markdown_text)
                 if not (t and (t.startswith(SHOWN_ABOVE) or t in shown))]
     titles = [t for t, _ in sections if t]
     body.append("<nav>" + " ".join(f'<a href="#{slug(t)}">{esc(t)}</a>' for t in titles)

@@ -7,6 +7,7 @@ from typing import Any
 
 from benchbench.analysis import scaling
 from benchbench.core import units as fmt
+from benchbench.core.names import counted
 from benchbench.core.results import ProbeResult, RunResult
 
 
@@ -58,7 +59,7 @@ def _allreduce(run: RunResult) -> list[str]:
              str(ms["allreduce_time"].context.get("iters_per_sample"))]
             for size, ms in sorted(by_size.items())]
     n = a.get("world_size")
-    out = [f"**all_reduce, {pr.params.get('backend')}, {n} ranks** "
+    out = [f"**All-reduce, {pr.params.get('backend')}, {n} ranks** "
            "(nccl-tests' definitions: algbw = bytes / time, busbw = algbw × 2(n−1)/n; each "
            "sample is the slowest rank's)", ""]
     if same:
@@ -127,7 +128,7 @@ def _ranks(run: RunResult) -> list[str]:
     if not dist:
         return []
     out = [f"**Launched by {dist['launcher']}**: {dist['world_size']} ranks on "
-           f"{dist['nodes']} node(s) ({', '.join(dist['hosts'])}). Per-node probes ran on "
+           f"{counted(dist['nodes'], 'node')} ({', '.join(dist['hosts'])}). Per-node probes ran on "
            "local rank 0 of each node; rank 0 gathered the results.", ""]
     for node in run.extra.get("nodes") or []:
         cells = [f"{p['name']} {p['status']}" for p in node["probes"]]

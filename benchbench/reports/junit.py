@@ -77,6 +77,11 @@ def compare_cases(comp: Comparison) -> list[Case]:
 def history_cases(h: History) -> list[Case]:
     out = []
     for s in h.series:
+        if not s.judged:  # the gate holds the latest run against its own conditions' runs
+            out.append(Case(f"benchbench.history.{s.probe}", s.name, skipped=(
+                f"not judged: {len(s.runs)} runs under {s.condition}, other conditions than "
+                f"the latest run ({h.runs[-1].conditions})")))
+            continue
         if s.regression is not None:
             out.append(Case(f"benchbench.history.{s.probe}", s.name,
                             failure=gate_text(h, s, causes=True)))

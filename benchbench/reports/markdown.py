@@ -10,8 +10,9 @@ from benchbench.analysis import cached_reads, clocks, limits
 from benchbench.analysis import derive as analysis
 from benchbench.analysis.verdict_types import Verdict
 from benchbench.compare import identity
+from benchbench.core import interruption
 from benchbench.core import units as fmt
-from benchbench.core.names import listed, probe_name, resource_name
+from benchbench.core.names import counted, in_words, listed, probe_name, resource_name
 from benchbench.core.results import Measurement, ProbeResult, RunResult
 from benchbench.core.stats import MIN_SPREAD_SAMPLES, summarize
 from benchbench.doctor.checks import Check
@@ -82,11 +83,13 @@ def environment_section(env: dict[str, Any]) -> list[str]:
     host = env.get("host", {})
     ver = env.get("versions", {})
     tch = env.get("torch", {}) or {}
+    nodes = host.get("numa_nodes")
+    numa = counted(nodes, "NUMA node") if isinstance(nodes, int) else f"{nodes} NUMA nodes"
     rows = [
         ["Host", f"{host.get('hostname')} — {host.get('os')}"],
         ["CPU", f"{host.get('cpu_model')}: {host.get('cores_physical')} physical / "
                 f"{host.get('cores_logical')} logical / {host.get('cores_usable')} usable cores, "
-                f"{host.get('numa_nodes')} NUMA node(s), last-level cache "
+                f"{numa}, last-level cache "
                 f"{fmt.iec(host['llc_bytes']) if host.get('llc_bytes') else '?'}"],
         ["RAM", fmt.iec(host.get("memory_total") or 0)],
         ["Virtualisation", _virtualisation(env.get("virtualisation"))],
@@ -105,7 +108,8 @@ def environment_section(env: dict[str, Any]) -> list[str]:
                  f"ECC {_yes_no(g.get('ecc_current'))}, power limit {g.get('power_limit')} W"
                  if "persistence_mode" in g else "facts from torch (NVML unavailable)")
         others = g.get("other_processes") or []
-        busy = f", **{len(others)} other process(es) on it**" if others else ""
+        busy = (f", **{counted(len(others), 'other process', 'other processes')} on it**"
+                if others else "")
         seen = ""
         if "torch_index" in g:  # matched to the run's devices by UUID
             seen = (f" (cuda:{g['torch_index']})" if g["torch_index"] is not None
@@ -166,7 +170,7 @@ def _measurement_rows(run: RunResult, pr: ProbeResult, ms: list[Measurement]
         else:  # the best of several medians: their spread says nothing about noise
             best = next((f"{k.removeprefix('best_')}={fmt.key_value(k[5:], v)}"
                          for k, v in m.context.items() if k.startswith("best_")), "")
-            spread = [f"{m.statistic} of {s.n}, at {best}" if best else m.statistic, "—"]
+            spread = [f"{m.statistic} of {s.n}, at `{best}`" if best else m.statistic, "—"]
         row += [f"**{fmt.value(m.value, m.unit)}**", statistic_name(m), *spread, str(s.n)]
         if with_ref:
             ref = analysis.reference(run, pr.name, m)
@@ -256,7 +260,7 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     if pr.name == "storage" and (cached := cached_reads.host_cache(run)):
         out += [f"These reads {cached}.", ""]
     if errors := limits.errors(run, pr.name):
-        out += [f"- {e['metric']} ("
+        out += [f"- `{e['metric']}` ("
                 + ", ".join(f"{k} {fmt.key_value(k, v)}" for k, v in e["key"].items())
                 + f"): {e['text']}." for e in errors] + [""]
     flags = ((run.extra.get("telemetry") or {}).get("flags") or {}).get(pr.name) or []
@@ -269,10 +273,10 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     # Summaries (statistic "max" over sizes) first: they are what a reader looks for.
     for metrics, ms in sorted(_merged(by_metric), key=lambda g: g[1][0].statistic != "max"):
         header, rows = _measurement_rows(run, pr, ms)
-        title = " = ".join(f"**{x}**" for x in metrics)
+        title = " = ".join(f"**`{x}`**" for x in metrics)  # a metric's id, as the CSV has it
         if len(metrics) > 1:
-            title += (f" (identical here: {', '.join(metrics[1:])} equals {metrics[0]} at this "
-                      "scale, so one table shows them)")
+            title += (f" (identical here: {', '.join(f'`{x}`' for x in metrics[1:])} equals "
+                      f"`{metrics[0]}` at this scale, so one table shows them)")
         out += [title, ""] + fmt.table(header, rows)
     for row in analysis.gpu_spread(run, pr.name, "peak_flops", "dtype", same="best_size"):
         flag = " ⚠ 5% or more: check cooling, power caps and links" if row["warn"] else ""
@@ -307,13 +311,30 @@ def pacing_note(run: RunResult) -> str | None:
             "round ran whole.")
 
 
+def interrupted_line(run: RunResult) -> str | None:
+    """The line report.md opens with when a signal stopped the run, or None."""
+    cut = interruption.of(run)
+    return f"**{interruption.banner(cut)}**" if cut is not None else None
+
+
+def _not_run(run: RunResult) -> list[list[str]]:
+    """The Probes table's rows for the probes a signal kept from starting."""
+    cut = interruption.of(run)
+    if cut is None:
+        return []
+    return [[noise.probe_label(name), "—", "not run", "—",
+             f"the run was interrupted by {cut.signal} before it started"]
+            for name in cut.not_run]
+
+
 def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     """report.md, opening with the verdict computed from the measurements (never the cache),
-    with the doctor's `checks` of the run."""
+    with the doctor's `checks` of the run; a run a signal stopped opens with that first."""
     title = run.label or run.environment.get("host", {}).get("hostname", "run")
     cfg = run.config
+    banner = interrupted_line(run)
     out = [
-        f"# benchbench report: {title}", "",
+        f"# benchbench report: {title}", "", *([banner, ""] if banner else []),
         f"Run {run.started_at} → {run.finished_at or 'unfinished'}, benchbench "
         f"{run.tool.get('version')}, device {cfg.get('device_resolved', cfg.get('device'))}"
         f"{', quick' if cfg.get('quick') else ''}. Bandwidths in decimal units (1 GB/s = 10⁹ "
@@ -331,7 +352,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
         ["probe", "resource", "status", "time", "note"],
         [[noise.probe_label(p.name), verdict_section.label(p.resource), p.status,
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
-          fmt.binary_sizes(p.reason or "")] for p in run.probes])
+          fmt.binary_sizes(p.reason or "")] for p in run.probes] + _not_run(run))
     out += training.section(run)
     out += guide.section(run)
     out += stability_section.section(run)
@@ -349,10 +370,28 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
         out += ["## Skipped and failed", ""]
         out += [_skipped(p) for p in skipped] + [""]
     out += noise.section(run)
-    return "\n".join(out[:said] + _refer(out[said:], run.environment))
+    return "\n".join(named(out[:said] + _refer(out[said:], run.environment)))
 
 
 _NVML_ERROR = re.compile(r"NVML unavailable: (.+?) \(NVML ships")
+
+
+_CELL = re.compile(r"(?<!\\)\|")  # a table's cell boundary; a cell's own "|" is escaped
+
+
+def named(lines: list[str]) -> list[str]:
+    """The report's prose with the ids it carries (the analysis's sentences, and reasons as
+    a run recorded them, an older run's too) written as names (names.in_words). A table cell
+    of one word keeps it: it is a key's value, as results.json and the CSV hold it."""
+    out = []
+    for line in lines:
+        if line.startswith("|"):
+            cells = _CELL.split(line)
+            line = "|".join(in_words(c) if " " in c.strip() else c for c in cells)
+        else:
+            line = in_words(line)
+        out.append(line)
+    return out
 
 
 def _refer(lines: list[str], env: dict[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from benchbench.analysis.change_points import at_change
 from benchbench.compare.fleet import Fleet
 from benchbench.compare.history_series import History
+from benchbench.core.names import counted
 from benchbench.reports import fleet_plots, history_plots, page
 from benchbench.reports.fleet_md import OUTLIER_RULE, on_nodes
 from benchbench.reports.html import esc
@@ -37,8 +38,9 @@ def fleet(f: Fleet, markdown_text: str, plots: dict[str, bytes],
           notes: list[str] | None = None) -> str:
     low = f.low
     banner = page.outcome(
-        bool(low), f"benchbench fleet · {len(f.nodes)} nodes · {len(f.groups)} group(s)",
-        f"{len(low)} outlier(s) below their group{on_nodes(low)}" if low else
+        bool(low), f"benchbench fleet · {len(f.nodes)} nodes · "
+                   f"{counted(len(f.groups), 'group')}",
+        f"{counted(len(low), 'outlier')} below their group{on_nodes(low)}" if low else
         "No outlier below its group",
         [f"exit {3 if low else 0}: a node (or GPU) on the slower side of its group's median, "
          f"{esc(OUTLIER_RULE)}."]

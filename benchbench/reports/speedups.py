@@ -8,7 +8,7 @@ from typing import Any
 from benchbench.analysis import derive as analysis
 from benchbench.analysis.advice import model_name
 from benchbench.core import units as fmt
-from benchbench.core.names import capitalised
+from benchbench.core.names import capitalised, precision_name
 from benchbench.core.results import RunResult
 
 TITLE = "Precision speedups"
@@ -25,7 +25,7 @@ def rows(run: RunResult) -> tuple[list[str], list[list[str]]]:
     by: dict[str, dict[str, dict[str, Any]]] = {}
     for s in found:
         by.setdefault(s["model"], {})[s["ratio"]] = s
-    header = ["model", *[p.replace("/", " ÷ ") for p in pairs]]
+    header = ["model", *[" ÷ ".join(precision_name(x) for x in p.split("/")) for p in pairs]]
     return header, [[capitalised(model_name(m).removeprefix("the ")),
                      *[_cell(got.get(p)) for p in pairs]]
                     for m, got in by.items()]

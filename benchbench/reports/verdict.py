@@ -49,8 +49,11 @@ def lead(v: WorkloadVerdict) -> str:
                 f"({name}{prec}), limited by {resource_name(limiting)}.")
         nxt = v.next_limit
         if limiting == "cpu_compute" and nxt:
+            floor = v.floor_of(nxt[0])
             text += (f" A GPU would lift that limit; this machine's next one, "
-                     f"{resource_name(nxt[0])}, would feed it at most {_cap(nxt[1])} {unit}.")
+                     f"{resource_name(nxt[0])}, would feed it "
+                     + (f"at least {_cap(nxt[1])} {unit} ({floor})." if floor else
+                        f"at most {_cap(nxt[1])} {unit}."))
         elif v.capacity("cpu_compute") is not None:
             text += f" The CPU alone computes {_cap(v.capacity('cpu_compute'))} {unit}."
         return text  # the real pipeline's AU, about a device that is not here, is evidence
@@ -101,7 +104,8 @@ def section(verdict: Verdict, after_lead: list[str] | None = None) -> list[str]:
     for r, d in sorted(v.capacity_details.items(),
                        key=lambda kv: (kv[1].value is None, kv[1].value or 0)):
         cell = f"**{label(r)}** ← limits" if r == limiting else label(r)
-        rows.append([cell, _cap(d.value), d.status, f"`{d.source}`" if d.source else "—",
+        rows.append([cell, ("≥ " if d.at_least else "") + _cap(d.value), d.status,
+                     f"`{d.source}`" if d.source else "—",
                      d.how or d.missing or ""])
     out += fmt.table(["resource", f"capacity ({unit})", "status", "from", "how"], rows)
     if v.first_epoch:

@@ -353,10 +353,11 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
         left = len(order) - i
         window: list[tuple[float, float]] = []  # the timed steps on the telemetry's clock
         energy: list[dict[str, Any]] = []  # the energy counter over them, where NVML reads it
+        allowed: list[float] = []  # the most seconds the timed steps could take, per attempt
 
         def attempt(b: int, build_at: Callable[[int], Step] = build_at, left: int = left,
                     first: bool = not out, window: list[tuple[float, float]] = window,
-                    energy: list[dict[str, Any]] = energy
+                    energy: list[dict[str, Any]] = energy, allowed: list[float] = allowed
                     ) -> tuple[list[float] | None, WarmUp, float]:
             ctx.meter.reset_peak_memory(dev)  # a failed, larger attempt must not count
             t0 = ctx.clock()
@@ -384,7 +385,9 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
                 # whole share, past what the warm-up left: a quick CPU run's resnet50 skipped
                 # itself when a slow moment made its step 0.51 s where 0.3 s is usual.
                 n = MIN_STEPS
-            if n is None:
+            if n is None:  # what the most generous rule above would have let the steps take
+                allowed.append(max(OVERRUN * remaining / left, ctx.budget.total_s) if first
+                               else OVERRUN * remaining / left)
                 return None, warm, built_s
             t0 = ctx.clock()
             before = read_energy() if read_energy else None
@@ -412,8 +415,10 @@ def run_training(ctx: ProbeContext, job: TrainingJob, build: Callable[[int, Prec
         seen.starts.append(built_s + warm.first_s)
         seen.step_s = max(seen.step_s, warm.step_s)
         if times is None:
-            notes.append(f"{name} skipped, because one warm step takes ~{warm.step_s:.3g} s, "
-                         "beyond its time budget")
+            notes.append(f"{name} skipped, because its {MIN_STEPS} fewest timed steps at "
+                         f"~{warm.step_s:.3g} s each (its warm step) would take "
+                         f"~{MIN_STEPS * warm.step_s:.3g} s, more than the {allowed[-1]:.3g} s "
+                         "its share of the time budget allows")
             continue
         ctx_m = {**job.context, **extra, "batch": used, "oom_backoff": failed,
                  "steps": len(times), "warmup_steps": warm.steps,

@@ -121,6 +121,14 @@ TEXT_FILES = {
     "THIRDHOST": lambda: _edited(lambda d: d["environment"]["host"].update(hostname="box-d")),
     "BADDATE": lambda: _edited(lambda d: d.update(started_at="yesterday")),
     "EARLIER": lambda: _edited(lambda d: d.update(started_at="2026-11-29T01:54:15+00:00")),
+    # a run SIGTERM stopped (core/interruption.py), of a third machine so fleet counts it too
+    "INTERRUPTED": lambda: _edited(lambda d: (
+        d["environment"]["host"].update(hostname="box-e"),
+        d.update(interrupted={"signal": "SIGTERM", "at": "2026-11-30T01:55:00+00:00",
+                              "probes_planned": ["matmul", "memory_bandwidth", "stability"],
+                              "probes_finished": ["matmul"],
+                              "cut_short": {"probe": "memory_bandwidth", "round": 1},
+                              "probes_not_run": ["stability"], "rounds_not_run": 0}))),
 }
 
 
@@ -180,6 +188,13 @@ class World:
                 (r / "noimages" / cls).mkdir(parents=True)
             (r / "noimages" / "cat" / "readme.txt").write_text("no pictures here\n")
             return r / "noimages"
+        if name == "HOMELIKE":  # a home folder: its only images in a hidden cache folder
+            (r / "home" / ".cache" / "thumbnails").mkdir(parents=True)
+            (r / "home" / ".cache" / "thumbnails" / "a.png").write_bytes(b"\x89PNG not much")
+            for folder in ("Documents", "Downloads"):
+                (r / "home" / folder).mkdir()
+            (r / "home" / "Documents" / "notes.txt").write_text("no pictures here\n")
+            return r / "home"
         if name == "UNREADABLE":
             if os.geteuid() == 0:
                 pytest.skip("root ignores permission bits")
@@ -228,7 +243,8 @@ class World:
 
 
 PLACEHOLDERS = [*TEXT_FILES, "OUT", "MISSING", "EMPTY", "USED", "FILE", "BINARY", "CONFIG",
-                "LOOSE", "NIGHTLY", "NOIMAGES", "UNREADABLE", "BLOCKDEV", "FULLFS", "ROFS"]
+                "LOOSE", "NIGHTLY", "NOIMAGES", "HOMELIKE", "UNREADABLE", "BLOCKDEV", "FULLFS",
+                "ROFS"]
 PLACEHOLDER = re.compile(r"\b(" + "|".join(sorted(PLACEHOLDERS, key=len, reverse=True)) + r")\b")
 
 

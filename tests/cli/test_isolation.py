@@ -69,3 +69,33 @@ def test_a_worker_stopped_with_its_run_is_interrupted_not_dead(iso):
     # Killed by SIGTERM while this process carries on: a dead worker, said so.
     out = iso.call("isolation_targets:terminated", None)
     assert not out.ok and out.error == "the worker process died from SIGTERM"
+
+
+def test_a_worker_whose_forkserver_died_with_the_run_is_interrupted_not_failed(iso):
+    """A signal to the process group kills the forkserver too, and the worker's exit status
+    is lost with it (multiprocessing says 255): while the run is being stopped that is an
+    interruption, not a probe that failed."""
+    t_dead = []
+
+    def stop_flag_set_late():
+        if not t_dead:
+            t_dead.append(time.monotonic())
+        return time.monotonic() - t_dead[0] > 0.2
+
+    with pytest.raises(Cancelled):
+        iso.call("isolation_targets:terminated_with_forkserver", None,
+                 should_stop=stop_flag_set_late)
+    # The next call starts a fresh forkserver; without a signal to this process, it failed.
+    out = iso.call("isolation_targets:terminated_with_forkserver", None)
+    assert not out.ok and out.error == "the worker process exited with code 255 without a result"
+    assert iso.call("isolation_targets:echo", [1]).ok
+
+
+def test_an_error_sent_while_the_run_is_stopped_is_the_interruption(iso, tmp_path):
+    """A probe that turns SIGTERM into an exception (storage removes its scratch file so)
+    reports an error; with the run's stop flag set by then, that is the interruption's."""
+    mark = tmp_path / "signalled"
+    with pytest.raises(Cancelled):
+        iso.call("isolation_targets:boom_marked", str(mark), should_stop=mark.exists)
+    out = iso.call("isolation_targets:boom_marked", str(tmp_path / "other"))
+    assert not out.ok and out.error == "ValueError: stopped by SIGTERM"

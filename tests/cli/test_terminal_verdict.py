@@ -37,10 +37,11 @@ def test_cpu_run_names_the_limit_its_rate_the_next_limit_and_one_advice():
     assert got[1] == (f"Next limit: CPU data loading at {fmt.figure(loader)} images/s "
                       f"({ratio:,.0f}× the current limit).")
     # The verdict's first advice restates the next limit, which has its own line: the
-    # terminal shows the first one that says something new, on one line.
+    # terminal shows the first one that says something new, whole (show() wraps it).
     assert "next limit" in v.main.advice[0]
-    assert got[2].startswith("Advice: This machine trains on its CPU")
-    assert len(got[2]) <= len("Advice: ") + summary.LINE_CHARS and got[2].endswith("…")
+    assert got[2] == "Advice: " + " ".join(v.main.advice[1].split())
+    assert got[2].startswith("Advice: This machine trains on its CPU") and "…" not in got[2]
+    assert len(got[2]) > 160  # longer than the cut it once had
     assert got[3] == "Not measured, so not judged: storage (the report says why)."
     assert len(got) <= summary.MAX_LINES
     assert not _no_raw_ids("\n".join(got)) and all("\n" not in line for line in got)
@@ -100,6 +101,27 @@ def test_no_verdict_says_so_in_one_line_with_the_reason():
     assert got[1] == "Not measured: CPU data loading and storage."
     assert got[2].startswith("Advice: ") and len(got) <= summary.MAX_LINES
     assert not _no_raw_ids("\n".join(got))
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_advice_is_printed_whole_wrapped_to_a_terminal_and_unwrapped_into_a_pipe(terminal):
+    import io
+
+    from rich.console import Console
+
+    v = verdict(cpu_run("2026-01-01T00:00:00Z"))
+    text = summary.summary(v, WRITTEN, Path("/runs/a/results.json"))
+    advice = next(line for line in text.splitlines() if line.startswith("Advice: "))
+    buf = io.StringIO()
+    summary.show(text, Console(file=buf, force_terminal=terminal, width=60, color_system=None))
+    printed = buf.getvalue()
+    if terminal:  # every line within the width, the advice whole across its lines
+        assert all(len(line) <= 60 for line in printed.splitlines())
+        assert " ".join(advice.split()) in " ".join(printed.split())
+        assert printed.count("\n") > text.count("\n") + 2
+    else:  # a pipe or a file: the lines as they are, for logs and scripts
+        assert printed == text + "\n"
+    assert "…" not in printed
 
 
 def test_the_report_line_is_one_path_and_what_lies_beside_it():

@@ -282,7 +282,7 @@ def test_probe_counts_corrupt_files(tiny, corrupt_dir):
         out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(1,),
                                                  batches=6))
     assert out.params["corrupt_files"] == 1
-    assert any(n.startswith("1 image(s) that fail to decode skipped and counted by "
+    assert any(n.startswith("1 image that fails to decode skipped and counted by "
                             "torchvision") for n in out.notes)
     loaders = ["torchvision"]
     if dali_available() is None:  # DALI drops the file and goes on, counting it too
@@ -303,7 +303,7 @@ def test_probe_measures_a_folder_smaller_than_a_batch(tiny, odd_dir):
     assert thr.context["images"] >= 100  # 2 batches of 64, less the truncated file's places
     assert out.params["file_kinds"] == {"JPEG": 4, "PNG": 2, "WEBP": 1}
     assert out.params["not_images"] == 2
-    assert any("2 file(s) with an image extension left out, because they are no image" in n
+    assert any("2 files with an image extension left out, because they are no image" in n
                for n in out.notes)
 
 
@@ -327,11 +327,16 @@ def test_probe_imports_dali_only_for_a_dali_configuration_it_runs(tiny, monkeypa
     out = dataloader.run(c, cfg)
     assert imports == [] and "dali_cpu workers=1 skipped, because the time budget ran out" \
         in out.notes
+    # the best figure is then a floor, and says which loader might have beaten it
+    (best,) = [m for m in out.measurements if m.metric == "best_throughput"]
+    assert best.context["not_measured"] == {"dali_cpu": "the time budget ran out before it"}
     c, _ = ctx(tiny)
     out = dataloader.run(c, cfg)
     assert imports == [1] and "dali_cpu skipped, because it failed at workers=1: DALI does " \
         "not import: libfoo.so missing" in out.notes
     assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"torchvision"}
+    (best,) = [m for m in out.measurements if m.metric == "best_throughput"]
+    assert best.context["not_measured"] == {"dali_cpu": "it failed at workers=1"}
 
 
 def test_probe_stops_a_configuration_that_overruns_its_share(tiny):

@@ -174,6 +174,19 @@ def test_scan_counts_nested_images_and_ignores_other_files(tmp_path):
     assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written
 
 
+def test_hidden_folders_are_never_classes(tmp_path):
+    """A dataset beside a .git or .cache folder: they hold no class, even with images in."""
+    for d in ("cat", "dog", ".cache/x", ".git"):
+        (tmp_path / d).mkdir(parents=True)
+    for f in ("cat/a.jpg", "dog/b.jpg", ".cache/x/c.jpg"):
+        (tmp_path / f).write_bytes(b"x" * 100)
+    facts = scan_imagefolder(tmp_path)
+    assert facts["num_classes"] == 2 and facts["num_images"] == 2
+    assert facts["empty_classes"] == 0
+    samples = dataset.loader_samples(tmp_path)
+    assert samples.classes == 2 and samples.in_dataset == 2
+
+
 def _missing(p: Path) -> Path:
     return p / "missing"
 
@@ -200,12 +213,30 @@ def _classes_without_images(p: Path) -> Path:
     return p
 
 
+def _home_folder(p: Path) -> Path:
+    """$HOME: dot folders only, one of them a cache full of images."""
+    (p / ".cache" / "thumbs").mkdir(parents=True)
+    (p / ".cache" / "thumbs" / "a.jpg").write_bytes(b"x" * 100)
+    (p / ".bashrc").write_text("x")
+    return p
+
+
+def _mostly_other_folders(p: Path) -> Path:
+    for d in ("bin", "docs", "src", "photos"):
+        (p / d).mkdir()
+    (p / "photos" / "a.jpg").write_bytes(b"x" * 100)
+    (p / "docs" / "x.txt").write_text("x")
+    return p
+
+
 @pytest.mark.parametrize("make, says", [
     (_missing, "no such directory"),
     (_a_file, "not a directory"),
     (_empty, "the directory is empty"),
-    (_loose_images, "found 3 image file(s) but no class sub-folders"),
-    (_classes_without_images, "not an ImageFolder dataset"),
+    (_loose_images, "found 3 image files but no class folders"),
+    (_classes_without_images, "none of its 2 folders (a, b) holds an image"),
+    (_home_folder, "no class folders; hidden folders (.cache) are never classes"),
+    (_mostly_other_folders, "3 of its 4 folders (bin, docs, src) hold no image"),
 ])
 def test_scan_refuses_what_is_not_an_imagefolder(tmp_path, make, says):
     with pytest.raises(DatasetError) as err:

@@ -142,7 +142,7 @@ def test_counts_are_powers_of_two_and_the_world():
 def test_a_rank_that_never_joins_is_named_within_the_timeout():
     # Only rank 0 of two starts: the rendezvous gives up after timeout_s, naming rank 1.
     port = free_port()
-    with pytest.raises(_ranks.RankFailure, match=r"rank 0 \(gloo\): rank\(s\) 1 did not join "
+    with pytest.raises(_ranks.RankFailure, match=r"rank 0 \(gloo\): rank 1 did not join "
                                                   r"within 2 s"):
         _ranks.run_rank(spec(port=port, timeout_s=2.0))
 

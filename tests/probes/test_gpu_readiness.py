@@ -312,7 +312,7 @@ def test_auto_refuses_gpus_torch_cannot_use(monkeypatch, tmp_path, capsys):
     assert cli.main(["run", "--only", "matmul", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert err[0].startswith("benchbench: error: NVML sees 8 GPU(s) (NVIDIA H200) but torch "
+    assert err[0].startswith("benchbench: error: NVML sees 8 GPUs (NVIDIA H200) but torch "
                              "cannot use them: torch cannot use CUDA: The NVIDIA driver")
     assert "--device cpu" in err[0] and not out.exists()
 

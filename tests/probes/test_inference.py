@@ -309,7 +309,7 @@ def test_the_report_shows_loadgens_verdict_p99_and_completed_rate():
     assert served.value == c["completed_per_s"] and c["target_qps"] > served.value
     assert (f"Server ({c['label']}): {served.value:,.0f} samples/s completed, LoadGen's "
             f"figure, at a target of {c['target_qps']:,.0f} queries/s within the 15 ms p99 "
-            "bound (MLPerf's 15 ms p99 for ResNet-50 (server scenario)).") in section
+            "bound (MLPerf's 15 ms p99 for ResNet-50, server scenario).") in section
     assert (f"At {c['target_qps']:,.0f} requests/s LoadGen said VALID, p99 "
             f"{c['p99_s'] * 1e3:,.3g} ms") in section
     assert "LoadGen's logs: " not in section  # the simulator keeps none

@@ -120,7 +120,7 @@ def test_pipeline_that_cannot_afford_three_steps_says_so_before_starting_the_loa
                        inputs=RunInputs(data_dir="/nonexistent",
                                         previous=_previous(0.05, loader_ips=1.0)))
     cfg = resolved("pipeline", precisions=("fp32",), batch_size=4, image_size=32)
-    with pytest.raises(ProbeSkipped, match=r"2 timed rounds of 2 step\(s\) on loader batches "
+    with pytest.raises(ProbeSkipped, match=r"2 timed rounds of 2 steps on loader batches "
                                            r"\(a batch from each worker\) and three on "
                                            r"synthetic data would take ~\d+.*torchvision batch "
                                            r"every ~4 s.*before starting"):

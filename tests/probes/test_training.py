@@ -1,5 +1,7 @@
 """The training probes on tiny CPU shapes, their arithmetic, OOM back-off and bad input."""
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -285,7 +287,15 @@ def test_budget_skips_a_precision_that_cannot_fit():
         return lambda: time.sleep(0.05 * batch)
 
     ms, notes = _training.run_training(ctx(budget=0.2), job(batch=8), build)
-    assert ms == [] and "beyond its time budget" in notes[0]
+    assert ms == []
+    # The note states the comparison that decided: what the fewest steps would take, against
+    # what the budget allowed, so that the two numbers explain the skip.
+    got = re.fullmatch(r"fp32 skipped, because its 2 fewest timed steps at ~([\d.]+) s each "
+                       r"\(its warm step\) would take ~([\d.]+) s, more than the ([\d.]+) s "
+                       r"its share of the time budget allows", notes[0])
+    assert got, notes[0]
+    step, need, allowed = map(float, got.groups())
+    assert need == pytest.approx(2 * step, rel=0.02) and need > allowed
 
 
 def test_the_first_figures_fewest_steps_run_where_they_fit_the_whole_share():

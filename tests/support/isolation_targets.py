@@ -54,3 +54,18 @@ def rank_one_hangs(comm, payload):
 def terminated(payload, progress):
     """Dies of SIGTERM, as a worker does when `timeout` or Slurm stops the whole run."""
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def terminated_with_forkserver(payload, progress):
+    """Dies of SIGTERM with the forkserver it was forked from, as when `timeout` or Slurm
+    signals the whole process group: the parent reads no exit status, only code 255."""
+    os.kill(os.getppid(), signal.SIGTERM)
+    time.sleep(0.2)  # the forkserver is gone before this worker is
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def boom_marked(path, progress):
+    """Marks `path`, then raises: the parent's stop flag reads the mark, so it is set by the
+    time the error arrives, as a SIGTERM to the process group sets it."""
+    open(path, "w").close()
+    raise ValueError("stopped by SIGTERM")

@@ -259,7 +259,7 @@ def test_runs_with_different_probes_align_what_matches():
     rule = text.split("## The rule")[1].split("## ")[0]
     assert "- **A measurement regressed** when it is worse than the baseline" in rule
     lines = [x for x in rule.splitlines() if x.strip()]  # a list, a bolded term a line
-    assert len(lines) == 5 and all(x.startswith("- **") for x in lines), lines
+    assert len(lines) == 6 and all(x.startswith("- **") for x in lines), lines
 
 
 def test_a_measurement_one_run_lacks_is_shown_with_what_that_runs_probe_said():
@@ -439,6 +439,39 @@ def test_baseline_runs_are_pooled(tmp_path, capsys):
     assert code == 3 and "new** (compared, 2 runs pooled)" in out and "| 6 / 6 |" in out
 
 
+def _step_time_run(label, step_s, started):
+    """memory_fit's step time, a time judged on its own (no throughput stands for it)."""
+    key = {"mode": "plain", "rung": "125m", "seq_len": 64, "precision": "fp32"}
+    return make_run(label, started=started, probes=[ProbeResult(
+        name="memory_fit", status="ok", resource="gpu_memory", measurements=[
+            m("step_time", key, spread(step_s), "s", hib=False)])])
+
+
+def test_a_time_that_grew_says_how_many_times_slower_everywhere(tmp_path, capsys):
+    """A step that takes 2.77 times as long: '2.77× slower' in the change column, the value's
+    cell, the terminal's last line and compare.html, never an oriented '−177.1%'."""
+    bases = [save(tmp_path, f"base{i}", _step_time_run("base", 0.356, f"2026-11-0{i}T00:00:00"
+                                                       "+00:00")) for i in (1, 2)]
+    for i in (1, 2):
+        save(tmp_path, f"new{i}", _step_time_run("new", 0.356 * 2.771,
+                                                 f"2026-11-1{i}T00:00:00+00:00"))
+    code, out, _ = run_cli(capsys, "compare", "--baseline", bases[0], "--baseline", bases[1],
+                           tmp_path / "new*", "--out", tmp_path / "cmp")
+    assert code == 3
+    regressions = out.split("## Regressions")[1].split("\n## ")[0]
+    assert "| memory_fit step_time " in regressions and "| 2.77× slower |" in regressions
+    assert "| 356 ms (2 runs) | 986 ms (2 runs) · 2.77× slower ▼ |" in out
+    assert "2.77× slower" in out.strip().splitlines()[-1]  # the terminal's last line
+    html = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "2.77× slower" in html
+    for text in (out, html):
+        assert "177" not in text
+    faster = compare_md.render(build(_step_time_run("a", 0.5, "2026-11-01T00:00:00+00:00"),
+                                     _step_time_run("b", 0.25, "2026-11-02T00:00:00+00:00")))
+    assert "| 2.00× faster |" in faster and "500 ms · " not in faster
+    assert "| 500 ms | 250 ms · 2.00× faster ▲ |" in faster
+
+
 def test_different_hardware_is_compared_but_no_regression_called(tmp_path, capsys):
     a = save(tmp_path, "a", make_run("h100", gpus=["NVIDIA H100 80GB HBM3"]))
     b = save(tmp_path, "b", make_run("a100", factor=0.5, gpus=["NVIDIA A100-SXM4-80GB"]))
@@ -457,12 +490,12 @@ def test_clear_drop_exits_3_and_identical_runs_exit_0(tmp_path, capsys):
     a = save(tmp_path, "a", make_run("before"))
     b = save(tmp_path, "b", make_run("after", factor=0.8))
     code, out, err = run_cli(capsys, "compare", a, b)
-    assert code == 3 and "**4 regression(s)** (exit 3)" in out
+    assert code == 3 and "**4 regressions** (exit 3)" in out
     assert re.search(r"\| after \| matmul flops dtype=fp32 size=512 \| 100 GFLOP/s \| "
                      r"80.0 GFLOP/s \| −20.0% \| ±\d+% \| 3 / 3 \|", out)
     assert "Not tested: 1 × a peak over sizes" in out
     # the terminal's last line, where a CI log ends, says the outcome and names the worst
-    assert re.search(r"compared 2 run\(s\) in [\d.]+ s: 4 regression\(s\) \(matmul flops "
+    assert re.search(r"compared 2 runs in [\d.]+ s: 4 regressions \(matmul flops "
                      r"dtype=fp32 size=256 −20.0%; matmul flops dtype=fp32 size=512 −20.0%; "
                      r"resnet50 fp32 224px −20.0%; and 1 more\), exit 3\n$", err), err
     same = save(tmp_path, "same", make_run("again"))
@@ -504,7 +537,7 @@ def test_inconclusive_for_unknown_noise_says_why_once_and_each_rows_unsteadiness
     code, out, _ = run_cli(capsys, "compare", a, b)
     section = out.split("## Inconclusive")[1].split("\n## ")[0]
     assert code == 0 and section.count("no measurement of their kind") == 1
-    assert "Noise unknown in 2 measurement(s) of storage reads (`storage`):" in section
+    assert "Noise unknown in 2 measurements of storage reads (`storage`):" in section
     assert "| after | storage read_bandwidth job=seq1m | −10.0% | candidate CV 20% |" in section
     assert "noise unknown:" not in section  # not once a row
 
@@ -611,7 +644,7 @@ def test_files_html_escapes_and_csv_columns(tmp_path, capsys):
     assert "<b>" not in page and "&lt;b&gt;" in page
     assert "http://" not in page and "https://" not in page
     assert page.count('src="data:image/png;base64,') == 1  # headline bars; no all-reduce here
-    assert "4 regression(s)" in page
+    assert "4 regressions" in page
     with open(out / "compare.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == ["probe", "metric", "key.device", "key.dtype", "key.size",
@@ -713,8 +746,8 @@ def test_a_probe_that_stopped_measuring_is_a_regression(tmp_path, capsys):
                               reason="fp32 skipped, because one warm step takes ~9 s, beyond "
                                      "its time budget")
     code, out, err = run_cli(capsys, "compare", save(tmp_path, "a", a), save(tmp_path, "b", b))
-    assert code == 3 and "probe(s) that stopped measuring** (exit 3)" in out
-    assert err.endswith(": 1 regression(s) (resnet50 skipped), exit 3\n"), err
+    assert code == 3 and "**0 regressions and 1 probe that stopped measuring** (exit 3)" in out
+    assert err.endswith(": 1 regression (resnet50 skipped), exit 3\n"), err
     assert "## Probes that stopped measuring" in out
     assert "| after | resnet50 | skipped | fp32 skipped, because one warm step takes ~9 s" in out
     # not asked for in the candidate: not a regression

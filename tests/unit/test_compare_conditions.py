@@ -99,7 +99,7 @@ def test_like_sides_say_so_and_keep_their_verdicts(tmp_path, capsys):
     b = save(tmp_path, "b", with_(make_run("after", factor=0.8), quick=True, **RESNET))
     out_dir = tmp_path / "out"
     code, out, _ = run_cli(capsys, "compare", a, b, "--out", out_dir)
-    assert code == 3 and "**4 regression(s)** (exit 3)" in out
+    assert code == 3 and "**4 regressions** (exit 3)" in out
     assert "The sides ran under the same recorded conditions: like for like." in out
     assert "≠ " not in out.split("## Conditions")[1].split("Marks in")[0]
     assert "Not like for like" not in (out_dir / "compare.html").read_text()

@@ -110,7 +110,7 @@ def test_whole_machine_throughput_at_224_px_in_the_best_precision():
     t = cost.usable_throughput(make_run(), vd())
     # amp_bf16 beats fp32 at 224 px; the 5,000 at 128 px is not the real size: 3,000 × 8
     assert t["images_per_s"] == 24_000.0
-    assert "amp_bf16 at 224 px" in t["images_basis"] and "× 8 GPU(s)" in t["images_basis"]
+    assert "amp_bf16 at 224 px" in t["images_basis"] and "× 8 GPUs" in t["images_basis"]
     assert t["images_basis"].startswith("synthetic")
     # 250,000 tokens/s × 8
     assert t["tokens_per_s"] == 2_000_000.0
@@ -361,7 +361,7 @@ def test_default_power():
     # 8 × 700 W + (150 W + 5 W × 64 cores) = 5,600 + 470 = 6,070 W
     watts, how = cost.default_power_watts(make_run())
     assert watts == 6_070.0
-    assert "8 GPU power limit(s) summing to 5,600 W" in how and "470 W" in how
+    assert "8 GPU power limits summing to 5,600 W" in how and "470 W" in how
     run = make_run(gpus=2)
     run.environment["gpus"][0]["power_limit"] = None
     run.environment["gpus"][0]["power_limit_default"] = 300.0

@@ -646,7 +646,7 @@ def test_a_serving_rate_whose_search_ran_out_of_time_is_a_lower_bound():
     assert served.status == "pass"
     assert served.measured.startswith(f"at least {rate:,.0f} images/s within the bound (224 "
                                       "px, bf16, PyTorch eager")
-    assert "simulated server (LoadGen not installed)); not compared with MLPerf's T4" in \
+    assert "simulated server, LoadGen not installed); not compared with MLPerf's T4" in \
         served.measured
     assert "a lower bound: the search's time budget ran out" in served.measured
 

@@ -223,7 +223,7 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
     f = fleet.build([str(tmp_path / "*")])
     assert len(f.low) == 6
     md = fleet_md.render(f)
-    assert "**6 outlier(s) below their group on 2 nodes** (exit 3):" in md
+    assert "**6 outliers below their group on 2 nodes** (exit 3):" in md
     lines = fleet_md.outlier_lines(f, f.low)
     # node17's links make its copies 75% slow: it is furthest off, its lines first
     assert [line.split(":")[0] for line in lines] == ["node17", "node17", "node05 cuda"]
@@ -410,8 +410,8 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
     code, md, err = run_cli(capsys, "fleet", bad / "*", "--out", out, "--junit", xml)
     assert code == 3, err
-    assert err.endswith(" s: 1 outlier(s) below their group on 1 node (n4 −49.8%), exit 3\n"), err
-    assert "**1 outlier(s) below their group on 1 node** (exit 3)" in md
+    assert err.endswith(" s: 1 outlier below their group on 1 node (n4 −49.8%), exit 3\n"), err
+    assert "**1 outlier below their group on 1 node** (exit 3)" in md
     assert ("n4: storage seq1m −49.8% vs the group median (z = −" in md
             and "kernel 6.9.0 where the median node" in md)
     assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "fleet.html", "fleet.md"]
@@ -452,7 +452,7 @@ def test_a_faster_outlier_is_listed_but_passes(tmp_path, capsys):
                                         env=environment(host=f"n{i}"),
                                         factors={"dataloader": 1.5} if i == 0 else None))
     code, md, _ = run_cli(capsys, "fleet", tmp_path / "*")
-    assert code == 0 and "1 outlier(s) above their group" in md
+    assert code == 0 and "1 outlier above their group" in md
 
 
 def test_a_node_of_an_old_run_says_it_has_no_recorded_identity(tmp_path):
@@ -721,7 +721,7 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     code, md, err = run_cli(capsys, "fleet", now / "*", "--before", then / "*", "--out", out,
                             "--junit", xml)
     assert code == 3, err
-    assert "**3 outlier(s) below their group on 1 node** (exit 3)" in md
+    assert "**3 outliers below their group on 1 node** (exit 3)" in md
     assert re.search(r"on 1 node \(node03 \(its change\) −\d\.\d%\), exit 3\n$", err), err
     assert "its run records nothing that its earlier run does not" in md
     html = (out / "fleet.html").read_text()

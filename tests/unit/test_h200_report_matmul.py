@@ -87,7 +87,7 @@ def test_run3_reads_its_matmul_figures_as_borderline(tmp_path):
     run = committed(RUN3, tmp_path)
     md = render_md(run)
     assert health_line(md) == (
-        "Health: 3 headline figure(s) held against published references, and none is under "
+        "Health: 3 headline figures held against published references, and none is under "
         "85% of the lower published figure by more than 5 points; borderline, within 5 points "
         "of it: matmul bf16 at 85.3%, matmul fp8 at 84.8%, matmul fp16 at 86.5%.")
     rows = headline_rows(run)

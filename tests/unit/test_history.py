@@ -906,7 +906,7 @@ def test_without_a_run_the_history_is_of_the_runs_folder_run_writes_to(tmp_path,
     save_runs(tmp_path / "runs", n=12, drop_at=6)
     code, out, err = run_cli(capsys, "history")
     assert code == 3 and "| 1 | 2026-10-01T02:00:00+00:00 | — | `runs/r000` |" in out
-    assert "history of 12 run(s) (no RUN given: those in runs/, where run writes them)" in err
+    assert "history of 12 runs (no RUN given: those in runs/, where run writes them)" in err
 
 
 def test_another_machines_runs_are_refused_or_set_apart(tmp_path):
@@ -1044,7 +1044,7 @@ def test_what_eight_gpus_show_alike_is_one_line_and_a_gpu_that_differs_its_own(t
     # for runs 9-11: three runs, a level of its bf16 and fp16 against the other GPUs (a change
     # point up at run 9 and down at 12), not three outlier runs; held against its first
     # segment, not that best one, it is level with them again, no regression
-    assert ("21 change point(s) in 50 series, at runs 9 and 12; 1 outlier run(s) (run 5), "
+    assert ("21 change points in 50 series, at runs 9 and 12; 1 outlier run (run 5), "
             "off in 17 series") in summary, summary
     ahead = named(h, "matmul peak bf16 against the other GPUs (cuda:7)")
     assert [x.at for x in ahead.shifts] == [8, 11] and not ahead.gate.regressed

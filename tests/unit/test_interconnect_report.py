@@ -27,9 +27,9 @@ def test_a_committed_one_gpu_run_shows_no_all_reduce_or_knee(name, tmp_path):
     assert "Cost knee" not in text and "PB/s" not in text and "all-reduces per sample" not in text
     probe = text.split("### All-reduce (`allreduce`)", 1)[1].split("\n### ", 1)[0]
     assert "there is nothing to exchange" in probe
-    assert "**allreduce_time**" not in probe and "**algbw**" not in probe
+    assert "**`allreduce_time`**" not in probe and "**`algbw`**" not in probe
     ddp = text.split("### Multi-GPU scaling (`ddp_scaling`)", 1)[1].split("\n### ", 1)[0]
-    assert "there is nothing to exchange" in ddp and "**throughput**" not in ddp
+    assert "there is nothing to exchange" in ddp and "**`throughput`**" not in ddp
 
 
 def _allreduce(world: int) -> ProbeResult:

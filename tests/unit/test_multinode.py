@@ -117,7 +117,7 @@ def test_rank_zero_merges_every_rank_and_the_other_nodes():
         {"name": "matmul", "status": "failed", "reason": "boom"}]
     assert multinode.failed_elsewhere(reports) == ["rank 2 (n1): matmul: boom"]
     text = render_md(run)
-    assert "**Launched by slurm**: 4 ranks on 2 node(s)" in text
+    assert "**Launched by slurm**: 4 ranks on 2 nodes" in text
     assert "node n1 (rank 2): matmul failed" in text
 
 

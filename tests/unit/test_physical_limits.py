@@ -106,7 +106,7 @@ def test_a_figure_beyond_its_limit_is_a_measurement_error_never_a_result(tmp_pat
     assert over_ceilings(raw, run) and shown_as_results(raw, run)
     text = report_md(run)
     assert over_ceilings(text, run) == [] and shown_as_results(text, run) == []
-    assert ("peak_flops (device cuda:0, dtype bf16): measurement error: 1.5× the H200 SXM "
+    assert ("`peak_flops` (device cuda:0, dtype bf16): measurement error: 1.5× the H200 SXM "
             "dense bf16 peak (990 TFLOP/s)") in text
     assert ("1.2× the H200 SXM dense bf16 peak ÷ 24.3 GFLOP a training image "
             "(40.7 ksamples/s)") in text

@@ -266,7 +266,7 @@ def test_one_bar_is_drawn_deliberately(datasheet):
     bars = [p.get_window_extent() for p in ax.patches]
     assert len(bars) == 1 + datasheet and all(b.height <= 0.4 * ax.bbox.height for b in bars)
     (label,) = ax.get_yticklabels()
-    assert label.get_text().startswith("transformer training\nmixed precision (bf16)")
+    assert label.get_text().startswith("transformer training\nbf16 mixed precision")
 
 
 def test_the_telemetry_spans_every_probe_on_the_runs_clock():

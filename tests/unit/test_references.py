@@ -241,7 +241,7 @@ def test_two_figures_under_85_percent_are_flagged_with_the_evidence():
     assert causes == [
         "telemetry during resnet50: GPU 0 power-capped during 35% of the probe",
         "doctor, PCIe link (fail): GPU 0: Gen4 x8 of Gen5 x16 under load",
-        "GPU 0 was shared with 1 other process(es) (pid 4242)",
+        "GPU 0 was shared with 1 other process (pid 4242)",
         "GPU 0 is in MIG mode: the run measured a slice, not the whole GPU",
         "GPU 0 is a vGPU (vGPU guest): other VMs share it",
         "the host is a virtual machine (KVM): prefer passthrough or bare metal",
@@ -266,10 +266,10 @@ def test_report_opens_with_the_health_line_after_the_verdict():
     section = md[md.index("## Published references"):md.index("## Environment")]
     assert md.index("## Verdict") < md.index("## Published references")
     assert "⚠ Health: 2 of 3 headline figures" in section
-    assert "- GPU 0 was shared with 1 other process(es) (pid 4242)" in section
-    assert ("| ResNet50 amp_fp16 (cuda:0) | 1,500 img/s (amp_fp16, 224 px, batch 256, 1 GPU) | "
-            "2,616–2,791 img/s | H100 SXM, amp_fp16, 224 px, batch not stated, 1 GPU, synthetic "
-            "data | [Lambda](https://github.com/" in section)
+    assert "- GPU 0 was shared with 1 other process (pid 4242)" in section
+    assert ("| ResNet50 fp16 mixed precision (cuda:0) | 1,500 img/s (fp16 mixed precision, 224 "
+            "px, batch 256, 1 GPU) | 2,616–2,791 img/s | H100 SXM, fp16 mixed precision, 224 px, "
+            "batch not stated, 1 GPU, synthetic data | [Lambda](https://github.com/" in section)
     assert "| 54–57%; under the health line (57.3% of the lower published figure) |" in section
 
 

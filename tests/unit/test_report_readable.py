@@ -120,10 +120,10 @@ def test_algbw_and_busbw_are_one_column_and_one_table_at_two_ranks():
     assert "| size | time | algbw = busbw | all-reduces per sample |" in two
     assert "At 2 ranks the bus factor 2(n−1)/n is 1" in two
     probe = section(render_md(noisy_run(world=2)), "Measurements, probe by probe")
-    assert probe.count("**algbw** = **busbw**") == 1 and "\n**busbw**\n" not in probe
+    assert probe.count("**`algbw`** = **`busbw`**") == 1 and "\n**`busbw`**\n" not in probe
     eight = "\n".join(interconnect.section(noisy_run(world=8)))
     assert "| size | time | algbw | busbw | all-reduces per sample |" in eight
-    assert "\n**busbw**\n" in section(render_md(noisy_run(world=8)),
+    assert "\n**`busbw`**\n" in section(render_md(noisy_run(world=8)),
                                        "Measurements, probe by probe")
 
 
@@ -228,7 +228,7 @@ def test_amp_advice_for_resnet50_only_from_resnet50s_own_amp():
     v = verdict_mod.verdict(_training())
     assert v.main.precision == "fp32"
     assert not any("train in AMP" in a or "train it in mixed" in a for a in v.main.advice)
-    assert ("The transformer trained 1.42× faster in mixed precision (bf16) than in fp32; "
+    assert ("The transformer trained 1.42× faster in bf16 mixed precision than in fp32; "
             "ResNet50's mixed precision was not measured, because amp_bf16 skipped, because one "
             "warm step takes ~31 s, beyond its budget: measure it before changing its recipe."
             ) in v.main.advice

@@ -462,9 +462,14 @@ def test_a_broken_sampler_never_costs_the_probe(tmp_path):
 
 def test_an_interrupted_probe_keeps_what_was_sampled(tmp_path):
     log = []
-    runner = make(tmp_path, LoggingIsolator(log, answer=Cancelled()),
+
+    class Interrupting(LoggingIsolator):
+        def call(self, target, job, **kw):
+            runner.stop.signal_name = "SIGINT"  # Ctrl-C while the probe runs
+            return super().call(target, job, **kw)
+
+    runner = make(tmp_path, Interrupting(log, answer=Cancelled()),
                   lambda: StubSampler(log), only=("matmul",))
-    runner.stop.signal_name = "SIGINT"
     assert runner.execute() == EXIT_INTERRUPTED
     assert log == ["start", "call matmul", "stop"]
     assert "matmul" in results.load(tmp_path).extra["telemetry"]["probes"]

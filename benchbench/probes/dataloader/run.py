@@ -31,11 +31,12 @@ from typing import Any
 
 import psutil
 
+from benchbench.core.names import counted
 from benchbench.core.results import Measurement
 from benchbench.probes._loaders import LoaderError, build_loader, unavailable
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved, total_over_time
 from benchbench.probes.dataloader.config import DataloaderConfig
-from benchbench.probes.dataset import IMAGE_EXTENSIONS, Samples, loader_samples
+from benchbench.probes.dataset import IMAGE_EXTENSIONS, Samples, run_samples
 
 _READ_CHUNK = 1 << 20
 
@@ -92,29 +93,36 @@ def run(ctx: ProbeContext, cfg: DataloaderConfig) -> ProbeOutput:
     params["page_cache_bytes"] = _warm_page_cache(ctx, data_dir, notes)
     samples = listed(data_dir, params, notes)
 
-    measured, corrupt = sweep(ctx, cfg, plan, samples, device, cores, notes)
+    left_out: dict[str, str] = {}
+    measured, corrupt = sweep(ctx, cfg, plan, samples, device, cores, notes, left_out=left_out)
+    got = {m.key["loader"] for m in measured}
+    not_measured = {k: why for k, why in left_out.items() if k not in got}
 
     params["corrupt_files"] = len({p for files in corrupt.values() for p in files})
     params["corrupt_by_loader"] = {k: len(v) for k, v in corrupt.items()}
     for kind, files in corrupt.items():
         path, reason = next(iter(files.items()))
-        notes.append(f"{len(files)} image(s) that fail to decode skipped and counted by {kind}, "
-                     f"e.g. {path} ({reason})")
+        notes.append(f"{counted(len(files), 'image')} that "
+                     f"{'fails' if len(files) == 1 else 'fail'} to decode skipped and counted "
+                     f"by {kind}, e.g. {path} ({reason})")
     if not measured:
         raise ProbeSkipped("no loader could run: " + ("; ".join(notes) or "nothing was planned"))
-    return ProbeOutput(measured + [_best(measured, cfg)], params=params, notes=notes)
+    return ProbeOutput(measured + [_best(measured, cfg, not_measured)], params=params,
+                       notes=notes)
 
 
 def listed(data_dir: str, params: dict[str, Any], notes: list[str]) -> Samples:
     """The files every loader reads (one list, so that they count the same files), with what
-    the dataset holds recorded in `params` and what was left out in `notes`."""
-    samples = loader_samples(data_dir)
+    the dataset holds recorded in `params` and what was left out in `notes`. Raises
+    DatasetVanished when the dataset went since the run scanned it."""
+    samples = run_samples(data_dir)
     params.update(dataset_files=samples.in_dataset, files_read=len(samples.files),
                   file_kinds=samples.kinds, not_images=len(samples.rejected))
     if samples.rejected:
         path, why = next(iter(samples.rejected.items()))
-        notes.append(f"{len(samples.rejected)} file(s) with an image extension left out, "
-                     f"because they are no image: e.g. {path} ({why})")
+        notes.append(f"{counted(len(samples.rejected), 'file')} with an image extension left "
+                     f"out, because {'it is' if len(samples.rejected) == 1 else 'they are'} no "
+                     f"image: e.g. {path} ({why})")
     if samples.in_dataset > len(samples.files) + len(samples.rejected):
         notes.append(f"the loaders read an even sample of {len(samples.files):,} of the "
                      f"{samples.in_dataset:,} images")
@@ -123,11 +131,14 @@ def listed(data_dir: str, params: dict[str, Any], notes: list[str]) -> Samples:
 
 def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
           data: Samples | str, device: str, cores: int, notes: list[str],
-          make_loader: Callable[..., Any] = build_loader
+          make_loader: Callable[..., Any] = build_loader,
+          left_out: dict[str, str] | None = None
           ) -> tuple[list[Measurement], dict[str, dict[str, str]]]:
     """Each (loader, workers) configuration in turn, with an equal share of what is left of
     the budget; a loader that fails is dropped with a note. (measurements, corrupt files by
-    loader: path -> reason)."""
+    loader: path -> reason). `left_out` gets each loader a configuration of which was not
+    measured, and why."""
+    left_out = {} if left_out is None else left_out
     measured: list[Measurement] = []
     corrupt: dict[str, dict[str, str]] = {}
     failed: set[str] = set()
@@ -142,6 +153,9 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
         floor = cost.get(kind, min(cost.values(), default=0.0))
         if ctx.budget.remaining() <= floor:
             notes.append(f"{', '.join(left)} skipped, because the time budget ran out")
+            for k, _ in plan[i:]:
+                if k not in failed:
+                    left_out.setdefault(k, "the time budget ran out before it")
             break
         share = ctx.budget.remaining() / len(left)
         key = {"loader": kind, "workers": w, "batch_size": resolved(cfg.batch_size, "batch_size"),
@@ -155,6 +169,7 @@ def sweep(ctx: ProbeContext, cfg: DataloaderConfig, plan: list[tuple[str, int]],
             cost[kind] = min(cost.get(kind, spent), spent)
         except LoaderError as exc:
             failed.add(kind)
+            left_out[kind] = f"it failed at workers={w}"
             notes.append(f"{kind} skipped, because it failed at workers={w}: {exc}")
     ctx.progress("done", len(plan) + 1, len(plan) + 1)
     return measured, {k: v for k, v in corrupt.items() if v}
@@ -224,7 +239,10 @@ def _measure(ctx: ProbeContext, cfg: DataloaderConfig, key: dict[str, Any],
     ]
 
 
-def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:
+def _best(measured: list[Measurement], cfg: DataloaderConfig,
+          not_measured: dict[str, str] | None = None) -> Measurement:
+    """The best configuration's rate; `not_measured` (loader -> why) makes it a floor: a
+    loader that did not run might have been faster."""
     rates = [m for m in measured if m.metric == "throughput"]
     best = max(rates, key=lambda m: m.value)
     return Measurement(
@@ -239,6 +257,7 @@ def _best(measured: list[Measurement], cfg: DataloaderConfig) -> Measurement:
             "loader": best.key["loader"],
             "workers": best.key["workers"],
             "configurations": [f"{m.key['loader']}/{m.key['workers']}" for m in rates],
+            **({"not_measured": not_measured} if not_measured else {}),
         },
     )
 

@@ -28,6 +28,7 @@ from benchbench.core.results import Measurement
 from benchbench.machine.environment import storage_snapshot
 from benchbench.machine.virtualisation import detect
 from benchbench.probes.api import ProbeContext, ProbeOutput, total_over_time
+from benchbench.probes.dataset import first_gone, vanished
 
 CACHE_BYPASS = "posix_fadvise(DONTNEED)"
 # Filesystems whose storage is RAM: neither O_DIRECT nor DONTNEED reaches a disk there.
@@ -208,14 +209,22 @@ def measure(ctx: ProbeContext, limit_bytes: int, skip_prefix: str,
         out.notes.append("dataset read skipped, because the run has no dataset folder")
         return []
     files = list_files(data_dir, skip_prefix)
-    if not files:
-        out.notes.append(f"dataset read skipped, because {data_dir} holds no files")
+    if not files:  # the run scanned images there before the first probe
+        what = (f"the dataset {data_dir} lost all its files" if os.path.isdir(data_dir) else
+                f"the dataset {data_dir} was removed")
+        out.notes.append(f"dataset read skipped, because {vanished(what)}")
         return []
     picked = sample_evenly(files, limit_bytes)
     ctx.progress("reading the dataset cold", 0, 1)
     # At most a third of what is left: the read jobs need the rest.
     deadline = ctx.clock() + max(5.0, ctx.budget.remaining() / 3)
-    read, left = cold_read(picked, max(10, ctx.policy.min_repeats), deadline, ctx.clock)
+    try:
+        read, left = cold_read(picked, max(10, ctx.policy.min_repeats), deadline, ctx.clock)
+    except FileNotFoundError as exc:  # removed since the listing: fio's figures still stand
+        gone = first_gone(path for path, _ in picked) or exc.filename
+        what = f"the dataset's file {gone} was removed"
+        out.notes.append(f"dataset read skipped, because {vanished(what)}")
+        return []
     sandbox = detect().get("sandbox")
     access = "cold"
     if (left is not None and left > CACHED_SHARE) or sandbox == "gVisor":

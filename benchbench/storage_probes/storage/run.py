@@ -103,8 +103,9 @@ def _where(ctx: ProbeContext, cfg: StorageConfig, notes: list[str]) -> tuple[str
     # generated dataset's cache folder (benchbench's own) is used on the dataset's filesystem.
     ours = os.path.dirname(ctx.inputs.data_dir) if (
         ctx.inputs.data_dir and data.get("source") == "generated") else None
-    if ctx.inputs.data_dir and ours is None and ctx.inputs.run_dir and _device_of(
-            ctx.inputs.data_dir) != _device_of(ctx.inputs.run_dir):
+    devices = ({_device_of(ctx.inputs.data_dir), _device_of(ctx.inputs.run_dir)}
+               if ctx.inputs.data_dir and ours is None and ctx.inputs.run_dir else set())
+    if len(devices) == 2 and None not in devices:  # None: a dataset removed is said elsewhere
         notes.append(f"the dataset {ctx.inputs.data_dir} is on another filesystem than the run "
                      "folder and is never written to, so fio measured the run folder's disk; "
                      "pass --storage-path DIR on the dataset's filesystem to measure that one "

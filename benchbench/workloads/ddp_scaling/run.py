@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from benchbench.core.names import counted
 from benchbench.core.results import Measurement
 from benchbench.probes._ranks import RankFailure, run_ranks
 from benchbench.probes.api import ProbeContext, ProbeOutput, ProbeSkipped, resolved
@@ -74,7 +75,7 @@ def train(comm: Any, job: dict[str, Any]) -> dict[str, Any]:
     rows, notes = [], []
     counts = job["counts"]
     for i, n in enumerate(counts):
-        comm.progress(f"{n} rank(s)", i, len(counts))
+        comm.progress(counted(n, "rank"), i, len(counts))
         group = dist.new_group(list(range(n)))
         member = comm.rank < n
         step: Step | None = None

@@ -86,8 +86,9 @@ def _label(scenario: str, s: Settings) -> str:
     if s.min_query_count < search.EARLY_STOPPING_QUERIES:  # the one run a short budget paid
         return (f"LoadGen Server, one {s.min_duration_s:,.3g} s run of {s.min_query_count} "
                 f"queries, not a submission-length {search.SUBMISSION_RUN_S:g} s run")
-    return (f"LoadGen Server, {s.min_duration_s:,.3g} s runs ({s.min_query_count} queries or "
-            f"more), not submission-length {search.SUBMISSION_RUN_S:g} s runs")
+    # no parenthesis: reports quote the label inside their own
+    return (f"LoadGen Server, {s.min_duration_s:,.3g} s runs of {s.min_query_count} queries or "
+            f"more, not submission-length {search.SUBMISSION_RUN_S:g} s runs")
 
 
 def _loadgen_context(o: Outcome, dev: str, engine: str) -> dict[str, Any]:

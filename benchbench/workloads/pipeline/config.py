@@ -18,6 +18,8 @@ class PipelineConfig(ResNet50Config):
     # batch, so it does not search.
     batch_size: int | None = doc_field(None, "images per step; auto: 256 on GPU (DLE's), 8 on "
                                              "CPU, as the resnet50 probe")
+    image_size: int | None = doc_field(None, "square input side; auto: 224 (64 on a CPU with "
+                                             "--quick, to fit its minute)")
     loader: str | None = doc_field(None, "torchvision, dali_cpu or dali_gpu; auto: the best "
                                          "configuration the dataloader probe found")
     workers: int | None = doc_field(None, "loader workers; auto: the dataloader probe's best")
@@ -33,7 +35,7 @@ class PipelineConfig(ResNet50Config):
 def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
     # One precision, the one the device trains fastest in: the pipeline asks whether the
     # loader keeps up with the fastest step.
-    return {**training_defaults(device, quick), **resnet_defaults(device, quick),
+    return {**training_defaults(device, quick), **resnet_defaults(device, quick, pipeline=True),
             "precisions": (best_amp(device, facts),)}
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchbench.analysis.derive import AU_PASS
+from benchbench.core.names import counted
 from benchbench.core.results import Measurement
 from benchbench.probes._loaders import LoaderError, batching, build_loader
 from benchbench.probes.api import (
@@ -33,7 +34,7 @@ from benchbench.probes.api import (
     resolved,
     total_over_time,
 )
-from benchbench.probes.dataset import loader_samples
+from benchbench.probes.dataset import run_samples
 from benchbench.workloads._training import (
     PRECISIONS,
     Precision,
@@ -141,10 +142,10 @@ def preflight(job: Job, previous: dict[str, Any], loader: str, workers: int,
         f"a resnet50 step of ~{step_s:.3g} s" if step_s is not None else "",
         f"a {loader} batch every ~{loader_s:.3g} s with {workers} workers"
         if loader_s is not None else "") if x)
-    return (f"{FEW_ROUNDS} timed rounds of {group} step(s) on loader batches (a batch from "
-            f"each worker) and three on synthetic data would take ~{need:.3g} s ({seen}, as "
-            f"this run measured them), beyond the {remaining_s:.3g} s of its time budget by "
-            f"more than {PREFLIGHT_SLACK:g}x; decided before starting the loader")
+    return (f"{FEW_ROUNDS} timed rounds of {counted(group, 'step')} on loader batches (a "
+            f"batch from each worker) and three on synthetic data would take ~{need:.3g} s "
+            f"({seen}, as this run measured them), beyond the {remaining_s:.3g} s of its time "
+            f"budget by more than {PREFLIGHT_SLACK:g}x; decided before starting the loader")
 
 
 def _plan(est_s: float, wanted: int, share_s: float) -> tuple[int, bool]:
@@ -205,7 +206,7 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     too_long = preflight(job, ctx.inputs.previous, loader_kind, workers, ctx.budget.remaining())
     if too_long:
         raise ProbeSkipped(too_long)
-    samples = loader_samples(ctx.inputs.data_dir)
+    samples = run_samples(ctx.inputs.data_dir)
     alone = loader_alone(ctx.inputs.previous, loader_kind, workers, image)
     ctx.progress(f"starting the loader: {loader_kind}, {workers} workers", 0, 4)
     try:
@@ -230,11 +231,14 @@ def run(ctx: ProbeContext, cfg: PipelineConfig) -> ProbeOutput:
     measurements = measurements_of(halves, key, batch, context)
     notes += halves.notes
     if halves.corrupt:
-        notes.append(f"{halves.corrupt} image file(s) that fail to decode were skipped and "
-                     "counted")
+        one = halves.corrupt == 1
+        notes.append(f"{counted(halves.corrupt, 'image file')} that "
+                     f"{'fails' if one else 'fail'} to decode {'was' if one else 'were'} "
+                     "skipped and counted")
     if samples.rejected:
-        notes.append(f"{len(samples.rejected)} file(s) with an image extension left out, "
-                     "because they are no image")
+        notes.append(f"{counted(len(samples.rejected), 'file')} with an image extension left "
+                     f"out, because {'it is' if len(samples.rejected) == 1 else 'they are'} no "
+                     "image")
     # The probe is filed under what it found limits training here.
     total, compute = measurements[0].value, measurements[1].value
     resource = ("gpu_compute" if dev != "cpu" else "cpu_compute") \

@@ -24,7 +24,7 @@ class ResNet50Config(TrainingConfig):
     batch_size: int | str | None = search_field(
         "images per step; auto: 256 on GPU (DLE's), 8 on CPU; 'auto' searches "
         "for the largest power of two that fits (CUDA only)")
-    image_size: int | None = doc_field(None, "square input side; auto: 224 (64 on CPU --quick)")
+    image_size: int | None = doc_field(None, "square input side; auto: 224")
     channels_last: bool | None = doc_field(None, "NHWC memory format; auto: on for GPU")
 
     def validate(self) -> None:
@@ -42,7 +42,10 @@ def defaults(device: str, quick: bool, facts: Facts) -> dict[str, Any]:
 SPEC = ProbeSpec(
     name="resnet50",
     repeatable=True,
-    budget_weight=2.0,
+    # On a CPU at 224 px (--quick too, so that quick and default agree) one step of 8 images
+    # takes ~1.5 s on 2 cores: a round's build, warm step and timed steps need ~5 s of a quick
+    # run, a default round's two precisions ~25 s.
+    budget_weight=6.0,
     # four precisions on a GPU, each with its own start-up (cuDNN's autotuning)
     gpu_weight=3.2,
     description="ResNet50 training-step throughput per precision (images/s), synthetic "
