@@ -136,7 +136,7 @@ def _unknown(v: WorkloadVerdict) -> list[tuple[str, str]]:
     out = []
     for item in v.unknown:
         resource, _, why = item.partition(": ")
-        out.append((resource, _words(why)))
+        out.append((resource, in_words(why)))
     return out
 
 
@@ -150,16 +150,10 @@ def _advice(v: WorkloadVerdict) -> str:
     keeps its lead clause ("Compute is the bottleneck, as it should be")."""
     fresh = [a for a in v.advice if "next limit" not in a.lower()]
     if fresh:
-        return " ".join(_words(fresh[0]).split())
+        return " ".join(in_words(fresh[0]).split())
     if v.advice:
-        return " ".join(_words(v.advice[0].split(":")[0].rstrip(".") + ".").split())
+        return " ".join(in_words(v.advice[0].split(":")[0].rstrip(".") + ".").split())
     return ""
-
-
-def _words(text: str) -> str:
-    """The verdict's prose may name a resource, a probe or a precision by its id ("the next
-    limit, cpu_dataloading"; "amp_bf16 skipped"): the terminal says the name instead."""
-    return in_words(text)
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -167,11 +167,9 @@ def named_briefly(h: History, series: list[Series]) -> str:
 def tally_text(counts: list[tuple[str, int]], noun: str) -> str:
     """'12 --quick runs and 3 full runs', '5 nodes under resnet50: image size 64 px and 1 under
     …': how many runs (or nodes) ran under each conditions, in words (conditions.words)."""
-    def many(n: int) -> str:
-        return f"{n} {noun}{'' if n == 1 else 's'}"
-
-    return names.listed([f"{n} {w} {noun}{'' if n == 1 else 's'}" if w in ("--quick", "full")
-                         else f"{many(n) if k == 0 else n} under {w}"
+    return names.listed([names.counted(n, f"{w} {noun}", f"{w} {noun}s")
+                         if w in ("--quick", "full") else
+                         f"{names.counted(n, noun) if k == 0 else n} under {w}"
                          for k, (w, n) in enumerate(counts)])
 
 
@@ -180,7 +178,7 @@ def split_text(title: str, field: str, counts: list[tuple[str, int]], noun: str)
     5': how many runs recorded each value of a condition that kept them apart."""
     if field == "quick":
         return tally_text(counts, noun)
-    return f"{title} " + names.listed([f"{w} in {n} {noun}{'' if n == 1 else 's'}" if k == 0
+    return f"{title} " + names.listed([f"{w} in {names.counted(n, noun)}" if k == 0
                                        else f"{w} in {n}" for k, (w, n) in enumerate(counts)])
 
 
