@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--openmetrics", required=True, metavar="FILE",
                    help="the textfile to write (Prometheus text format; node_exporter's "
                         "textfile collector reads *.prom), replaced atomically")
+    _include_interrupted(x)
     x.set_defaults(command="export")
     return p
 
@@ -267,8 +268,8 @@ def _runs_verb(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
 
 
 def _include_interrupted(verb: argparse.ArgumentParser) -> None:
-    """The flag of the verbs over saved runs (compare, history, fleet) that takes a run a
-    signal stopped; without it such a run is refused."""
+    """The flag of the verbs over saved runs (compare, history, fleet, export) that takes a run
+    a signal stopped; without it such a run is refused."""
     verb.add_argument(FLAG, action="store_true",
                       help="take runs that SIGINT or SIGTERM stopped before their plan was "
                            "done (refused by default: their missing probes would read as a "

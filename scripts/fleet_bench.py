@@ -27,7 +27,15 @@ how long 64 nodes take. Measured on this machine.
    nodes alone, with their earlier runs given with --before, and with both given as the nodes
    (an archive: each node's latest run judged, the run before it its earlier run).
 
+7. Headline figures of their own noise (--headline N alone, issue 71): n nodes of three
+   figures, each figure × its own N(1, 0.03) (each node's own level, or every round's noise),
+   a node 15% slow and one 8% slow in all three. Per node-figure, fleet's rule beside Grubbs'
+   test at the same false-alarm rate (its bar drawn at alpha / 3: measurement by measurement);
+   per node, found in any figure, and with the index of all three (outliers.combined, as
+   fleet judges it), whose noise averages down.
+
     python scripts/fleet_bench.py [--fleets 400] [--several 100] [--earlier 400] [--only-two]
+    python scripts/fleet_bench.py --headline 200
 """
 
 from __future__ import annotations
@@ -124,9 +132,10 @@ def oracle_finds(nodes: list[list[list[float]]], node: int,
     return values[node] / statistics.median(values) - 1 < -bar * NODE_SIGMA
 
 
-def grubbs_bar(n: int, alpha: float = outliers.DEFAULT_ALPHA, draws: int = 200_000) -> float:
+def grubbs_bar(n: int, alpha: float = outliers.DEFAULT_ALPHA, draws: int = 200_000,
+               level: float | None = None) -> float:
     """Grubbs' one-sided bar, (mean − min) / s, that n normal values pass with the nodes' share
-    of alpha: drawn, since its exact tail has no closed form."""
+    of alpha (or `level`): drawn, since its exact tail has no closed form."""
     import numpy as np
 
     rng = np.random.default_rng(n)
@@ -134,7 +143,8 @@ def grubbs_bar(n: int, alpha: float = outliers.DEFAULT_ALPHA, draws: int = 200_0
     for _ in range(draws // 10_000):
         x = rng.standard_normal((10_000, n))
         got.append((x.mean(axis=1) - x.min(axis=1)) / x.std(axis=1, ddof=1))
-    return float(np.quantile(np.concatenate(got), 1 - (1 - GPU_SHARE) * alpha))
+    return float(np.quantile(np.concatenate(got),
+                             1 - (level if level is not None else (1 - GPU_SHARE) * alpha)))
 
 
 def grubbs_finds(nodes: list[list[list[float]]], node: int, bar: float) -> bool:
@@ -233,6 +243,109 @@ def several(count: int, m: int = 4, rhos: tuple[float, ...] = (0.8, 0.95, 1.0)) 
                   f"in {failed} of {count}; the 15% slow node found in {found}", flush=True)
 
 
+def headline_fleet(rng: random.Random, n: int, mix: str, figures: int = 3,
+                   slow: dict[int, float] | None = None) -> list[list[tuple[float, ...]]]:
+    """n nodes × `figures` headline figures × 3 rounds, each figure with noise of its own: in
+    the node mix each figure × its own N(1, 0.03) level (its rounds agree to 0.3%), in the
+    rounds mix alike nodes whose every round draws the 3%. `slow`: node -> factor on every
+    figure of it (0.85, 0.92)."""
+    sd = 0.003 if mix == "node" else 0.03
+    out = []
+    for _ in range(figures):
+        col = []
+        for i in range(n):
+            level = (rng.gauss(1, 0.03) if mix == "node" else 1.0) * (slow or {}).get(i, 1.0)
+            col.append(tuple(level * rng.gauss(1, sd) for _ in range(3)))
+        out.append(col)
+    return out
+
+
+def headline_judged(cols: list[list[tuple[float, ...]]], alpha: float = outliers.DEFAULT_ALPHA
+                    ) -> tuple[list[set[int]], set[int]]:
+    """(each figure's low outliers, the index's), by fleet's rule for a group of nodes with
+    no GPUs: each figure's values (the mean of its rounds) against the others', the rounds'
+    noise joined where it agrees; the index of all of them (outliers.combined, as
+    compare/fleet.py's _combined); alpha paid for the nodes times the effective number of
+    the figures and the index (outliers.paid_tests, as _budget)."""
+    values = [[statistics.fmean(r) for r in col] for col in cols]
+    n = len(values[0])
+    index, _ = outliers.combined([dict(enumerate(v)) for v in values], [True] * len(values))
+    columns = values + ([[index[i] for i in range(n)]] if index else [])
+    table = [list(row) for row in zip(*columns, strict=True)]
+    tests = outliers.paid_tests([(n, table, len(columns))], alpha)
+    lows = []
+    for col, v in zip(cols, values, strict=True):
+        noise = cp.rounds_noise(col)
+        med = statistics.median(v)
+        g = outliers.score(v, tests=tests, alpha=alpha,
+                           rounds=(noise.run_var * med**2, noise.df) if noise.df else None)
+        lows.append({i for i, s in enumerate(g.scores) if s.low})
+    low_index: set[int] = set()
+    if index:
+        g = outliers.score([index[i] for i in range(n)], tests=tests, alpha=alpha)
+        low_index = {i for i, s in enumerate(g.scores) if s.low}
+    return lows, low_index
+
+
+def grubbs_low(values: list[float], bar: float) -> int | None:
+    """The lowest value's index where Grubbs' one-sided statistic passes `bar`."""
+    low = min(range(len(values)), key=values.__getitem__)
+    return low if (statistics.fmean(values) - values[low]) / statistics.stdev(values) > bar \
+        else None
+
+
+def headline(count: int, figures: int = 3) -> None:
+    """The fleet issue 71 measured: n healthy nodes of `figures` headline figures, each with
+    its own 3% noise (as each node's own level, or as every round's), plus a node 15% slow and
+    one 8% slow in every figure. Per node-figure, fleet's rule beside Grubbs' test at the same
+    false-alarm rate (its bar drawn from normal fleets at alpha / the figures: measurement by
+    measurement, at most alpha of healthy fleets failing); per node, either found in any
+    figure, and fleet's rule with the index of all figures."""
+    for mix in ("node", "rounds"):
+        for n in (32, 256):
+            rng = random.Random(f"headline {mix} {n}")
+            bar = grubbs_bar(n, level=outliers.DEFAULT_ALPHA / figures)
+            failed = grubbs_failed = 0
+            ours = {17: 0, 18: 0}
+            gr = {17: 0, 18: 0}
+            node_ours = {17: 0, 18: 0}
+            node_index = {17: 0, 18: 0}
+            node_gr = {17: 0, 18: 0}
+            for _ in range(count):
+                lows, low_index = headline_judged(headline_fleet(rng, n, mix, figures))
+                failed += bool(low_index or any(lows))
+                healthy = headline_fleet(rng, n, mix, figures)
+                grubbs_failed += any(grubbs_low([statistics.fmean(r) for r in col], bar)
+                                     is not None for col in healthy)
+                cols = headline_fleet(rng, n, mix, figures, slow={17: 0.85, 18: 0.92})
+                lows, low_index = headline_judged(cols)
+                found_g = set()
+                for col in cols:
+                    v = [statistics.fmean(r) for r in col]
+                    # Grubbs' test again on the rest once it found the lowest (as ESD would)
+                    first = grubbs_low(v, bar)
+                    if first is not None:
+                        found_g.add((id(col), first))
+                        rest = [x for i, x in enumerate(v) if i != first]
+                        second = grubbs_low(rest, bar)
+                        if second is not None:
+                            found_g.add((id(col), second + (second >= first)))
+                for node in (17, 18):
+                    ours[node] += sum(node in low for low in lows)
+                    gr[node] += sum((id(col), node) in found_g for col in cols)
+                    node_ours[node] += any(node in low for low in lows)
+                    node_index[node] += any(node in low for low in lows) or node in low_index
+                    node_gr[node] += any((id(col), node) in found_g for col in cols)
+            per = count * figures
+            print(f"{mix:>6} mix, {n:3d} nodes, {figures} figures: healthy fleets failing: "
+                  f"fleet {failed} of {count}, Grubbs {grubbs_failed} of {count}", flush=True)
+            for node, pct in ((17, 15), (18, 8)):
+                print(f"    the {pct}% slow node: flagged in {ours[node]} of {per} node-figures "
+                      f"(Grubbs {gr[node]}); as a node, in any figure {node_ours[node]} of "
+                      f"{count} (Grubbs {node_gr[node]}), with the index of all figures "
+                      f"{node_index[node]}", flush=True)
+
+
 def earlier(count: int, moves: tuple[float, ...] = (0.0, 0.01, 0.03)) -> None:
     """The node mix measured twice (fleet --before): each node's level the same both times and
     moved by `moves` (σ) between them; the slow node 15% slower the second time, found where
@@ -303,9 +416,15 @@ def main() -> int:
                     help="fleets measured twice, per move and size (0: none)")
     ap.add_argument("--only-two", action="store_true",
                     help="only the fleets with two slow nodes (--fleets of each size)")
+    ap.add_argument("--headline", type=int, default=0, metavar="N",
+                    help="only issue 71's fleets: three headline figures of their own noise, "
+                         "a node 15%% and one 8%% slow, N fleets of each mix and size")
     a = ap.parse_args()
     if a.only_two:
         two_slow(a.fleets)
+        return 0
+    if a.headline:
+        headline(a.headline)
         return 0
     rates(a.fleets)
     two_slow(a.fleets)

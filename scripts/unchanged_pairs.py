@@ -153,7 +153,8 @@ def log_ratios(pairs: list[tuple[Path, Path]]) -> dict[str, list[float]]:
 
 
 def _table(device: str, mode: str, ratios: dict[str, list[float]]) -> run_noise.Table:
-    return run_noise.parse({"calibrations": {device: {mode: run_noise.calibrate(ratios)}}})
+    return run_noise.parse({"calibrations": {device: {mode: run_noise.calibrate(
+        ratios, run_noise.MIN_PAIRS)}}})
 
 
 def _called(comp: comparison.Comparison) -> list[str]:
@@ -209,6 +210,9 @@ def evaluate(args: argparse.Namespace) -> int:
                       f"{min(xs):+.1%} to {max(xs):+.1%}")
         print("\nmeasurement | unchanged pairs: RMS, largest, floor | planted: median change")
         for rid, xs in sorted(every.items()):
+            if len(xs) < run_noise.MIN_PAIRS:
+                print(f"{rid} | {len(xs)} pairs measured it: no floor")
+                continue
             c = run_noise.Calibration(*(run_noise.calibrate({rid: xs})[rid][k]
                                         for k in ("rms", "largest", "pairs")))
             eff = effects.get(rid)
@@ -221,7 +225,7 @@ def evaluate(args: argparse.Namespace) -> int:
             table = Path(args.table) if getattr(args, "table", None) else TABLE
             doc = json.loads(table.read_text()) if table.exists() else {}
             doc.setdefault("calibrations", {}).setdefault(device, {})[mode] = \
-                run_noise.calibrate(every)
+                run_noise.calibrate(every, run_noise.MIN_PAIRS)
             doc.setdefault("sources", {}).setdefault(device, {})[mode] = {
                 "pairs": len(unchanged), "date": dt.date.today().isoformat(),
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores",
@@ -257,9 +261,21 @@ def agreement(root: Path) -> None:
             cd = capacities(full)
             for r in sorted(set(cq) & set(cd)):
                 ratios.setdefault(r, []).append(cq[r] / cd[r])
+    # beside it, what two default runs of one pair show with nothing changed: a quick run
+    # cannot agree with a default run more closely than another default run does
+    same: dict[str, list[float]] = {}
+    for _d, _q, a, b in rows:
+        if (a / "results.json").exists() and (b / "results.json").exists():
+            ca, cb = capacities(a), capacities(b)
+            for r in sorted(set(ca) & set(cb)):
+                same.setdefault(r, []).append(cb[r] / ca[r])
     for r, xs in ratios.items():
+        again = same.get(r, [])
         print(f"{r}: median {statistics.median(xs):.3f}, range {min(xs):.3f}–{max(xs):.3f} "
-              f"({len(xs)} ratios)")
+              f"({len(xs)} ratios); {sum(abs(x - 1) <= 0.1 for x in xs)} within 10%"
+              + (f"; the pairs' second default run ÷ their first: range {min(again):.3f}–"
+                 f"{max(again):.3f}, {sum(abs(x - 1) <= 0.1 for x in again)} of {len(again)} "
+                 f"within 10%" if again else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

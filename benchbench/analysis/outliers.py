@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,39 @@ def _esd(values: Sequence[float], p: float, rounds: tuple[float, int] | None) ->
     beyond = [i for i, k in enumerate(order) if k not in near and ts[i] > crit[i]]
     passed = beyond[-1] + 1 if beyond else 0
     return set(order[:passed]) - near
+
+
+def combined(columns: Sequence[Mapping[Any, float]], higher_is_better: Sequence[bool]
+             ) -> tuple[dict[Any, float], list[int]]:
+    """Each entity's measurements as one index, as history's combined series takes a run's
+    (compare/history_series.index_points): the weighted geometric mean of its values over each
+    measurement's median, oriented so that higher is better, each weighted by the inverse of
+    its variance over the entities (its log values' MAD, so that a slow node does not lower its
+    own measurement's weight). A node slow in measurements whose noise is their own moves the
+    index by all of its slowness while the index's noise falls as the measurements add up: a
+    node 15% slow in three measurements of 3% independent spread stands about 9σ out of the
+    index where it stands 5σ out of each (scripts/fleet_bench.py --headline). Only entities
+    that every measurement has, and only measurements with a spread (copies of one run read
+    one value, to which no weight can be given). Returns (the index by entity, the columns it
+    took); ({}, []) with fewer than two such measurements or MIN_GROUP entities."""
+    from scipy.stats import median_abs_deviation
+
+    common = set.intersection(*(set(c) for c in columns)) if columns else set()
+    parts, used = [], []
+    for j, (col, up) in enumerate(zip(columns, higher_is_better, strict=True)):
+        if any(col[e] <= 0 for e in common):
+            continue
+        logs = {e: math.log(col[e]) * (1 if up else -1) for e in common}
+        mad = float(median_abs_deviation(list(logs.values()), scale="normal")) if logs else 0.0
+        if mad > 0:
+            mid = statistics.median(logs.values())
+            parts.append((1 / mad**2, {e: v - mid for e, v in logs.items()}))
+            used.append(j)
+    if len(parts) < 2 or len(common) < MIN_GROUP:
+        return {}, []
+    total = sum(w for w, _ in parts)
+    return {e: math.exp(sum(w * d[e] for w, d in parts) / total)
+            for e in sorted(common, key=str)}, used
 
 
 def effective_tests(table: Sequence[Sequence[float]], level: float) -> float:

@@ -208,7 +208,8 @@ def decide(base: Sequence[float], cand: Sequence[float], higher_is_better: bool,
                         "compared as a ratio", units=units, cv=cvs)
     if not pooled:
         return _one_run(b, c, higher_is_better, threshold_pct, r, pct, units, cvs,
-                        family or family_of("it", [(b, c)], higher_is_better), floor, alpha)
+                        family or family_of("it", [(b, c)], higher_is_better), floor, alpha,
+                        samples)
     lb, lc = _logs(b, higher_is_better), _logs(c, higher_is_better)
     df = len(lb) + len(lc) - 2
     if len(lb) < 2 and len(lc) < 2:
@@ -271,15 +272,26 @@ def _beyond(lb: list[float], lc: list[float], alpha: float, factor: float) -> fl
 def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
              r: float | None, pct: float | None, units: tuple[int, int],
              cvs: tuple[float, float] | None, fam: Family, floor: run_noise.Floor | None,
-             alpha: float) -> Decision:
+             alpha: float, samples: tuple[Sequence[float], Sequence[float]] | None = None
+             ) -> Decision:
     """One run a side: beyond the threshold and what unchanged pairs of this mode showed
     (`floor`), where pairs calibrated it; else beyond the family's widest spread, and moved
-    with its family (see the module's docstring)."""
+    with its family (see the module's docstring). Where a side has one round, whose values
+    cannot overlap the other side's, the sides' raw samples must not overlap instead: a
+    kernel slow for part of one round leaves samples at the other side's level."""
     lb, lc = _logs(b, hib), _logs(c, hib)
+    if min(len(b), len(c)) < 2 and samples and min(len(samples[0]), len(samples[1])) >= 2 \
+            and min(min(samples[0]), min(samples[1])) > 0:
+        lb, lc = _logs([float(x) for x in samples[0]], hib), \
+            _logs([float(x) for x in samples[1]], hib)
     gap = min(lc) - max(lb) if min(lc) > max(lb) else (
         max(lc) - min(lb) if max(lc) < min(lb) else 0.0)
     if floor is not None:
-        return _calibrated(gap, threshold_pct, r, pct, units, cvs, floor, alpha)
+        # held: every round of the run judged lies beyond the baseline's level by more than
+        # the threshold; one round 45% slow and the other 5% is a passing state, not a change
+        bar, mid = math.log1p(threshold_pct / 100), statistics.median(lb)
+        held = all(x - mid < -bar for x in lc) or all(x - mid > bar for x in lc)
+        return _calibrated(gap, threshold_pct, r, pct, units, cvs, floor, alpha, held)
     known = [n for n in fam.noise if n is not None]
     if not known:
         return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs, noise_known=False,
@@ -311,16 +323,17 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
 
 def _calibrated(gap: float, threshold_pct: float, r: float | None, pct: float | None,
                 units: tuple[int, int], cvs: tuple[float, float] | None,
-                floor: run_noise.Floor, alpha: float) -> Decision:
+                floor: run_noise.Floor, alpha: float, held: bool = True) -> Decision:
     """One run a side where unchanged pairs calibrated the measurement: its change beyond
-    the threshold and the floor they set, and every round of one side beyond every round of
-    the other. The pairs showed what a kernel held in a slow state or a neighbour's hour does
+    the threshold and the floor they set, every round of one side beyond every round of
+    the other, and every round of the run judged beyond the baseline by the threshold
+    (`held`). The pairs showed what a kernel held in a slow state or a neighbour's hour does
     to it, which is what the family rule stood in for."""
     change = math.log(r) if r is not None and r > 0 else 0.0
     threshold = math.log1p(threshold_pct / 100)
     bar = max(threshold, floor.log)
     noise = math.expm1(bar) * 100
-    if gap and abs(change) > bar and (gap > 0) == (change > 0) and \
+    if gap and held and abs(change) > bar and (gap > 0) == (change > 0) and \
             floor.log <= run_noise.WIDEST_JUDGED:
         return Decision(REGRESSED if change < 0 else IMPROVED, r, pct, CALIBRATED, None,
                         noise_pct=noise, units=units, cv=cvs,
@@ -328,7 +341,10 @@ def _calibrated(gap: float, threshold_pct: float, r: float | None, pct: float | 
     if abs(change) > threshold:
         why = (_one_side_words(change, floor, alpha) if abs(change) <= bar or
                floor.log > run_noise.WIDEST_JUDGED else
-               "its rounds on the two sides overlap: pool runs to call it")
+               "its rounds on the two sides overlap: pool runs to call it" if not gap else
+               f"not held: a round of it lies within {threshold_pct:g}% of the baseline, "
+               "where the others do not (a passing state, not the machine's); pool runs to "
+               "call it")
         return Decision(INCONCLUSIVE, r, pct, CALIBRATED, None, noise_pct=noise, units=units,
                         cv=cvs, reason=why + _noisy_note(cvs))
     return Decision(NO_CHANGE, r, pct, CALIBRATED, None, noise_pct=noise, units=units, cv=cvs)

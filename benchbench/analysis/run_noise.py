@@ -181,8 +181,14 @@ def runs_needed(change_log: float, noise: Floor, alpha: float) -> int | None:
     return None
 
 
-def calibrate(ratios: Mapping[str, list[float]]) -> dict[str, dict[str, Any]]:
-    """The table's rows from each measurement's log ratios over unchanged pairs."""
+# A measurement fewer unchanged pairs measured (a size the time budget left out of some runs)
+# has no floor: five pairs can say little of its tail, and its family's widest stands in.
+MIN_PAIRS = 5
+
+
+def calibrate(ratios: Mapping[str, list[float]], least: int = 1) -> dict[str, dict[str, Any]]:
+    """The table's rows from each measurement's log ratios over unchanged pairs (those that
+    `least` pairs or more measured: the script that writes the table asks MIN_PAIRS)."""
     return {rid: {"rms": math.sqrt(sum(x * x for x in xs) / len(xs)),
                   "largest": max(abs(x) for x in xs), "pairs": len(xs)}
-            for rid, xs in sorted(ratios.items()) if xs}
+            for rid, xs in sorted(ratios.items()) if xs and len(xs) >= least}

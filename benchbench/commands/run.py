@@ -259,16 +259,19 @@ def main(args: argparse.Namespace) -> int:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     assert runner.verdict is not None  # execute() and _gather() analysed the run
+    restore = stop.deferring("the reports")  # a signal now would leave one half written
     try:
         written = write_reports(runner.run, out, runner.verdict)
+        phases.mark("reports")
+        runner.run.extra["timings"] = dict(phases.spent)
+        runner.save()
     except OSError as exc:  # a full disk, a quota: results.json was saved after every probe
         raise UsageError(f"--out {out}: cannot write the reports ({exc.filename or out}: "
                          f"{exc.strerror or exc}); every measurement is kept in "
                          f"{runner.results_path}: free some space and re-render them with "
                          f"benchbench report {out}") from None
-    phases.mark("reports")
-    runner.run.extra["timings"] = dict(phases.spent)
-    runner.save()
+    finally:
+        restore()
     # The terminal ends with the answer; the timing breakdown is in results.json ("timings").
     summary.show(summary.summary(runner.verdict, written, runner.results_path,
                                  interruption.of(runner.run)))
@@ -281,6 +284,10 @@ def main(args: argparse.Namespace) -> int:
     if code == EXIT_INTERRUPTED:
         print(f"benchbench: interrupted by {stop.signal_name}; finished probes were kept",
               file=sys.stderr)
+    elif stop.late:  # every probe ran: the run is whole, but the caller asked to stop
+        print(f"benchbench: {stop.late} came as the reports were written; every probe had "
+              f"run and the reports were finished", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 

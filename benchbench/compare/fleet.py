@@ -270,6 +270,49 @@ def _table(columns: list[dict[Any, float]]) -> list[list[float]]:
     return [[c[e] for c in columns] for e in sorted(common, key=str)]
 
 
+COMBINED = "all"  # the probe and key of a group's combined measurement
+
+
+def _combined(by_key: Rows) -> list[tuple[int, series.Figure]]:
+    """The group's nodes in one index of all their headline figures (outliers.combined): a node
+    slow in several measurements, each within its own spread, stands out of the index where
+    the noise that is each measurement's own averages down. One figure per node, a ratio to
+    the median node's figures, higher better; none with fewer than two measurements that
+    spread."""
+    keys = list(by_key)
+    index, used = outliers.combined([{i: f.value for i, f in by_key[k]} for k in keys],
+                                    [by_key[k][0][1].higher_is_better for k in keys])
+    if not index:
+        return []
+    key = (COMBINED, "index", (("series", len(used)),))
+    return [(i, series.Figure(COMBINED, "index", key, "ratio", True, (v,), v))
+            for i, v in index.items()]
+
+
+def _combined_evidence(index: Measure, figures: list[Measure], nodes: list[Node]) -> None:
+    """An outlier of the index, held against the median node: what its run records and that
+    node's does not, over the probes of every figure the index took (each at the GPU it
+    stands for), each fact once."""
+    for e in index.entities:
+        if not (e.score.outlier and e.against):
+            continue
+        seen: dict[str, evidence.Evidence] = {}
+        for m in figures:
+            mine = next((x for x in m.entities if x.node == e.node), None)
+            theirs = next((x for x in m.entities if x.node == e.against.node), None)
+            if mine is None or theirs is None:
+                continue
+            for x in evidence.clocked(mine.figure.clock, theirs.figure.clock) + evidence.against(
+                    nodes[e.node].run, nodes[e.against.node].run, m.key[0],
+                    mine.figure.gpu_device, theirs.figure.gpu_device):
+                seen.setdefault(x.name if x.name != "flagged" else f"flagged {x.mine}", x)
+        e.evidence = list(seen.values())
+
+
+def combined_name(key: series.Key) -> str:
+    return f"all {dict(key[2])['series']} headline figures (weighted)"
+
+
 def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
             pairs: dict[str, dict[series.Key, Pairs]], alpha: float) -> _Budget:
     """The tests of the whole fleet (outliers.paid_tests): per group, its nodes times the
@@ -288,8 +331,10 @@ def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
     for group, rows in rows_by_group.items():
         found = node_figures[group]
         nodes = len(set().union(*({i for i, _ in f} for f in found.values()))) if found else 0
-        node_parts.append((nodes, _table([{i: _sign(f) * fig.value for i, fig in f}
-                                          for f in found.values()]), len(found)))
+        columns = [{i: _sign(f) * fig.value for i, fig in f} for f in found.values()]
+        if index := _combined(found):  # one more test, as correlated with the rest as it is
+            columns.append({i: fig.value for i, fig in index})
+        node_parts.append((nodes, _table(columns), len(columns)))
         gpu_columns, gpu_count = [], 0
         for per_gpu in rows.values():
             inside = {i: figs for i, figs in _per_node(per_gpu).items()
@@ -416,6 +461,11 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
         measures += [_measure(group, nodes, found, node_figures[group][k], k, names[k], budget,
                               pairs[group][k])
                      for k, found in rows.items()]
+        if index := _combined(node_figures[group]):
+            key = index[0][1].key
+            whole = _measure(group, nodes, index, index, key, combined_name(key), budget, [])
+            _combined_evidence(whole, [m for m in measures if m.group == group], nodes)
+            measures.append(whole)
     return Fleet(nodes, groups, measures,
                  {g: m for g, m in groups.items() if g not in scored}, notes, alpha,
                  budget.node_tests, budget.gpu_tests, earlier_from, split)

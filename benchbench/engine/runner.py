@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -152,25 +153,45 @@ class StopFlag:
     def __init__(self) -> None:
         self.signal_name: str | None = None
         self.at: str | None = None  # when the first signal came
+        self.late: str | None = None  # a signal that came once the probes were done
 
     def __call__(self) -> bool:
         return self.signal_name is not None
 
     def install(self) -> Callable[[], None]:
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
         def handler(signum: int, frame: Any) -> None:
             if self.signal_name is None:
                 self.at = utc_now()
             self.signal_name = signal.Signals(signum).name
 
-        for s in old:
-            signal.signal(s, handler)
-        def restore() -> None:
-            for s, h in old.items():
-                signal.signal(s, h)
+        return _handle(handler)
 
-        return restore
+    def deferring(self, what: str) -> Callable[[], None]:
+        """While `what` ends (the reports: seconds), a first signal is noted and said, not
+        acted on, so that no file is left half written; a second stops at once (the CLI's
+        KeyboardInterrupt: one line, exit 130). The caller reads `late` once it is done."""
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.late is not None:
+                raise KeyboardInterrupt
+            self.late = signal.Signals(signum).name
+            print(f"benchbench: {self.late}: finishing {what} first, in seconds; send it again "
+                  f"to stop at once", file=sys.stderr, flush=True)
+
+        return _handle(handler)
+
+
+def _handle(handler: Callable[[int, Any], None]) -> Callable[[], None]:
+    """`handler` for SIGINT and SIGTERM; returns what puts the old handlers back."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, handler)
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    return restore
 
 
 def selected_specs(registry: Registry, cfg: RunConfig,

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from benchbench.analysis import clocks
+from benchbench.analysis import clocks, history_gate
 from benchbench.analysis.change_points import Shift, change_pct
 from benchbench.analysis.history_gate import Gate
 from benchbench.compare.environment import ENV_BYTES
@@ -250,6 +250,9 @@ def gates_text(h: History, members: list[Series], causes: bool = False,
                           if _held(g) else ()))
     if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
         p += f", not ≤ {g.held_at:.2g}"
+    elif not g.regressed and g.change_pct < -h.threshold_pct:  # held, but not beyond it
+        p += (f"; beyond {h.threshold_pct:g}% at p = {g.beyond_p:.2g}, not ≤ "
+              f"{history_gate.BEYOND_LEVEL:g}")
     head = (f"{name} {span([x.change_pct for x in gates], pct)}: "
             f"{g.latest_what} against {g.reference_what} ({p})")
     if not g.steps:

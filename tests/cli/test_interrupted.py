@@ -214,6 +214,51 @@ def test_fleet_refuses_it_and_takes_it_with_the_flag(tmp_path, capsys):
     assert f"run `{paths[1]}` was interrupted by SIGTERM after 4 of 6 probes" in md
 
 
+def test_export_refuses_it_and_takes_it_with_the_flag(tmp_path, capsys):
+    path = _save(_cut(cpu_run("2026-12-03T00:00:00+00:00")), tmp_path / "cut")
+    prom = tmp_path / "bb.prom"
+    assert _cli(capsys, "export", path, "--openmetrics", str(prom)) == (2, "", _refusal(path))
+    assert not prom.exists()
+    assert _cli(capsys, "export", path, "--openmetrics", str(prom),
+                "--include-interrupted") == (0, "", f"written: {prom}")
+    assert "benchbench_" in prom.read_text()
+
+
+# The reports are being written when the signal comes: write_reports signals its own process
+# first, as a Ctrl-C in the last seconds of a run would.
+LATE = """
+import os, signal, sys
+from benchbench import cli
+from benchbench.commands import run
+write = run.write_reports
+def late(*args):
+    os.kill(os.getpid(), signal.{sig})
+    return write(*args)
+run.write_reports = late
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_reports_are_written_lets_them_finish(sig, tmp_path):
+    out = tmp_path / "late"
+    proc = subprocess.run([sys.executable, "-c", LATE.format(sig=sig), "run", "--only", "matmul",
+                           "--device", "cpu", "--rounds", "1", "--set", "matmul.sizes=64",
+                           "--set", "matmul.dtypes=fp32", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"benchbench: {sig} came as the reports were written; every probe had run and the "
+        "reports were finished")
+    assert {"report.md", "report.html", "results.json"} <= {p.name for p in out.iterdir()}
+    assert "</html>" in (out / "report.html").read_text()
+    run = results.load(out)
+    assert "interrupted" not in run.extra and "timings" in run.extra  # whole, and saved after
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
 def test_an_interrupted_run_reads_back_and_older_runs_have_no_record():
     run = _cut(cpu_run("2026-12-03T00:00:00+00:00"))
     again = results.RunResult.from_dict(json.loads(json.dumps(run.to_dict())))

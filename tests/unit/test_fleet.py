@@ -104,6 +104,59 @@ def test_measurements_that_move_together_count_as_one_test():
     assert outliers.effective_tests(apart, 1e-4) == pytest.approx(3.0, abs=0.3)
 
 
+def test_the_index_weighs_each_figure_by_its_spread_and_leaves_out_one_without_any():
+    """outliers.combined: oriented (a time that doubled is a rate that halved), each figure
+    about its median and weighted by the inverse of its spread over the nodes; a figure with
+    no spread (copies of one run) left out, and no index from fewer than two that spread."""
+    rng = random.Random(9)
+    rate = {i: 100 * rng.gauss(1, 0.01) for i in range(10)}  # tight: weighs 100× the time
+    time_ = {i: 2.0 * rng.gauss(1, 0.1) for i in range(10)}
+    rate[3], time_[3] = rate[3] * 0.9, time_[3] * 1.1  # node 3 worse in both
+    flat = dict.fromkeys(range(10), 7.0)
+    index, used = outliers.combined([rate, time_, flat], [True, False, True])
+    assert used == [0, 1] and set(index) == set(range(10))
+    # node 3's index is nearly its rate's 10% loss, the noisy time barely moving it
+    assert index[3] == pytest.approx(rate[3] / statistics.median(rate.values()), rel=0.02)
+    assert index[3] < 0.92
+    assert min(index, key=index.get) == 3
+    assert outliers.combined([rate, flat], [True, True]) == ({}, [])
+    assert outliers.combined([rate, time_], [True, False])[1] == [0, 1]
+
+
+THREE = ("resnet50", "transformer", "dataloader")  # a headline figure each
+
+
+def three_figure_fleet(root, seed, slow=None):
+    """32 CPU nodes (and node 32 at `slow`), each of the THREE figures × its own N(1, 0.03):
+    the fleets issue 71 measured, where no figure's noise is shared with another's."""
+    rng = random.Random(seed)
+    root.mkdir()
+    for i in range(32 + (slow is not None)):
+        factors = {p: rng.gauss(1, 0.03) * (slow if i == 32 else 1.0) for p in THREE}
+        run = cpu_run("2026-11-30T02:00:00+00:00", env=environment(host=f"n{i:02d}"),
+                      factors=factors)
+        save(root, f"n{i:02d}", dataclasses.replace(
+            run, probes=[p for p in run.probes if p.name in THREE]))
+    return fleet.build([str(root / "*")])
+
+
+def test_a_node_15_percent_slow_in_figures_of_their_own_noise_is_found_by_their_index(
+        tmp_path):
+    """Issue 71: 15% slow against 3% in each figure is 5σ, which Grubbs' test and the rule
+    find in each figure only about two times in three (scripts/fleet_bench.py --headline); in
+    the index of the three, whose noise averages down, it is 9σ out. So the node is flagged in
+    19 of 20 seeded fleets or more, and healthy fleets pass in 19 of 20 or more."""
+    flagged = by_index = passed = 0
+    for seed in range(20):
+        sick = three_figure_fleet(tmp_path / f"sick{seed}", seed, slow=0.85)
+        low = {(m.key[0], sick.nodes[e.node].label) for m, e in sick.low}
+        flagged += any(node == "n32" for _, node in low)
+        by_index += (fleet.COMBINED, "n32") in low
+        assert {node for _, node in low} <= {"n32"}, low
+        passed += three_figure_fleet(tmp_path / f"ok{seed}", 100 + seed).low == []
+    assert flagged >= 19 and by_index >= 19 and passed >= 19, (flagged, by_index, passed)
+
+
 def test_a_healthy_group_shows_a_low_outlier_no_more_often_than_alpha_says():
     """3,000 groups of 32 normal values, each value's call at 1% / 32: alpha says a low outlier
     in 30 of them, and 39 or more in 5% of draws. Held to Student's t alone, a spread screened
@@ -151,9 +204,12 @@ def test_no_false_outlier_among_32_healthy_nodes_with_3_percent_spread(tmp_path)
     f = fleet.build([str(tmp_path / "*")])
     assert len(f.nodes) == 32 and list(f.groups) == [f"8× {H100} · Intel Xeon Platinum 8480+"]
     assert {m.name for m in f.measures} == {"matmul peak bf16", "matmul peak fp16",
-                                            "host-device h2d pinned", "resnet50 amp_bf16 224px"}
+                                            "host-device h2d pinned", "resnet50 amp_bf16 224px",
+                                            # the three with a spread, in one index
+                                            "all 3 headline figures (weighted)"}
     assert all(len(m.entities) == 32 for m in f.measures)
-    assert all(len(m.gpus) == 256 for m in f.measures if m.key[0] != "resnet50")
+    assert all(len(m.gpus) == 256 for m in f.measures
+               if m.key[0] not in ("resnet50", fleet.COMBINED))
     assert [(m.name, e.node) for m in f.measures for e in m.outliers] == []
     assert 2 < max(m.sigma_pct for m in f.measures if m.sigma_pct is not None) < 4.5
     # gpu_node's host-device copies are one exact figure on every healthy link: no spread
@@ -205,7 +261,8 @@ def test_the_planted_outlier_is_found_with_its_evidence(tmp_path):
                                            e.device if e.within_node else None))
     assert low == {"matmul peak bf16": odd, "matmul peak fp16": odd,
                    "host-device h2d pinned": {("node17", None)},
-                   "resnet50 amp_bf16 224px": {("node17", None)}}
+                   "resnet50 amp_bf16 224px": {("node17", None)},
+                   "all 3 headline figures (weighted)": {("node17", None)}}
 
 
 def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_the_same(
@@ -221,14 +278,15 @@ def test_the_summary_gives_a_node_its_measurements_in_one_line_where_they_say_th
                       "correctable": 0, "uncorrectable": 2, "pending": True,
                       "failure": False}}}})
     f = fleet.build([str(tmp_path / "*")])
-    assert len(f.low) == 6
+    assert len(f.low) == 7  # node17's index of all its figures too
     md = fleet_md.render(f)
-    assert "**6 outliers below their group on 2 nodes** (exit 3):" in md
+    assert "**7 outliers below their group on 2 nodes** (exit 3):" in md
     lines = fleet_md.outlier_lines(f, f.low)
     # node17's links make its copies 75% slow: it is furthest off, its lines first
     assert [line.split(":")[0] for line in lines] == ["node17", "node17", "node05 cuda"]
-    assert lines[0].startswith("node17: matmul peak bf16 −15.0% (z = −4.7) and matmul peak "
-                               "fp16 −15.0% (z = −4.7) vs the group median; PCIe link under "
+    assert lines[0].startswith("node17: matmul peak bf16 −15.0% (z = −4.7), matmul peak "
+                               "fp16 −15.0% (z = −4.7) and all 3 headline figures (weighted) "
+                               "−15.0% (z = −4.6) vs the group median; PCIe link under "
                                "load Gen4 x8 (capable Gen5 x16) where the median node (node")
     assert "SM clock under load 1.41 GHz" in lines[0] and "SM clock" not in lines[1]
     assert lines[2].startswith("node05 cuda:3: matmul peak bf16 −19.8% (z = −")
@@ -410,18 +468,20 @@ def test_exit_3_files_and_junit_with_an_outlier_and_0_without(tmp_path, capsys):
     out, xml = tmp_path / "out", tmp_path / "fleet.xml"
     code, md, err = run_cli(capsys, "fleet", bad / "*", "--out", out, "--junit", xml)
     assert code == 3, err
-    assert err.endswith(" s: 1 outlier below their group on 1 node (n4 −49.8%), exit 3\n"), err
-    assert "**1 outlier below their group on 1 node** (exit 3)" in md
-    assert ("n4: storage seq1m −49.8% vs the group median (z = −" in md
-            and "kernel 6.9.0 where the median node" in md)
+    # its storage, and the index of its figures that storage pulls down with it
+    assert err.endswith(" s: 2 outliers below their group on 1 node (n4 −49.8%), exit 3\n"), err
+    assert "**2 outliers below their group on 1 node** (exit 3)" in md
+    assert ("n4: storage seq1m −49.8% (z = −" in md and "and all 7 headline figures "
+            "(weighted) −" in md and "kernel 6.9.0 where the median node" in md)
     assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "fleet.html", "fleet.md"]
-    assert (out / "fleet.html").read_text().count('<figure id="fig-') == 7
+    assert (out / "fleet.html").read_text().count('<figure id="fig-') == 8
     csv = (out / "fleet.csv").read_text().splitlines()
-    assert csv[0].startswith("group,measurement,probe,metric,key.") and len(csv) == 1 + 7 * 6
+    assert csv[0].startswith("group,measurement,probe,metric,key.") and len(csv) == 1 + 8 * 6
     cases = [c for s in JUnitXml.fromfile(str(xml)) for c in s]
-    assert len(cases) == 7
+    assert len(cases) == 8
     failed = [c for c in cases if not c.is_passed]
-    assert [c.name for c in failed] == ["storage seq1m [no GPU · AMD EPYC]"]
+    assert [c.name for c in failed] == ["storage seq1m [no GPU · AMD EPYC]",
+                                        "all 7 headline figures (weighted) [no GPU · AMD EPYC]"]
     assert "kernel 6.9.0" in failed[0].result[0].message
     code, md, err = run_cli(capsys, "fleet", good / "*")
     assert code == 0 and "**No outlier below its group** (exit 0)" in md
@@ -585,7 +645,7 @@ def test_a_node_that_got_slower_within_the_groups_spread_is_found_by_its_change(
         "Median change", "Spread", "Sees"], since
     assert "| earlier run |" in md and f"`{then / 'node03'}`" in md
     # the measurements' table names the level's outliers: none
-    assert "| 32 | 786 TFLOP/s | ±3.1% | ±13.2% | 732 TFLOP/s (node19) | none |" in md
+    assert "| 32 | 786 TFLOP/s | ±3.1% | ±13.3% | 732 TFLOP/s (node19) | none |" in md
     # the changes are paid for from the same alpha: about twice the tests of the fleet alone
     assert f.node_tests > alone.node_tests + 30
 
@@ -594,7 +654,8 @@ def test_healthy_nodes_measured_again_show_no_outlier_and_pay_for_their_changes(
     then, now = then_and_now(tmp_path)
     f = fleet.build([str(now / "*")], before=[str(then / "*")])
     assert f.low == [] and not any(m.outliers for m in f.measures)
-    assert all(len(m.changes) == 32 for m in f.measures)
+    # the index of all figures is judged by its level; its changes are each figure's
+    assert all(len(m.changes) == 32 for m in f.measures if m.key[0] != fleet.COMBINED)
     # the copies read one exact figure then and now: no spread, no test at alpha, as without
     copies = next(m for m in f.measures if m.key[0] == "host_device_copy")
     assert copies.since.sigma == 0 and "| host-device h2d pinned |" in fleet_md.render(f)
@@ -725,7 +786,8 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     assert re.search(r"on 1 node \(node03 \(its change\) −\d\.\d%\), exit 3\n$", err), err
     assert "its run records nothing that its earlier run does not" in md
     html = (out / "fleet.html").read_text()
-    assert html.count('<figure id="fig-') == 8  # four measurements, and their changes
+    # four measurements, and their changes, and the index of all figures
+    assert html.count('<figure id="fig-') == 9
     assert "change since the earlier runs" in html
     assert "With the nodes' earlier runs (--before), also a node" in html
     lines = (out / "fleet.csv").read_text().splitlines()
@@ -738,7 +800,7 @@ def test_the_verb_with_before_fails_and_writes_the_changes(tmp_path, capsys):
     assert len(failed) == 3 and all("since its earlier run" in c.result[0].message
                                     for c in failed)
     assert all("; 32 against their earlier runs, the median change +" in c.system_out
-               for c in cases)
+               for c in cases if "headline figures (weighted)" not in c.name)
 
 
 def test_each_plot_names_its_slowest_node_and_its_outliers(tmp_path):

@@ -131,7 +131,7 @@ def test_the_shipped_table_parses_and_every_floor_is_a_real_calibration():
         for mode, rows in modes.items():
             assert mode in run_noise.MODES and rows
             for rid, c in rows.items():
-                assert rid.count("/") == 2 and c.pairs >= 10 and c.rms > 0, rid
+                assert rid.count("/") == 2 and c.pairs >= run_noise.MIN_PAIRS and c.rms > 0, rid
                 assert c.largest <= c.floor
 
 
@@ -166,3 +166,25 @@ def test_your_own_table_replaces_the_shipped_one_and_a_bad_one_is_one_line(tmp_p
     code, _, err = run_cli(capsys, "compare", a, b)
     assert code == 2 and err.count("\n") == 1
     assert f"{run_noise.ENV}={bad}: not a noise table" in err
+
+
+def test_a_change_one_round_shows_and_another_does_not_is_not_called():
+    """Unchanged quick pair 15 (2026-12-06): matmul fp32 512 read rounds of 108 and 188
+    GFLOP/s against 196 and 197, −25% on the median, beyond the pairs' floor with every round
+    below the other side's; its second round was within 5% of the baseline. The one-run rule
+    calls a change only where every round of the run holds it beyond the threshold."""
+    floor = run_noise.Floor(math.log1p(0.20), 0.05, 30, "--quick runs on this kind of machine")
+    d = regression.decide([196.4, 197.4], [107.6, 187.7], True, floor=floor,
+                          values=(197.1, 140.0))
+    assert d.outcome == regression.INCONCLUSIVE, d
+    assert d.reason.startswith("not held: a round of it lies within 5% of the baseline")
+    held = regression.decide([196.4, 197.4], [107.6, 120.7], True, floor=floor)
+    assert held.outcome == regression.REGRESSED, held
+    # one round a side (a sustained rate): its samples stand for rounds, and a sample at the
+    # baseline's level keeps a −37% median from being called (unchanged default pair 1)
+    d = regression.decide([193.2], [122.1], True, floor=floor,
+                          samples=([188.5, 193.2, 197.9], [71.5, 122.1, 194.9]))
+    assert d.outcome == regression.INCONCLUSIVE, d
+    slow = regression.decide([193.2], [122.1], True, floor=floor,
+                             samples=([188.5, 193.2, 197.9], [118.0, 122.1, 125.9]))
+    assert slow.outcome == regression.REGRESSED, slow
