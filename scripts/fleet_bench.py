@@ -149,10 +149,7 @@ def grubbs_bar(n: int, alpha: float = outliers.DEFAULT_ALPHA, draws: int = 200_0
 
 def grubbs_finds(nodes: list[list[list[float]]], node: int, bar: float) -> bool:
     """The node is the fleet's lowest, and Grubbs' statistic passes the bar."""
-    values = node_values(nodes)
-    low = min(range(len(values)), key=values.__getitem__)
-    spread = statistics.stdev(values)
-    return low == node and (statistics.fmean(values) - values[node]) / spread > bar
+    return grubbs_low(node_values(nodes), bar) == node
 
 
 def rates(count: int) -> None:
@@ -319,23 +316,23 @@ def headline(count: int, figures: int = 3) -> None:
                                      is not None for col in healthy)
                 cols = headline_fleet(rng, n, mix, figures, slow={17: 0.85, 18: 0.92})
                 lows, low_index = headline_judged(cols)
-                found_g = set()
+                found_g: list[set[int]] = []  # per figure, the nodes Grubbs' test flags
                 for col in cols:
                     v = [statistics.fmean(r) for r in col]
                     # Grubbs' test again on the rest once it found the lowest (as ESD would)
+                    found_g.append(set())
                     first = grubbs_low(v, bar)
                     if first is not None:
-                        found_g.add((id(col), first))
-                        rest = [x for i, x in enumerate(v) if i != first]
-                        second = grubbs_low(rest, bar)
+                        found_g[-1].add(first)
+                        second = grubbs_low([x for i, x in enumerate(v) if i != first], bar)
                         if second is not None:
-                            found_g.add((id(col), second + (second >= first)))
+                            found_g[-1].add(second + (second >= first))
                 for node in (17, 18):
                     ours[node] += sum(node in low for low in lows)
-                    gr[node] += sum((id(col), node) in found_g for col in cols)
+                    gr[node] += sum(node in low for low in found_g)
                     node_ours[node] += any(node in low for low in lows)
                     node_index[node] += any(node in low for low in lows) or node in low_index
-                    node_gr[node] += any((id(col), node) in found_g for col in cols)
+                    node_gr[node] += any(node in low for low in found_g)
             per = count * figures
             print(f"{mix:>6} mix, {n:3d} nodes, {figures} figures: healthy fleets failing: "
                   f"fleet {failed} of {count}, Grubbs {grubbs_failed} of {count}", flush=True)

@@ -314,7 +314,8 @@ def combined_name(key: series.Key) -> str:
 
 
 def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
-            pairs: dict[str, dict[series.Key, Pairs]], alpha: float) -> _Budget:
+            pairs: dict[str, dict[series.Key, Pairs]], alpha: float,
+            indices: dict[str, list[tuple[int, series.Figure]]]) -> _Budget:
     """The tests of the whole fleet (outliers.paid_tests): per group, its nodes times the
     effective number of its measurements (how they vary together over the nodes, at the tail
     the bar sits in), the nodes held against their earlier runs times that of their changes,
@@ -332,8 +333,8 @@ def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
         found = node_figures[group]
         nodes = len(set().union(*({i for i, _ in f} for f in found.values()))) if found else 0
         columns = [{i: _sign(f) * fig.value for i, fig in f} for f in found.values()]
-        if index := _combined(found):  # one more test, as correlated with the rest as it is
-            columns.append({i: fig.value for i, fig in index})
+        if indices[group]:  # one more test, as correlated with the rest as it is
+            columns.append({i: fig.value for i, fig in indices[group]})
         node_parts.append((nodes, _table(columns), len(columns)))
         gpu_columns, gpu_count = [], 0
         for per_gpu in rows.values():
@@ -454,14 +455,15 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                                                  for p in by_key.values()):
         notes.append(f"no measurement was taken by {outliers.MIN_GROUP} nodes or more both now "
                      "and in their earlier runs: no change is held against the others'")
-    budget = _budget(by_group, node_figures, pairs, alpha)
+    indices = {g: _combined(by_key) for g, by_key in node_figures.items()}
+    budget = _budget(by_group, node_figures, pairs, alpha, indices)
     measures = []
     for group, rows in by_group.items():
         names = series.unique_names({k: series.name_of(k) for k in rows})
         measures += [_measure(group, nodes, found, node_figures[group][k], k, names[k], budget,
                               pairs[group][k])
                      for k, found in rows.items()]
-        if index := _combined(node_figures[group]):
+        if index := indices[group]:
             key = index[0][1].key
             whole = _measure(group, nodes, index, index, key, combined_name(key), budget, [])
             _combined_evidence(whole, [m for m in measures if m.group == group], nodes)

@@ -250,7 +250,7 @@ def gates_text(h: History, members: list[Series], causes: bool = False,
                           if _held(g) else ()))
     if g.p_value > g.held_at:  # beyond the threshold, but the test did not hold
         p += f", not ≤ {g.held_at:.2g}"
-    elif not g.regressed and g.change_pct < -h.threshold_pct:  # held, but not beyond it
+    elif s.unheld(h.threshold_pct):  # held against no change, but not beyond the threshold
         p += (f"; beyond {h.threshold_pct:g}% at p = {g.beyond_p:.2g}, not ≤ "
               f"{history_gate.BEYOND_LEVEL:g}")
     head = (f"{name} {span([x.change_pct for x in gates], pct)}: "
