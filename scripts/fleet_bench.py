@@ -36,6 +36,11 @@ how long 64 nodes take. Measured on this machine.
 
     python scripts/fleet_bench.py [--fleets 400] [--several 100] [--earlier 400] [--only-two]
     python scripts/fleet_bench.py --headline 200
+    python scripts/fleet_bench.py --healthy 16000
+
+8. Healthy fleets near alpha (--healthy N alone): item 7's healthy fleets, N of 32 nodes and
+   N / 4 of 256 per mix, failing through a figure or only through the index (one binomial
+   error beside each; at 300 fleets 1% and 1.5% are 3 and 4.5 fleets, which chance mixes).
 """
 
 from __future__ import annotations
@@ -343,6 +348,24 @@ def headline(count: int, figures: int = 3) -> None:
                       f"{node_index[node]}", flush=True)
 
 
+def healthy(count: int, figures: int = 3) -> None:
+    """Healthy fleets of issue 71's three figures, counted on enough of them to tell 1% from
+    1.5%: `count` fleets of 32 nodes and count / 4 of 256 per mix, failing through a figure
+    or only through the index."""
+    for mix in ("node", "rounds"):
+        for n, fleets in ((32, count), (256, count // 4)):
+            rng = random.Random(f"healthy {mix} {n}")
+            failed = via_index = 0
+            for _ in range(fleets):
+                lows, low_index = headline_judged(headline_fleet(rng, n, mix, figures))
+                failed += bool(low_index or any(lows))
+                via_index += bool(low_index) and not any(lows)
+            err = math.sqrt(failed) / fleets * 100
+            print(f"{mix:>6} mix, {n:3d} nodes: healthy fleets failing {failed} of {fleets} "
+                  f"({failed / fleets:.2%}, ±{err:.2f} points), {via_index} only through the "
+                  "index", flush=True)
+
+
 def earlier(count: int, moves: tuple[float, ...] = (0.0, 0.01, 0.03)) -> None:
     """The node mix measured twice (fleet --before): each node's level the same both times and
     moved by `moves` (σ) between them; the slow node 15% slower the second time, found where
@@ -416,7 +439,13 @@ def main() -> int:
     ap.add_argument("--headline", type=int, default=0, metavar="N",
                     help="only issue 71's fleets: three headline figures of their own noise, "
                          "a node 15%% and one 8%% slow, N fleets of each mix and size")
+    ap.add_argument("--healthy", type=int, default=0, metavar="N",
+                    help="only healthy fleets of issue 71's three figures: N of 32 nodes and "
+                         "N / 4 of 256 per mix, to count failures near alpha")
     a = ap.parse_args()
+    if a.healthy:
+        healthy(a.healthy)
+        return 0
     if a.only_two:
         two_slow(a.fleets)
         return 0

@@ -99,6 +99,8 @@ def ensure_synthetic(cfg: DatasetConfig, quick: bool,
     params = {"num_images": resolve_num_images(cfg, quick), "num_classes": cfg.num_classes,
               "mean_side": cfg.mean_side, "seed": cfg.seed, "generator": GENERATOR_VERSION,
               "jpeg_quality": JPEG_QUALITY}
+    if cfg.num_images is None and params["num_images"] < DEFAULT_IMAGES:
+        params["sample_of"] = DEFAULT_IMAGES  # --quick's own set: see picked()
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
     parent = (root or cache_root()) / "datasets"
     final = parent / digest
@@ -328,13 +330,32 @@ def _remove_stale_temps(parent: Path, digest: str) -> None:
 
 # --- generation -------------------------------------------------------------------------------
 
+def picked(params: dict[str, Any]) -> list[int]:
+    """The indices of the images the set holds: 0 … num_images − 1, or, for a set that is a
+    sample of a larger one (`sample_of`: --quick's 256 of the default's 2,000), an even sample
+    of that set's images by pixel count, so that the smaller set costs what the larger costs to
+    decode, image for image. Its first 256 had 3.6% fewer pixels than all 2,000, and --quick's
+    loaders read 7% faster than the default's on the same machine (median of 20 interleaved
+    runs, issue 70); the even sample's pixels are within 0.05% of the whole's."""
+    total = params["num_images"]
+    whole = params.get("sample_of")
+    if not whole:
+        return list(range(total))
+    pixels = [math.prod(_image_shape(np.random.default_rng([params["seed"], i]),
+                                     params["mean_side"])) for i in range(whole)]
+    by_size = sorted(range(whole), key=pixels.__getitem__)
+    # the middle of each of `total` equal slices of the size order
+    return sorted(by_size[(2 * k + 1) * whole // (2 * total)] for k in range(total))
+
+
 def _generate(out: Path, params: dict[str, Any],
               progress: Callable[[int, int], None] | None, processes: int | None) -> None:
     total = params["num_images"]
     for c in range(params["num_classes"]):
         (out / _class_name(c)).mkdir()
-    tasks = [(str(out), i, params["seed"], params["mean_side"], params["num_classes"])
-             for i in range(total)]
+    # the class by the image's place in the set, so that a small sample fills every class
+    tasks = [(str(out), i, params["seed"], params["mean_side"], k % params["num_classes"])
+             for k, i in enumerate(picked(params))]
     report = progress or (lambda done, total: None)
     report(0, total)
     # Spawning a worker costs ~0.3 s of imports: not worth it for a few dozen images. A
@@ -384,11 +405,12 @@ def _image_shape(rng: np.random.Generator, mean_side: int) -> tuple[int, int]:
 
 
 def _write_image(task: tuple[str, int, int, int, int]) -> None:
-    """Top-level so that a spawned pool can import it: render and save image i of the set."""
-    out, i, seed, mean_side, num_classes = task
+    """Top-level so that a spawned pool can import it: render and save image i of the set
+    into class folder `label`."""
+    out, i, seed, mean_side, label = task
     rng = np.random.default_rng([seed, i])  # per image: the same files whatever the pool size
     w, h = _image_shape(rng, mean_side)
-    path = Path(out) / _class_name(i % num_classes) / f"img_{i:06d}.jpg"
+    path = Path(out) / _class_name(label) / f"img_{i:06d}.jpg"
     _render(rng, w, h).save(path, "JPEG", quality=JPEG_QUALITY)
 
 

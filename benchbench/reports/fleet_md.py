@@ -178,7 +178,7 @@ def _rule(f: Fleet) -> list[str]:
            "are the outliers (Rosner's generalized ESD), so that a second slow node cannot "
            "hide the first.",
            "- **All figures at once**: each node's headline figures also make one index, "
-           "their geometric mean about each figure's median, each weighted by the inverse of "
+           "their mean deviation from each figure's median, each weighted by the inverse of "
            "its spread over the nodes, held against the other nodes' index by the same rule. "
            "A node a little slow in every figure stands out of the index, where the noise that "
            "is each figure's own averages down, though it lies within the spread of each.",

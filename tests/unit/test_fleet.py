@@ -105,9 +105,10 @@ def test_measurements_that_move_together_count_as_one_test():
 
 
 def test_the_index_weighs_each_figure_by_its_spread_and_leaves_out_one_without_any():
-    """outliers.combined: oriented (a time that doubled is a rate that halved), each figure
-    about its median and weighted by the inverse of its spread over the nodes; a figure with
-    no spread (copies of one run) left out, and no index from fewer than two that spread."""
+    """outliers.combined: oriented (a time 10% over its median counts as a rate 10% under),
+    each figure about its median and weighted by the inverse of its spread over the nodes; a
+    figure with no spread (copies of one run) left out, and no index from fewer than two that
+    spread."""
     rng = random.Random(9)
     rate = {i: 100 * rng.gauss(1, 0.01) for i in range(10)}  # tight: weighs 100× the time
     time_ = {i: 2.0 * rng.gauss(1, 0.1) for i in range(10)}
@@ -121,6 +122,12 @@ def test_the_index_weighs_each_figure_by_its_spread_and_leaves_out_one_without_a
     assert min(index, key=index.get) == 3
     assert outliers.combined([rate, flat], [True, True]) == ({}, [])
     assert outliers.combined([rate, time_], [True, False])[1] == [0, 1]
+    # a node far out of one figure does not lower that figure's weight: its spread is that of
+    # the nodes the outlier rule keeps (with every node's, the rate's 1% would read 16%, and
+    # node 7's index 0.84)
+    rate[7] = statistics.median(rate.values()) * 0.5
+    index, _ = outliers.combined([rate, time_], [True, False])
+    assert index[7] == pytest.approx(0.5, abs=0.03)
 
 
 THREE = ("resnet50", "transformer", "dataloader")  # a headline figure each

@@ -448,6 +448,44 @@ def test_a_drift_short_of_alpha_reads_beyond_the_threshold_not_held(monkeypatch)
     assert sum(not g.regressed and g.change_pct < -5 for g in noise) <= 8
 
 
+def late_drift(seed, n=100, span=30, run_cv=0.03):
+    """n runs level, then −10% linearly over the last `span`; rounds at a quarter of the
+    run's noise."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        run = 100 * (1 - 0.1 * max(0, i - (n - span - 1)) / span) * math.exp(rng.gauss(0, run_cv))
+        out.append([run * math.exp(rng.gauss(0, run_cv / 4)) for _ in range(3)])
+    return out
+
+
+def test_a_drift_after_a_step_is_read_at_its_last_run(monkeypatch):
+    """−10% over the last 30 of 100 runs at 3% noise: change points cut it into a level and
+    a step, and the latest segment's level, its middle, read it as −6%, short of holding
+    beyond the 5% threshold. Where the latest segment's own runs still drift (at
+    DRIFT_AFTER_STEPS), the gate reads where that drift has taken them: 40 of 40 histories
+    exit, 37 before. A −3% step is read so no more often than before: none exit."""
+    def exits(make) -> list[bool]:
+        return [gate(make(seed)).regressed for seed in range(40)]
+
+    drifts = exits(late_drift)
+    steps = exits(lambda seed: series(100, steps=((50, 0.97),), run_cv=0.03,
+                                      round_cv=0.0075, seed=500 + seed))
+    with monkeypatch.context() as m:
+        m.setattr(history_gate, "DRIFT_AFTER_STEPS", 0.0)
+        drifts_before = exits(late_drift)
+        g_before = gate(late_drift(0))
+    assert sum(drifts) == 40 and sum(drifts_before) == 37 and not any(steps)
+    assert not g_before.regressed and g_before.latest_what.startswith("the latest segment (")
+    assert g_before.change_pct == pytest.approx(-5.8, abs=0.1) and g_before.beyond_p > 0.05
+    g = gate(late_drift(0))
+    assert g.regressed and g.change_pct == pytest.approx(-9.3, abs=0.1)
+    assert g.latest_what == "the latest segment's drift at its last run (−0.33% a run)"
+    assert g.reference_what.startswith("the best segment (runs 1–")
+    assert cp.DEFAULT_ALPHA < g.trend.p_value <= history_gate.DRIFT_AFTER_STEPS
+    assert g.drift is g.trend  # the plot draws it
+
+
 @pytest.mark.parametrize("seed", (13, 15, 16, 29))
 def test_a_drift_cut_by_change_points_is_held_whole(seed):
     """−10% over 12 runs at 1% noise, cut into segments: the segments read −4% to −9%; the

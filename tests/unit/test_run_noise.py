@@ -66,7 +66,7 @@ def test_a_change_under_the_floor_is_inconclusive_and_says_how_many_runs_would_j
     worse = regression.decide(base, [15.0, 15.1], True, floor=floor, family=regression.family_of(
         "resnet50 throughput", [(base, [15.0, 15.1])], True))
     assert worse.outcome == regression.REGRESSED
-    assert "beyond the 12% that unchanged pairs of --quick runs" in worse.reason
+    assert "beyond the −11% that unchanged pairs of --quick runs" in worse.reason
 
 
 def test_a_floor_makes_the_noise_known_where_no_measurement_has_a_second_value():
@@ -172,14 +172,23 @@ def test_a_change_one_round_shows_and_another_does_not_is_not_called():
     """Unchanged quick pair 15 (2026-12-06): matmul fp32 512 read rounds of 108 and 188
     GFLOP/s against 196 and 197, −25% on the median, beyond the pairs' floor with every round
     below the other side's; its second round was within 5% of the baseline. The one-run rule
-    calls a change only where every round of the run holds it beyond the threshold."""
+    calls a change only where every round of the run holds it beyond the threshold and the
+    floor: fresh unchanged pair 1 (2026-12-06, judged by the floors of the 30 before it) read
+    matmul bf16 256 −26% with rounds about 189 and 330 GFLOP/s against 350, its second round
+    −6%, beyond the 5% threshold but not the pairs' floor (−24%), and was called."""
     floor = run_noise.Floor(math.log1p(0.20), 0.05, 30, "--quick runs on this kind of machine")
     d = regression.decide([196.4, 197.4], [107.6, 187.7], True, floor=floor,
                           values=(197.1, 140.0))
     assert d.outcome == regression.INCONCLUSIVE, d
-    assert d.reason.startswith("not held: a round of it lies within 5% of the baseline")
+    assert d.reason.startswith("not held: a round of it lies less than 17% below the baseline")
     held = regression.decide([196.4, 197.4], [107.6, 120.7], True, floor=floor)
     assert held.outcome == regression.REGRESSED, held
+    assert held.reason.startswith("its change, −42%, is beyond the −17% that unchanged pairs")
+    bf16 = run_noise.Floor(4 * 0.0698, 0.0698, 30, "--quick runs on this kind of machine")
+    d = regression.decide([347.0, 353.0], [189.0, 330.0], True, floor=bf16,
+                          values=(350.2, 258.3))
+    assert d.outcome == regression.INCONCLUSIVE and d.change_pct < -26, d
+    assert d.reason.startswith("not held: a round of it lies less than 24% below"), d.reason
     # one round a side (a sustained rate): its samples stand for rounds, and a sample at the
     # baseline's level keeps a −37% median from being called (unchanged default pair 1)
     d = regression.decide([193.2], [122.1], True, floor=floor,
