@@ -245,11 +245,10 @@ def _within_var(points: Sequence[Sequence[float]], segs: Sequence[Segment]
     return (ss / df if df else 0.0), df
 
 
-def _levels_noise(points: Sequence[Sequence[float]], segs: Sequence[Segment], a: Segment,
-                  b: Segment | None) -> Beyond:
-    """The error of segment b's level against segment a's; b None: of one run against a's
-    level (the latest run alone)."""
-    var, df = _within_var(points, segs)
+def _levels_noise(within_var: tuple[float, int], a: Segment, b: Segment | None) -> Beyond:
+    """The error of segment b's level against segment a's, with the run-to-run variance
+    (_within_var); b None: of one run against a's level (the latest run alone)."""
+    var, df = within_var
     if df == 0 or not a.runs:
         return Beyond(0.0, 0)
     other = 1.0 if b is None else 1 / max(len(b.runs), 1)
@@ -302,7 +301,8 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
     reference = ref.level
     latest, latest_what, p = last.level, f"the latest segment ({_span(last)})", 1.0
     level = alpha
-    noise = _levels_noise(points, found.segments, ref, last)
+    within_var = _within_var(points, found.segments)
+    noise = _levels_noise(within_var, ref, last)
     steps = [x for x in found.shifts if ref.start < x.at <= last.start]
     if len(steps) == 1:
         # the two are the segments either side of one change point, held as it was (at a
@@ -332,24 +332,23 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
         it starts there, else its fitted end against the reference segment's level."""
         if start == line.start or not ref.runs:
             return Beyond(line.se_span, line.df)
-        var, df = _within_var(points, found.segments)
+        var, df = within_var
         return Beyond(math.sqrt(line.se_end**2 + var / len(ref.runs)),
                       min(line.df, df) if df else line.df)
 
-    if drift is not None and drift.p_value <= alpha and drift.pct_per_run < 0:
-        across = cut
-        reference, ref_what, latest, latest_what = drift_read(drift)
-        p, level = drift.p_value, alpha
-        noise = drift_noise(drift, reference)
-    elif (drift is not None and not cut and ref is not last and drift.pct_per_run < 0
-          and drift.p_value <= DRIFT_AFTER_STEPS):
-        # The steps hold, and the latest segment's runs still drift, though not at alpha: the
-        # latest level is where that drift has taken it. A drift that change points cut into
-        # two levels read as the latest level's middle, short of its end: a −10% drift over
-        # the last 30 of 100 runs at 3% noise exited in 260 of 300 histories, 287 now, and −3%
-        # steps as often as before (docs/history-method.md, step 6)
+    # After steps that hold, the latest segment's runs that still drift, though not at alpha,
+    # give the latest level where that drift has taken them. A drift that change points cut
+    # into two levels read as the latest level's middle, short of its end: a −10% drift over
+    # the last 30 of 100 runs at 3% noise exited in 260 of 300 histories, 287 now, and −3%
+    # steps as often as before (docs/history-method.md, step 6)
+    after_steps = not cut and ref is not last and drift is not None \
+        and drift.p_value <= DRIFT_AFTER_STEPS
+    if drift is not None and drift.pct_per_run < 0 and (drift.p_value <= alpha or after_steps):
         reference, ref_what, latest, latest_what = drift_read(drift)
         noise = drift_noise(drift, reference)
+        if drift.p_value <= alpha:  # the drift's own test judges it (else the steps' does)
+            across = cut
+            p, level = drift.p_value, alpha
     odd = next((o for o in found.outliers if o.latest and o.change_pct < 0), None)
     if odd is not None and change_pct(latest, odd.value, higher_is_better) < 0:
         alone = _alone_p(points, found.segments, odd.at)
@@ -362,7 +361,7 @@ def judge(points: Sequence[Sequence[float]], found: Found, higher_is_better: boo
             across = False
             latest, latest_what, p, level = odd.value, \
                 f"the latest run alone (run {odd.at + 1})", alone, alpha
-            noise = _levels_noise(points, found.segments, ref, None)
+            noise = _levels_noise(within_var, ref, None)
     gate = Gate(reference, ref_what, latest, latest_what,
                 change_pct(reference, latest, higher_is_better), steps, drift, p, level,
                 regresses(latest, p, level, noise), across,

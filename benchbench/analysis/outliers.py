@@ -208,10 +208,12 @@ def combined(columns: Sequence[Mapping[Any, float]], higher_is_better: Sequence[
     one value, to which no weight can be given). Returns (the index by entity, the columns it
     took); ({}, []) with fewer than two such measurements or MIN_GROUP entities."""
     common = sorted(set.intersection(*(set(c) for c in columns)) if columns else set(), key=str)
+    if len(common) < MIN_GROUP:
+        return {}, []
     parts, used = [], []
     for j, (col, up) in enumerate(zip(columns, higher_is_better, strict=True)):
-        mid = statistics.median(col[e] for e in common) if common else 0.0
-        if mid <= 0 or len(common) < MIN_GROUP:
+        mid = statistics.median(col[e] for e in common)
+        if mid <= 0:
             continue
         rel = {e: (col[e] / mid - 1) * (1 if up else -1) for e in common}
         odd = _esd([col[e] for e in common], DEFAULT_ALPHA / len(common), None)
@@ -220,7 +222,7 @@ def combined(columns: Sequence[Mapping[Any, float]], higher_is_better: Sequence[
         if sd > 0:
             parts.append((1 / sd**2, rel))
             used.append(j)
-    if len(parts) < 2 or len(common) < MIN_GROUP:
+    if len(parts) < 2:
         return {}, []
     total = sum(w for w, _ in parts)
     return {e: 1 + sum(w * d[e] for w, d in parts) / total for e in common}, used

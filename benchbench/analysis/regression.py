@@ -287,14 +287,7 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
     gap = min(lc) - max(lb) if min(lc) > max(lb) else (
         max(lc) - min(lb) if max(lc) < min(lb) else 0.0)
     if floor is not None:
-        # held: every round of the run judged lies beyond the baseline's level by more than
-        # the threshold and the floor; one round 45% slow and the other 5% is a passing state,
-        # not a change. Held by the threshold alone, 2 of 12 fresh unchanged --quick pairs
-        # were called, judged by the floors of 30 others: one round 45% slow and one 5–6%
-        # (docs/reference.md, "Calibrating the gate")
-        bar, mid = max(math.log1p(threshold_pct / 100), floor.log), statistics.median(lb)
-        held = all(x - mid < -bar for x in lc) or all(x - mid > bar for x in lc)
-        return _calibrated(gap, threshold_pct, r, pct, units, cvs, floor, alpha, held)
+        return _calibrated(gap, threshold_pct, r, pct, units, cvs, floor, alpha, (lb, lc))
     known = [n for n in fam.noise if n is not None]
     if not known:
         return Decision(INCONCLUSIVE, r, pct, None, units=units, cv=cvs, noise_known=False,
@@ -326,16 +319,23 @@ def _one_run(b: list[float], c: list[float], hib: bool, threshold_pct: float,
 
 def _calibrated(gap: float, threshold_pct: float, r: float | None, pct: float | None,
                 units: tuple[int, int], cvs: tuple[float, float] | None,
-                floor: run_noise.Floor, alpha: float, held: bool = True) -> Decision:
+                floor: run_noise.Floor, alpha: float,
+                rounds: tuple[list[float], list[float]]) -> Decision:
     """One run a side where unchanged pairs calibrated the measurement: its change beyond
     the threshold and the floor they set, every round of one side beyond every round of
     the other, and every round of the run judged beyond the baseline by the threshold and
-    the floor (`held`). The pairs showed what a kernel held in a slow state or a neighbour's
-    hour does to it, which is what the family rule stood in for."""
+    the floor (held; `rounds`: the log values of the baseline's rounds and the run's). The
+    pairs showed what a kernel held in a slow state or a neighbour's hour does to it, which
+    is what the family rule stood in for."""
     change = math.log(r) if r is not None and r > 0 else 0.0
     threshold = math.log1p(threshold_pct / 100)
     bar = max(threshold, floor.log)
     noise = math.expm1(bar) * 100
+    # held: one round 45% slow and the other 5% is a passing state, not a change. Held by the
+    # threshold alone, 2 of 12 fresh unchanged --quick pairs were called, judged by the floors
+    # of 30 others: one round 45% slow and one 5–6% (docs/reference.md, "Calibrating the gate")
+    mid, judged = statistics.median(rounds[0]), rounds[1]
+    held = all(x - mid < -bar for x in judged) or all(x - mid > bar for x in judged)
     if gap and held and abs(change) > bar and (gap > 0) == (change > 0) and \
             floor.log <= run_noise.WIDEST_JUDGED:
         return Decision(REGRESSED if change < 0 else IMPROVED, r, pct, CALIBRATED, None,

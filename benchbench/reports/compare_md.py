@@ -102,8 +102,10 @@ def _rule(comp: Comparison) -> list[str]:
             "- **With one run a side**, where unchanged back-to-back pairs of runs calibrated "
             "the measurement: its change beyond the threshold and beyond what those pairs "
             "showed (its floor, named with each change), every round of one side beyond every "
-            "round of the other; a smaller change is inconclusive, with the runs a side that "
-            "would judge it. A step time and its throughput are one measurement, judged once.",
+            "round of the other, and every round of the run judged beyond the baseline by the "
+            "floor (one slow round beside one at the baseline's level is a passing state: not "
+            "held); a smaller change is inconclusive, with the runs a side that would judge it. "
+            "A step time and its throughput are one measurement, judged once.",
             "- **With one run a side, uncalibrated**: every value beyond every value of the "
             "other side by more than the threshold and the widest spread between rounds in its "
             "family (the probe's metric across its keys), and the family's median change "
