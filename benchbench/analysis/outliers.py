@@ -20,7 +20,11 @@ someone every night. Three things make that hold without losing a slow node:
 - The bar: Student's t at `alpha` / the number of tests (Bonferroni), one-sided (a fast node
   fails nothing), at the spread's degrees of freedom, times the spread and √(1 + 1/m) for the
   m values it is held against; never under TINY_PCT of their mean (a 0.5% difference in a
-  group that agrees to 0.1% is no fault worth a page). A GPU is held against its node's
+  group that agrees to 0.1% is no fault worth a page). The rule's steps beyond the first call
+  a normal value low more often than the first step's bar says, each later value being held
+  against others whose extremes were taken out: in groups of 12 at n × p 0.01, 1.32 times as
+  often, of 32 at 0.003, 1.06 times, of 128 at 0.01, 1.01 times; so each step is held at p /
+  that (esd_p, measured by scripts/esd_null.py). A GPU is held against its node's
   median with the spread of every node's GPUs about theirs (`spread`), measured over so many
   GPUs that its own mean needs no allowance.
 - The number of tests: nodes × the effective number of independent measurements, from how
@@ -47,6 +51,18 @@ DEFAULT_ALPHA = 0.01
 SCREEN = 3.5  # robust deviations: GPU deviations beyond stay out of their spread
 TINY_PCT = 5.0
 MIN_GROUP = 3  # fewer values have no median worth holding one of them against
+# Rosner's steps beyond the first call a normal group's value low more often than the first
+# step's n × p: each later value is judged against others whose most extreme were taken out.
+# The surplus, as a share of n × p, by group size (a fifth of it are steps) and n × p (columns
+# below), measured on 1,000,000 normal groups a cell by scripts/esd_null.py (300,000 at 256);
+# fleet holds each step at p / (1 + it) (esd_p), and a normal group's low calls then read
+# n × p within the draws' error (--check). 0 where one step is all (n < 10) and over 256.
+ESD_NP = (0.001, 0.003, 0.01)
+ESD_SURPLUS: dict[int, tuple[float, ...]] = {
+    10: (0.344, 0.368, 0.405), 12: (0.235, 0.286, 0.321), 16: (0.179, 0.225, 0.319),
+    20: (0.114, 0.156, 0.241), 24: (0.065, 0.116, 0.159), 32: (0.038, 0.058, 0.096),
+    40: (0.018, 0.035, 0.072), 48: (0.016, 0.03, 0.054), 64: (0.013, 0.019, 0.037),
+    96: (0.006, 0.012, 0.022), 128: (0.005, 0.009, 0.014), 256: (0.003, 0.002, 0.013)}
 _NORMAL = statistics.NormalDist()
 
 
@@ -123,6 +139,7 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
         bar = max(float(t.isf(p, df)) * sigma, TINY_PCT / 100 * abs(med))
         odd = {i for i, v in enumerate(values) if abs(v - med) > bar}
     else:
+        p = esd_p(p, len(values))
         odd = _esd(values, p, rounds)
         clean = [v for i, v in enumerate(values) if i not in odd]
         center = statistics.fmean(clean)
@@ -137,6 +154,29 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
         dev = sign * (v - med) / abs(med) * 100 if med else 0.0
         out.append(Score(float(v), None if z is None else sign * z, dev, i in odd))
     return Group(med, center, sigma, bar, out, df, pooled, tests)
+
+
+def esd_p(p: float, n: int) -> float:
+    """The one-sided p at which _esd calls a low value of a normal group of `n` with the
+    chance n × `p` (ESD_SURPLUS, interpolated in log n and log n × p, held at its edges)."""
+    sizes = sorted(ESD_SURPLUS)
+    if not sizes or n // 5 < 2 or n > sizes[-1]:
+        return p
+    logs = [math.log(x) for x in ESD_NP]
+    at = min(max(math.log(n * p), logs[0]), logs[-1])
+
+    def along(row: tuple[float, ...]) -> float:
+        j = max(i for i in range(len(logs) - 1) if logs[i] <= at) if at > logs[0] else 0
+        f = (at - logs[j]) / (logs[j + 1] - logs[j])
+        return row[j] + f * (row[j + 1] - row[j])
+
+    if n <= sizes[0]:
+        return p / (1 + along(ESD_SURPLUS[sizes[0]]))
+    hi = next(x for x in sizes if x >= n)
+    lo = max(x for x in sizes if x <= n)
+    f = 0.0 if hi == lo else (math.log(n) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    surplus = along(ESD_SURPLUS[lo]) + f * (along(ESD_SURPLUS[hi]) - along(ESD_SURPLUS[lo]))
+    return p / (1 + max(surplus, 0.0))
 
 
 def _pooled_sd(values: Any, rounds: tuple[float, int] | None) -> tuple[float, int, bool]:

@@ -158,7 +158,13 @@ def _unsteady(d: reg.Decision) -> str:
 
 
 def _noise(d: reg.Decision) -> str:
-    return "unknown" if d.noise_pct is None else f"±{d.noise_pct:.0f}%"
+    """The smallest change the noise lets one call, each way: a bar of log ratio is −24% down
+    where it is +32% up (the reason of a slowdown names the −24%); '±2%' where they round alike."""
+    if d.noise_pct is None:
+        return "unknown"
+    up = d.noise_pct
+    down = up / (1 + up / 100)
+    return f"±{up:.0f}%" if f"{up:.0f}" == f"{down:.0f}" else f"−{down:.0f}% / +{up:.0f}%"
 
 
 def _decisions(comp: Comparison) -> list[str]:

@@ -176,7 +176,8 @@ def _rule(f: Fleet) -> list[str]:
            f"rounds where the nodes scatter no more than that). It is an outlier {OUTLIER_RULE}. "
            "Then the next, up to a fifth of the group; those taken out up to the last outlier "
            "are the outliers (Rosner's generalized ESD), so that a second slow node cannot "
-           "hide the first.",
+           "hide the first. The bar pays for those later steps, which would otherwise call a "
+           "healthy node of a small group low more often than the false alarms below say.",
            "- **All figures at once**: each node's headline figures also make one index, "
            "their mean deviation from each figure's median, each weighted by the inverse of "
            "its spread over the nodes, held against the other nodes' index by the same rule. "

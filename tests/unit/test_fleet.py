@@ -177,6 +177,23 @@ def test_a_healthy_group_shows_a_low_outlier_no_more_often_than_alpha_says():
     assert low <= 38
 
 
+def test_a_small_healthy_group_pays_for_the_rules_later_steps():
+    """Rosner's steps beyond the first call a normal group of 12 low in 1.32 times the n × p of
+    the first step's bar (scripts/esd_null.py: outliers.ESD_SURPLUS). 8,000 groups of 12 at
+    1%, where alpha says 80: held at esd_p, a low outlier in 73; at p itself, in 94. One step
+    (under 10 values) and groups over 256 pay nothing."""
+    assert outliers.esd_p(1e-3, 9) == 1e-3 and outliers.esd_p(1e-5, 1000) == 1e-5
+    assert outliers.esd_p(1e-4, 20) < outliers.esd_p(1e-4, 21) < outliers.esd_p(1e-4, 24)
+    for n in outliers.ESD_SURPLUS:
+        for share, surplus in zip(outliers.ESD_NP, outliers.ESD_SURPLUS[n], strict=True):
+            assert outliers.esd_p(share / n, n) == pytest.approx(share / n / (1 + surplus))
+    rng = random.Random(12)
+    low = sum(any(s.low for s in outliers.score([rng.gauss(100, 3) for _ in range(12)],
+                                                tests=12).scores)
+              for _ in range(8000))
+    assert low <= 85, low
+
+
 def test_correlated_measurements_count_as_the_tests_they_make_at_the_bars_tail():
     """Four measurements at a correlation of 0.8 over 2,000 nodes, at a one-sided p of 1.6e-4
     (32 nodes × 2 tests at 1% − the GPUs' share): P(any of four past the bar) / p is 3.10

@@ -2,6 +2,7 @@
 what stands in where a mode or device has no pairs, the decision with one run a side, the runs
 a side that would judge a smaller change, and step time judged once, as its throughput."""
 
+import dataclasses
 import json
 import math
 
@@ -9,6 +10,7 @@ import pytest
 
 from benchbench.analysis import regression, run_noise
 from benchbench.compare import align, comparison, sides
+from benchbench.reports import compare_md
 from tests.unit.test_compare import make_run, row
 
 RES = "resnet50/throughput/batch_size=16,image_size=224,precision=fp32"
@@ -67,6 +69,12 @@ def test_a_change_under_the_floor_is_inconclusive_and_says_how_many_runs_would_j
         "resnet50 throughput", [(base, [15.0, 15.1])], True))
     assert worse.outcome == regression.REGRESSED
     assert "beyond the −11% that unchanged pairs of --quick runs" in worse.reason
+    # compare's noise column gives the bar each way, as the reason gives it for a slowdown
+    wide = regression.decide(base, [15.0, 15.1], True, family=fam, floor=run_noise.Floor(
+        math.log1p(0.32), 0.08, 30, "--quick runs on this kind of machine"))
+    assert "beyond the −24% that" in wide.reason and compare_md._noise(wide) == "−24% / +32%"
+    assert compare_md._noise(d) == "−11% / +12%"
+    assert compare_md._noise(dataclasses.replace(d, noise_pct=2.0)) == "±2%"
 
 
 def test_a_floor_makes_the_noise_known_where_no_measurement_has_a_second_value():
