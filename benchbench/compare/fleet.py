@@ -289,6 +289,25 @@ def _combined(by_key: Rows) -> list[tuple[int, series.Figure]]:
             for i, v in index.items()]
 
 
+def _combined_changes(by_key: dict[series.Key, Pairs]) -> Pairs:
+    """The nodes' changes since their earlier runs in one index, as _combined makes their
+    levels: each node's change (now / then) in every measurement both runs took, as a relative
+    deviation from the group's median change, weighted by the inverse of that measurement's
+    variance of changes. A node a little slower since in every figure stands out of it where
+    each figure's own noise averages down. As pairs (node, the index now, 1 then), so that a
+    node's change reads as the index itself; none with fewer than two measurements that
+    spread."""
+    keys = [k for k, p in by_key.items() if p]
+    index, used = outliers.combined([{i: now.value / then.value for i, now, then in by_key[k]}
+                                     for k in keys],
+                                    [by_key[k][0][1].higher_is_better for k in keys])
+    if len(index) < outliers.MIN_GROUP:
+        return []
+    key = (COMBINED, "index", (("series", len(used)),))
+    figure = series.Figure(COMBINED, "index", key, "ratio", True, (1.0,), 1.0)
+    return [(i, replace(figure, rounds=(v,), value=v), figure) for i, v in index.items()]
+
+
 def _combined_evidence(index: Measure, figures: list[Measure], nodes: list[Node]) -> None:
     """An outlier of the index, held against the median node: what its run records and that
     node's does not, over the probes of every figure the index took (each at the GPU it
@@ -315,15 +334,16 @@ def combined_name(key: series.Key) -> str:
 
 def _budget(rows_by_group: dict[str, Rows], node_figures: dict[str, Rows],
             pairs: dict[str, dict[series.Key, Pairs]], alpha: float,
-            indices: dict[str, list[tuple[int, series.Figure]]]) -> _Budget:
+            indices: dict[str, list[tuple[int, series.Figure]]],
+            changes: dict[str, Pairs]) -> _Budget:
     """The tests of the whole fleet (outliers.paid_tests): per group, its nodes times the
     effective number of its measurements (how they vary together over the nodes, at the tail
     the bar sits in), the nodes held against their earlier runs times that of their changes,
     and its GPUs likewise (how a GPU's deviations from its node's median vary together)."""
     node_parts, gpu_parts = [], []
-    for by_key in pairs.values():
+    for group, by_key in pairs.items():
         columns = []
-        for p in by_key.values():
+        for p in [*by_key.values(), changes[group]]:  # the index of changes: one more test
             if p:
                 sign = _sign([(i, now) for i, now, _ in p])
                 columns.append({i: sign * now.value / then.value for i, now, then in p})
@@ -456,7 +476,13 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
         notes.append(f"no measurement was taken by {outliers.MIN_GROUP} nodes or more both now "
                      "and in their earlier runs: no change is held against the others'")
     indices = {g: _combined(by_key) for g, by_key in node_figures.items()}
-    budget = _budget(by_group, node_figures, pairs, alpha, indices)
+    # the index of changes stands beside the index of levels, of as many figures
+    changes: dict[str, Pairs] = {g: [] for g in pairs}
+    for g, by_key in pairs.items():
+        moved = _combined_changes(by_key)
+        if moved and indices[g] and moved[0][1].key == indices[g][0][1].key:
+            changes[g] = moved
+    budget = _budget(by_group, node_figures, pairs, alpha, indices, changes)
     measures = []
     for group, rows in by_group.items():
         names = series.unique_names({k: series.name_of(k) for k in rows})
@@ -465,7 +491,8 @@ def build(args: Sequence[str], *, before: Sequence[str] = (), allow_same_machine
                      for k, found in rows.items()]
         if index := indices[group]:
             key = index[0][1].key
-            whole = _measure(group, nodes, index, index, key, combined_name(key), budget, [])
+            whole = _measure(group, nodes, index, index, key, combined_name(key), budget,
+                             changes[group])
             _combined_evidence(whole, [m for m in measures if m.group == group], nodes)
             measures.append(whole)
     return Fleet(nodes, groups, measures,

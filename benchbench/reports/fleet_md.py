@@ -199,7 +199,9 @@ def _rule(f: Fleet) -> list[str]:
             "(the node tests count them). A node's own level (its silicon, cooling and "
             "slots), which makes most of a fleet's spread, drops out of its change, so a node "
             "that got slower stands out where its level alone still lies within the group; "
-            "its evidence is what its run records that its earlier run does not.")
+            "its evidence is what its run records that its earlier run does not. The changes "
+            "of a node's headline figures make one index too, weighted as its levels' is, "
+            "and held against the other nodes' by the same rule.")
     return out + [""]
 
 
