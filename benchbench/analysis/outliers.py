@@ -159,23 +159,14 @@ def score(values: Sequence[float], higher_is_better: bool = True, tests: float =
 def esd_p(p: float, n: int) -> float:
     """The one-sided p at which _esd calls a low value of a normal group of `n` with the
     chance n × `p` (ESD_SURPLUS, interpolated in log n and log n × p, held at its edges)."""
+    import numpy as np
+
     sizes = sorted(ESD_SURPLUS)
-    if not sizes or n // 5 < 2 or n > sizes[-1]:
+    if n // 5 < 2 or n > sizes[-1]:
         return p
-    logs = [math.log(x) for x in ESD_NP]
-    at = min(max(math.log(n * p), logs[0]), logs[-1])
-
-    def along(row: tuple[float, ...]) -> float:
-        j = max(i for i in range(len(logs) - 1) if logs[i] <= at) if at > logs[0] else 0
-        f = (at - logs[j]) / (logs[j + 1] - logs[j])
-        return row[j] + f * (row[j + 1] - row[j])
-
-    if n <= sizes[0]:
-        return p / (1 + along(ESD_SURPLUS[sizes[0]]))
-    hi = next(x for x in sizes if x >= n)
-    lo = max(x for x in sizes if x <= n)
-    f = 0.0 if hi == lo else (math.log(n) - math.log(lo)) / (math.log(hi) - math.log(lo))
-    surplus = along(ESD_SURPLUS[lo]) + f * (along(ESD_SURPLUS[hi]) - along(ESD_SURPLUS[lo]))
+    at = math.log(n * p)
+    rows = [np.interp(at, np.log(ESD_NP), ESD_SURPLUS[size]) for size in sizes]
+    surplus = float(np.interp(math.log(n), np.log(sizes), rows))
     return p / (1 + max(surplus, 0.0))
 
 

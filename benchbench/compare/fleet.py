@@ -280,10 +280,13 @@ def _combined(by_key: Rows) -> list[tuple[int, series.Figure]]:
     the median node's figures, higher better; none with fewer than two measurements that
     spread."""
     keys = list(by_key)
-    index, used = outliers.combined([{i: f.value for i, f in by_key[k]} for k in keys],
-                                    [by_key[k][0][1].higher_is_better for k in keys])
-    if not index:
-        return []
+    return _index_figures(*outliers.combined(
+        [{i: f.value for i, f in by_key[k]} for k in keys],
+        [by_key[k][0][1].higher_is_better for k in keys]))
+
+
+def _index_figures(index: dict[int, float], used: list[int]) -> list[tuple[int, series.Figure]]:
+    """outliers.combined's index as one figure per node, keyed by how many figures it took."""
     key = (COMBINED, "index", (("series", len(used)),))
     return [(i, series.Figure(COMBINED, "index", key, "ratio", True, (v,), v))
             for i, v in index.items()]
@@ -298,14 +301,13 @@ def _combined_changes(by_key: dict[series.Key, Pairs]) -> Pairs:
     node's change reads as the index itself; none with fewer than two measurements that
     spread."""
     keys = [k for k, p in by_key.items() if p]
-    index, used = outliers.combined([{i: now.value / then.value for i, now, then in by_key[k]}
-                                     for k in keys],
-                                    [by_key[k][0][1].higher_is_better for k in keys])
-    if len(index) < outliers.MIN_GROUP:
+    now = _index_figures(*outliers.combined(
+        [{i: a.value / b.value for i, a, b in by_key[k]} for k in keys],
+        [by_key[k][0][1].higher_is_better for k in keys]))
+    if not now:
         return []
-    key = (COMBINED, "index", (("series", len(used)),))
-    figure = series.Figure(COMBINED, "index", key, "ratio", True, (1.0,), 1.0)
-    return [(i, replace(figure, rounds=(v,), value=v), figure) for i, v in index.items()]
+    then = replace(now[0][1], rounds=(1.0,), value=1.0)
+    return [(i, f, then) for i, f in now]
 
 
 def _combined_evidence(index: Measure, figures: list[Measure], nodes: list[Node]) -> None:
