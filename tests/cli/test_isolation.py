@@ -99,3 +99,17 @@ def test_an_error_sent_while_the_run_is_stopped_is_the_interruption(iso, tmp_pat
         iso.call("isolation_targets:boom_marked", str(mark), should_stop=mark.exists)
     out = iso.call("isolation_targets:boom_marked", str(tmp_path / "other"))
     assert not out.ok and out.error == "ValueError: stopped by SIGTERM"
+
+
+def test_nothing_a_worker_started_outlives_its_call(iso):
+    """A process a probe started and left running is stopped before the call returns, so
+    that it cannot run beside the next probe's measurement."""
+    import psutil
+
+    out = iso.call("isolation_targets:leaves_a_process", None)
+    assert out.ok
+    try:
+        left = psutil.Process(out.value)
+        assert left.status() == psutil.STATUS_ZOMBIE  # stopped; its reaper has not yet run
+    except psutil.NoSuchProcess:
+        pass  # stopped and reaped

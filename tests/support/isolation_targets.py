@@ -69,3 +69,13 @@ def boom_marked(path, progress):
     time the error arrives, as a SIGTERM to the process group sets it."""
     open(path, "w").close()
     raise ValueError("stopped by SIGTERM")
+
+
+def leaves_a_process(payload, progress):
+    """Starts a process that would outlive its probe (as a DataLoader's forkserver tearing
+    torch down does), and returns its pid."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    return child.pid
