@@ -154,7 +154,9 @@ class Isolator:
 
 
 # Signals that stop a whole run: `timeout`, Slurm and Ctrl-C send them to the process group,
-# so the worker may die of one a moment before the parent's own handler has run.
+# so a worker may die of one (or of its forkserver's death) a moment before the parent's own
+# handler has run: one whose setpgid failed is still in that group, and any worker's
+# forkserver is.
 _SHUTDOWN = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _SHUTDOWN_WAIT_S = 1.0
 # The exit code multiprocessing gives a worker whose forkserver is gone (popen_forkserver.poll:
