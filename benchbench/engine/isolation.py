@@ -190,16 +190,15 @@ def stop_processes(procs: list[Any]) -> None:
             p.join(3)
 
 
-def _left_in_group(pgid: int) -> list[Any]:
-    """The processes of process group `pgid` still running (zombies are done)."""
+def _group_running(pgid: int) -> bool:
+    """Whether a process of process group `pgid` still runs (a zombie is done)."""
     import psutil
 
-    left = []
     for p in psutil.process_iter(["status"]):
         with contextlib.suppress(OSError, psutil.Error):
             if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) == pgid:
-                left.append(p)
-    return left
+                return True
+    return False
 
 
 def stop_group(pgid: int, grace_s: float = 3.0) -> None:
@@ -217,5 +216,5 @@ def stop_group(pgid: int, grace_s: float = 3.0) -> None:
         except (ProcessLookupError, PermissionError):
             return  # nothing is left in it (or it is not ours)
         deadline = time.monotonic() + wait_s
-        while _left_in_group(pgid) and time.monotonic() < deadline:
+        while _group_running(pgid) and time.monotonic() < deadline:
             time.sleep(0.01)
