@@ -134,9 +134,22 @@ def merge(into: ProbeResult, more: ProbeResult, round_no: int) -> ProbeResult:
                                                           "rounds": 1}))
         else:
             merged[found] = _combine(merged[found], m)
-    notes += _later_notes(notes, more.reason, round_no)
+    notes = _held(notes, _notes(more.reason), round_no) + _later_notes(notes, more.reason,
+                                                                          round_no)
     return dataclasses.replace(into, measurements=merged, reason="; ".join(notes) or None,
                                duration_s=duration)
+
+
+_ROUND_MARK = re.compile(r"rounds? \d")
+
+
+def _held(notes: list[str], more: list[str], round_no: int) -> list[str]:
+    """The notes so far, each that held in every earlier round (it has no round mark) but not
+    in this one marked with the rounds it held in: DALI skipped for time in round 1 and
+    measured in round 2 was not skipped by the run."""
+    rounds = {2: "round 1", 3: "rounds 1 and 2"}.get(round_no, f"rounds 1 to {round_no - 1}")
+    return [n if _ROUND_MARK.match(n) or any(_same(n, m) for m in more) else f"{rounds}: {n}"
+            for n in notes]
 
 
 def _key(m: Measurement) -> tuple[str, str]:

@@ -339,6 +339,90 @@ def test_probe_imports_dali_only_for_a_dali_configuration_it_runs(tiny, monkeypa
     assert best.context["not_measured"] == {"dali_cpu": "it failed at workers=1"}
 
 
+class _Clocked(_loaders.Loader):
+    """A loader on a fake clock: `startup` seconds to its first batch, then `per_batch` a
+    batch."""
+
+    def __init__(self, now, startup, per_batch, start):
+        super().__init__()
+        self.now, self.startup, self.per_batch, self.start = now, startup, per_batch, start
+        self.parallel, self.prefetch, self.threads, self.output_device = 1, 0, 2, "cpu"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __iter__(self):
+        self.now[0] += self.startup
+        while True:
+            yield torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.int64)
+            self.now[0] += self.per_batch
+
+
+@pytest.mark.parametrize("budget, dali_runs", [(4.0, True), (2.3, False)])
+def test_a_loader_not_started_yet_is_not_priced_by_anothers_start_up(budget, dali_runs):
+    """torchvision takes 2 s to its first batch here, then 0.1 s a batch, and stops at its
+    share after two timed batches (2.2 s). Its start-up is its own: 1.8 s left (of 4) start
+    DALI, as more than what followed torchvision's first batch (0.2 s), though less than
+    torchvision's whole cost. 0.1 s left (of 2.3) do not."""
+    now = [0.0]
+    startups = {"torchvision": (2.0, "forkserver"), "dali_cpu": (0.5, "threads")}
+
+    def make(kind, data, batch, workers, image, device):
+        return _Clocked(now, startups[kind][0], 0.1, startups[kind][1])
+
+    c = ProbeContext(device="cpu", policy=RepeatPolicy(min_repeats=1, max_repeats=1),
+                     budget=Budget(budget, clock=lambda: now[0]), facts=cpu_facts(),
+                     progress=lambda *a: None, inputs=RunInputs())
+    c.clock = lambda: now[0]
+    cfg = resolved("dataloader", batch_size=4, image_size=8, workers=(2,), batches=3,
+                   min_seconds=0.6)
+    notes, left_out = [], {}
+    measured, _ = dataloader.sweep(c, cfg, [("torchvision", 2), ("dali_cpu", 2)], "fake",
+                                   "cpu", 2, notes, make_loader=make, left_out=left_out)
+    tv = next(m for m in measured if m.key["loader"] == "torchvision")
+    assert tv.context["first_batch_s"] == pytest.approx(2.0)
+    ran = {m.key["loader"] for m in measured}
+    if dali_runs:
+        assert ran == {"torchvision", "dali_cpu"} and notes == [] and left_out == {}
+    else:
+        assert ran == {"torchvision"}
+        assert notes == ["dali_cpu workers=2 skipped, because the time budget ran out"]
+        assert left_out == {"dali_cpu": "the time budget ran out before it"}
+
+
+def test_a_later_round_measures_first_what_the_earlier_ones_left_out():
+    before = {("torchvision", 2)}
+    plan = [("torchvision", 2), ("dali_cpu", 2), ("torchvision", 0), ("dali_cpu", 1)]
+    assert dataloader.rotated(plan, before) == [
+        ("dali_cpu", 2), ("torchvision", 0), ("dali_cpu", 1), ("torchvision", 2)]
+    assert dataloader.rotated(plan, set()) == plan
+    previous = {"dataloader": {"measurements": [
+        {"metric": "throughput", "key": {"loader": "torchvision", "workers": 2}},
+        {"metric": "best_throughput", "key": {"batch_size": 64, "image_size": 224}}]},
+        "matmul": {"measurements": []}}
+    assert dataloader.measured_before(previous) == before
+    assert dataloader.measured_before({}) == set()
+
+
+@needs_dali
+def test_a_round_after_one_that_left_dali_out_starts_with_it(tiny):
+    """Round 1 measured torchvision only; round 2 starts with DALI, and where its budget then
+    leaves torchvision out, the best figure is no floor: round 1 measured torchvision."""
+    ticks = iter(range(0, 10_000, 10))  # every reading of the clock is 10 s later
+    previous = {"dataloader": {"measurements": [
+        {"metric": "throughput", "key": {"loader": "torchvision", "workers": 0}}]}}
+    c, _ = ctx(tiny, budget=30.0, clock=lambda: float(next(ticks)), previous=previous)
+    out = dataloader.run(c, resolved("dataloader", batch_size=4, image_size=32, workers=(0,),
+                                     batches=2))
+    assert {m.key["loader"] for m in out.measurements if "loader" in m.key} == {"dali_cpu"}
+    assert "torchvision workers=0 skipped, because the time budget ran out" in out.notes
+    (best,) = [m for m in out.measurements if m.metric == "best_throughput"]
+    assert best.context["loader"] == "dali_cpu" and "not_measured" not in best.context
+
+
 def test_probe_stops_a_configuration_that_overruns_its_share(tiny):
     ticks = iter(range(0, 10_000, 10))  # every reading of the clock is 10 s later
     c, _ = ctx(tiny, budget=30.0, clock=lambda: float(next(ticks)))

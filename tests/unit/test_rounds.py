@@ -72,6 +72,19 @@ def test_a_later_rounds_notes_are_kept_once():
     assert got.reason == "bf16 skipped, because one step takes ~2.05 s; round 2: n=2048 skipped"
 
 
+def test_a_note_a_later_round_does_not_repeat_says_which_rounds_it_held_in():
+    """DALI skipped for time in round 1 and measured in round 2 was not skipped by the run."""
+    skipped = "dali_cpu workers=2 skipped, because the time budget ran out"
+    first = start(result(meas(10.0, [10.0]), reason=skipped))
+    got = merge(first, result(meas(11.0, [11.0])), 2)
+    assert got.reason == f"round 1: {skipped}"
+    both = merge(first, result(meas(11.0, [11.0]), reason=skipped), 2)
+    assert both.reason == skipped  # it held in every round: no mark
+    third = merge(both, result(meas(12.0, [12.0]), reason="n=2048 skipped"), 3)
+    assert third.reason == f"rounds 1 and 2: {skipped}; round 3: n=2048 skipped"
+    assert merge(got, result(meas(12.0, [12.0])), 3).reason == got.reason  # marked once
+
+
 def test_a_measurement_of_one_round_only_has_one_value():
     first = start(result(meas(10.0, [10.0])))
     other = Measurement(metric="flops", key={"size": 128}, value=3.0, unit="FLOP/s",
