@@ -11,6 +11,7 @@ import math
 
 from benchbench.analysis import capacities as cap
 from benchbench.analysis.derive import AU_PASS, precision_speedups
+from benchbench.core import interruption
 from benchbench.core.names import precision_name, resource_name
 from benchbench.core.results import RunResult
 from benchbench.core.units import figure
@@ -116,7 +117,7 @@ def amp_missing(run: RunResult, workload: str) -> str:
     if said:
         return said
     if pr.status != "ok":
-        return f"the {workload} probe {pr.status}: {pr.reason}"
+        return interruption.outcome(run, pr)
     asked = [str(p) for p in pr.params.get("precisions") or []]
     if asked and not any(p.startswith("amp") for p in asked):
         return (f"this run asked only for {', '.join(asked)} (`{workload}.precisions`; "

@@ -67,7 +67,7 @@ def why_missing(run: RunResult, name: str) -> str:
             if cut is not None and name in cut.not_run else "")
     if pr.status == "ok":
         return f"the {name} probe measured nothing usable for this"
-    return f"the {name} probe {pr.status}: {pr.reason}"
+    return interruption.outcome(run, pr)
 
 
 def metric(pr: ProbeResult | None, name: str, **key: Any) -> list[Measurement]:

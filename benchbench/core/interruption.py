@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.core.names import listed, probe_name
-from benchbench.core.results import RunResult
+from benchbench.core.results import ProbeResult, RunResult
 
 KEY = "interrupted"  # the optional top-level key of results.json (core/results.py)
 FLAG = "--include-interrupted"  # what compare, history and fleet take to accept such a run
+CUT = "cut short"  # the status a person reads for the probe a signal stopped
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,19 @@ def describe(i: Interruption) -> str:
 def banner(i: Interruption) -> str:
     """What the terminal, report.md and report.html open with."""
     return f"{describe(i)}. The verdict below rests on what finished."
+
+
+def status(run: RunResult, pr: ProbeResult) -> str:
+    """The probe's status as a person reads it: "cut short" for the probe a signal stopped in
+    its first round (results.json keeps it "failed", and the run's record names it), else its
+    own. A signal is an interruption, not a failure of the probe."""
+    cut = of(run)
+    return CUT if cut is not None and pr.status == "failed" and cut.cut_first_round == pr.name \
+        else pr.status
+
+
+def outcome(run: RunResult, pr: ProbeResult) -> str:
+    """'the storage probe skipped: <reason>', or 'the dataloader probe was cut short:
+    interrupted by SIGINT before it finished'."""
+    st = status(run, pr)
+    return f"the {pr.name} probe {'was ' * (st == CUT)}{st}: {pr.reason}"

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbench.analysis import cached_reads
+from benchbench.analysis.capacities import why_missing
 from benchbench.analysis.verdict import analysis_config, training_set
+from benchbench.core import interruption
 from benchbench.core import units as fmt
 from benchbench.core.peaks import gpu_peak
 from benchbench.core.results import RunResult
@@ -77,8 +79,8 @@ def check_storage(env: dict[str, Any], run: RunResult | None) -> Check:
                        "`benchbench run --only storage`, then `benchbench doctor RUN`")
     pr = run.probe("storage")
     if pr is None or pr.status != "ok":
-        why = "the run has no storage probe" if pr is None else \
-            f"the storage probe {pr.status}: {pr.reason}"
+        why = why_missing(run, "storage") if pr is None and interruption.of(run) \
+            else "the run has no storage probe" if pr is None else interruption.outcome(run, pr)
         return skipped(name, threshold, GUIDE, why)
     seq = [m for m in pr.measurements
            if m.metric == "read_bandwidth" and m.key.get("job") == "seq1m"]

@@ -291,10 +291,13 @@ def _probe_section(run: RunResult, pr: ProbeResult) -> list[str]:
     return out + lines + [""]
 
 
-def _skipped(p: ProbeResult) -> str:
-    # A reason that already says "… skipped, because …" is not preceded by another "because".
-    joint = ": " if "because" in (p.reason or "") else ", because "
-    return f"- {noise.probe_label(p.name)}: {p.status}{joint}{fmt.binary_sizes(p.reason or '')}"
+def _skipped(run: RunResult, p: ProbeResult) -> str:
+    # A reason that already says "… skipped, because …", or the signal that cut the probe
+    # short, is not preceded by another "because".
+    status = interruption.status(run, p)
+    joint = ": " if "because" in (p.reason or "") or status == interruption.CUT \
+        else ", because "
+    return f"- {noise.probe_label(p.name)}: {status}{joint}{fmt.binary_sizes(p.reason or '')}"
 
 
 def pacing_note(run: RunResult) -> str | None:
@@ -350,7 +353,8 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     out += doctor_section.section(checks)
     out += ["## Probes", ""] + fmt.table(
         ["probe", "resource", "status", "time", "note"],
-        [[noise.probe_label(p.name), verdict_section.label(p.resource), p.status,
+        [[noise.probe_label(p.name), verdict_section.label(p.resource),
+          interruption.status(run, p),
           fmt.seconds(p.duration_s) if p.duration_s and p.status != "skipped" else "—",
           fmt.binary_sizes(p.reason or "")] for p in run.probes] + _not_run(run))
     out += training.section(run)
@@ -368,7 +372,7 @@ def render(run: RunResult, verdict: Verdict, checks: list[Check]) -> str:
     skipped = [p for p in run.probes if p.status != "ok"]
     if skipped:
         out += ["## Skipped and failed", ""]
-        out += [_skipped(p) for p in skipped] + [""]
+        out += [_skipped(run, p) for p in skipped] + [""]
     out += noise.section(run)
     return "\n".join(named(out[:said] + _refer(out[said:], run.environment)))
 

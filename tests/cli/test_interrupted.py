@@ -112,6 +112,8 @@ def test_the_terminal_and_both_reports_open_with_it(stopped):
     assert md.count(f"**{banner}**") == 1
     assert ("| Sustained compute (`stability`) | — | not run | — | the run was interrupted by "
             f"{stopped.sig.name} before it started |") in md
+    assert any(re.match(r"\| Memory copy \(`memory_bandwidth`\) \| [^|]+ \| cut short \|", ln)
+               for ln in md), md
     html = (stopped.out / "report.html").read_text()
     body = html[html.index("<body>"):]
     assert body.startswith(f'<body><section id="interrupted" class="interrupted"><p><strong>'
@@ -298,3 +300,37 @@ def test_the_verdict_cites_no_probe_the_signal_kept_from_running():
     assert "no real pipeline ran to compare the loader and the step at one size" in said
     assert ("host_device_link: the host_device_copy probe did not run: the run was "
             "interrupted by SIGTERM before it") in v.unknown
+
+
+def test_the_probe_a_signal_cut_short_reads_cut_short_not_failed(tmp_path):
+    """results.json keeps it "failed" (the record names it); every sentence and table a person
+    reads says it was cut short, as the signal is no failure of the probe."""
+    from benchbench.analysis import capacities, verdict
+    from benchbench.reports import markdown
+
+    run = _cut(cpu_run("2026-12-03T00:00:00+00:00"))
+    dl = run.probe("dataloader")
+    assert dl.status == "failed" and interruption.status(run, dl) == interruption.CUT
+    assert capacities.why_missing(run, "dataloader") == (
+        "the dataloader probe was cut short: interrupted by SIGTERM before it finished")
+    md = markdown.render(run, verdict.verdict(run), [])
+    assert ("| The data loader (`dataloader`) | CPU data loading | cut short | "
+            in md), md
+    assert ("- The data loader (`dataloader`): cut short: interrupted by SIGTERM before it "
+            "finished") in md
+    assert "failed" not in md.split("## Probes")[1].split("## ")[0]
+    from benchbench.doctor.checks import check_storage
+
+    check = check_storage(run.environment, run)
+    assert (check.status, check.detail) == (
+        "skipped", "the storage probe did not run: the run was interrupted by SIGTERM before it")
+    # a probe that failed of itself in an interrupted run still reads failed
+    broken = dataclasses.replace(run, probes=[dataclasses.replace(
+        p, status="failed", reason="RuntimeError: boom") if p.name == "matmul" else p
+        for p in run.probes])
+    mm = broken.probe("matmul")
+    assert interruption.status(broken, mm) == "failed"
+    assert interruption.outcome(broken, mm) == "the matmul probe failed: RuntimeError: boom"
+    # without the record (an older run), a failed probe is a failure
+    old = _cut(cpu_run("2026-12-03T00:00:00+00:00"), record=False)
+    assert interruption.status(old, old.probe("dataloader")) == "failed"
