@@ -9,9 +9,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from benchbench.core import interruption
 from benchbench.core.results import ProbeResult
 
-_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", interruption.CUT: "yellow"}
 
 
 class RichDisplay:
@@ -44,10 +45,11 @@ class RichDisplay:
     def update(self, desc: str, done: int, total: int) -> None:
         self.progress.update(self.task, description=desc, completed=done, total=total)
 
-    def end_probe(self, result: ProbeResult) -> None:
-        style = _STYLE[result.status]
-        why = f" — {result.reason}" if result.reason and result.status != "ok" else ""
-        self.console.print(f"{self.name}: [{style}]{result.status}[/] "
+    def end_probe(self, result: ProbeResult, status: str | None = None) -> None:
+        status = status or result.status
+        style = _STYLE[status]
+        why = f" — {result.reason}" if result.reason and status != "ok" else ""
+        self.console.print(f"{self.name}: [{style}]{status}[/] "
                            f"({result.duration_s or 0:.1f} s){why}", highlight=False)
 
 

@@ -106,13 +106,14 @@ def default_out_dir(now: datetime | None = None) -> Path:
 class Display(Protocol):
     def start_probe(self, name: str, index: int, count: int) -> None: ...
     def update(self, desc: str, done: int, total: int) -> None: ...
-    def end_probe(self, result: ProbeResult) -> None: ...
+    # `status`: what a person reads where it is not the result's own ("cut short")
+    def end_probe(self, result: ProbeResult, status: str | None = None) -> None: ...
 
 
 class SilentDisplay:
     def start_probe(self, name: str, index: int, count: int) -> None: ...
     def update(self, desc: str, done: int, total: int) -> None: ...
-    def end_probe(self, result: ProbeResult) -> None: ...
+    def end_probe(self, result: ProbeResult, status: str | None = None) -> None: ...
 
 
 def resolve_device(requested: str, facts: dict[str, Any]) -> str:
@@ -360,7 +361,8 @@ class Runner:
             failures += pr.status == "failed" and cut is None
             self._keep(pr, round_no, times[spec.name])
             self.save()
-            self.display.end_probe(dataclasses.replace(pr, name=label))
+            self.display.end_probe(dataclasses.replace(pr, name=label),
+                                   interruption.CUT if cut == (spec.name, round_no) else None)
         self.run.finished_at = utc_now()
         if (pacing := pacer.record()) is not None:
             self.run.extra["pacing"] = pacing

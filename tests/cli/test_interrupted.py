@@ -107,6 +107,7 @@ def test_the_terminal_and_both_reports_open_with_it(stopped):
     assert stopped.stdout.splitlines()[0] == banner
     assert stopped.stderr.strip().splitlines()[-1] == (
         f"benchbench: interrupted by {stopped.sig.name}; finished probes were kept")
+    assert re.search(r"\] memory_bandwidth: cut short \(", stopped.stderr), stopped.stderr
     md = (stopped.out / "report.md").read_text().splitlines()
     assert md[:3] == [md[0], "", f"**{banner}**"] and md[0].startswith("# benchbench report")
     assert md.count(f"**{banner}**") == 1
