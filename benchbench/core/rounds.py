@@ -110,13 +110,15 @@ def _later_notes(notes: list[str], reason: str | None, round_no: int) -> list[st
             if not any(_same(n, old.split(": ", 1)[-1]) or _same(n, old) for old in notes)]
 
 
-def merge(into: ProbeResult, more: ProbeResult, round_no: int) -> ProbeResult:
+def merge(into: ProbeResult, more: ProbeResult, round_no: int,
+          said: str | None = None) -> ProbeResult:
     """A later round folded into the probe's result so far. A round that failed or was
-    skipped leaves the others' figures standing and says so in the reason."""
+    skipped leaves the others' figures standing and says so in the reason, by `said` where
+    given (a round a signal cut short is no failure of the probe)."""
     notes = _notes(into.reason)
     duration = (into.duration_s or 0.0) + (more.duration_s or 0.0)
     if more.status != "ok":
-        notes.append(f"round {round_no} {more.status}: {more.reason}")
+        notes.append(f"round {round_no} {said or more.status}: {more.reason}")
         return dataclasses.replace(into, reason="; ".join(notes), duration_s=duration)
     if into.status != "ok":
         first = start(more)

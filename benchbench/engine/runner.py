@@ -359,10 +359,10 @@ class Runner:
             pr.duration_s = round(time.monotonic() - t0, 3)
             pacer.finished(i)
             failures += pr.status == "failed" and cut is None
-            self._keep(pr, round_no, times[spec.name])
+            said = interruption.CUT if cut == (spec.name, round_no) else None
+            self._keep(pr, round_no, times[spec.name], said)
             self.save()
-            self.display.end_probe(dataclasses.replace(pr, name=label),
-                                   interruption.CUT if cut == (spec.name, round_no) else None)
+            self.display.end_probe(dataclasses.replace(pr, name=label), said)
         self.run.finished_at = utc_now()
         if (pacing := pacer.record()) is not None:
             self.run.extra["pacing"] = pacing
@@ -393,13 +393,15 @@ class Runner:
     def rounds(self) -> int:
         return self.cfg.rounds or rounds_mod.default_rounds(self.cfg.quick, self.device)
 
-    def _keep(self, pr: ProbeResult, round_no: int, times: int) -> None:
-        """Round 1 adds the probe's result; a later round is folded into it."""
+    def _keep(self, pr: ProbeResult, round_no: int, times: int,
+              said: str | None = None) -> None:
+        """Round 1 adds the probe's result; a later round is folded into it (`said`: its
+        status as a person reads it, where not its own)."""
         if round_no == 1:
             self.run.probes.append(rounds_mod.start(pr) if times > 1 else pr)
             return
         i = next(k for k, p in enumerate(self.run.probes) if p.name == pr.name)
-        self.run.probes[i] = rounds_mod.merge(self.run.probes[i], pr, round_no)
+        self.run.probes[i] = rounds_mod.merge(self.run.probes[i], pr, round_no, said)
 
     def _run_one(self, spec: ProbeSpec, budget: float, started: str,
                  round_no: int = 1) -> ProbeResult:

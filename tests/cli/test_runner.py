@@ -112,7 +112,7 @@ def test_a_later_round_cut_short_keeps_the_probe_and_counts_the_rounds_left(tmp_
     assert [j.name for j, _ in iso.jobs] == ["matmul", "memory_bandwidth", "matmul"]
     saved = results.load(tmp_path)
     assert saved.probe("matmul").status == "ok"  # round 1 stands
-    assert "round 2 failed: interrupted by SIGTERM" in saved.probe("matmul").reason
+    assert "round 2 cut short: interrupted by SIGTERM" in saved.probe("matmul").reason
     cut = interruption.of(saved)
     assert (cut.cut_short, cut.cut_round, cut.not_run, cut.rounds_not_run) == (
         "matmul", 2, (), 1)
