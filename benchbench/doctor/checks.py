@@ -79,8 +79,8 @@ def check_storage(env: dict[str, Any], run: RunResult | None) -> Check:
                        "`benchbench run --only storage`, then `benchbench doctor RUN`")
     pr = run.probe("storage")
     if pr is None or pr.status != "ok":
-        why = why_missing(run, "storage") if pr is None and interruption.of(run) \
-            else "the run has no storage probe" if pr is None else interruption.outcome(run, pr)
+        why = "the run has no storage probe" if pr is None and interruption.of(run) is None \
+            else why_missing(run, "storage")
         return skipped(name, threshold, GUIDE, why)
     seq = [m for m in pr.measurements
            if m.metric == "read_bandwidth" and m.key.get("job") == "seq1m"]
