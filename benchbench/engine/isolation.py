@@ -203,11 +203,11 @@ def _group_running(pgid: int) -> bool:
 
 def stop_group(pgid: int, grace_s: float = 3.0) -> None:
     """Stop what a finished worker left running in its process group, and wait until none is
-    left: the dataloader probe's DataLoader forkserver took 1.6 s to tear down after its
-    probe had returned, into the next probe, whose first act (the storage probe's cold read
-    of the dataset, 30-350 ms) read 0.6 to 2.2 times its rate alone for it. SIGTERM, then
-    SIGKILL after `grace_s`. Never this process's own group (a worker that could not leave
-    it)."""
+    left: the dataloader probe's DataLoader processes, torch loaded, took 1.6 s to tear down
+    after its probe had returned, into the next probe, whose first act (the storage probe's
+    cold read of the dataset, 30-350 ms) read 0.6 to 2.2 times its rate alone for it.
+    SIGTERM, then SIGKILL after `grace_s`. Never this process's own group (a worker that
+    could not leave it)."""
     if pgid == os.getpgrp():
         return
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
